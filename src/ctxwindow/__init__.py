@@ -1,0 +1,57 @@
+"""ctxwindow: keep LLM conversations inside their token budget.
+
+>>> from ctxwindow import TokenWindow, count_tokens
+>>> w = TokenWindow(max_tokens=4096, model="gpt-4o", system="You are terse.")
+>>> _ = w.add("user", "Hello!")
+>>> w.total_tokens == count_tokens(w.messages(), model="gpt-4o")
+True
+"""
+
+from ctxwindow.errors import (
+    BudgetError,
+    CtxWindowError,
+    EncodingDataError,
+    InvalidMessageError,
+    MessageTooLargeError,
+    OrphanToolResultError,
+    PinnedOverBudgetError,
+    UnknownModelError,
+)
+from ctxwindow.messages import Entry, Unit
+from ctxwindow.policies import MessageWindow, TokenWindow, Window
+from ctxwindow.tokens import (
+    ChatTokenizer,
+    EstimateWarning,
+    ModelInfo,
+    TokenCounter,
+    chat_tokenizer,
+    count_tokens,
+    known_models,
+    model_info,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BudgetError",
+    "ChatTokenizer",
+    "CtxWindowError",
+    "EncodingDataError",
+    "Entry",
+    "EstimateWarning",
+    "InvalidMessageError",
+    "MessageTooLargeError",
+    "MessageWindow",
+    "ModelInfo",
+    "OrphanToolResultError",
+    "PinnedOverBudgetError",
+    "TokenCounter",
+    "TokenWindow",
+    "Unit",
+    "UnknownModelError",
+    "Window",
+    "chat_tokenizer",
+    "count_tokens",
+    "known_models",
+    "model_info",
+]

@@ -1,0 +1,51 @@
+"""The one exception tree of ctxwindow.
+
+    CtxWindowError
+    ├── InvalidMessageError        a message is not valid chat wire format (also ValueError)
+    ├── UnknownModelError          a model name the registry does not know (also KeyError)
+    ├── EncodingDataError          the offline encoding files are missing or fail their hash
+    ├── BudgetError                a budget cannot be honoured (also ValueError)
+    │   ├── MessageTooLargeError   one unit is larger than the whole budget
+    │   └── PinnedOverBudgetError  what can never be evicted alone exceeds the budget
+    └── OrphanToolResultError      a tool result whose call is not in the window (also ValueError)
+
+Errors of third-party libraries are converted at the boundary with
+``raise ... from exc``, so callers only ever catch these.
+"""
+
+from __future__ import annotations
+
+
+class CtxWindowError(Exception):
+    """Base class of every error ctxwindow raises on purpose."""
+
+
+class InvalidMessageError(CtxWindowError, ValueError):
+    """A message does not follow the chat wire format; the text says which field."""
+
+
+class UnknownModelError(CtxWindowError, KeyError):
+    """A model name the registry does not know; the text lists the known ones."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class EncodingDataError(CtxWindowError):
+    """The packaged encoding files are missing, unreadable or fail their hash."""
+
+
+class BudgetError(CtxWindowError, ValueError):
+    """A budget cannot be honoured."""
+
+
+class MessageTooLargeError(BudgetError):
+    """A single message (or tool unit) is larger than the whole budget."""
+
+
+class PinnedOverBudgetError(BudgetError):
+    """Pinned entries and the system prompt alone exceed the budget."""
+
+
+class OrphanToolResultError(CtxWindowError, ValueError):
+    """A tool result arrived whose assistant call is not the open unit of the window."""

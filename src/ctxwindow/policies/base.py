@@ -1,0 +1,373 @@
+"""The window base class: budget arithmetic and the "evict until it fits" loop.
+
+Like ``cachetools.Cache``, the base owns the budget and the loop; a subclass
+says how big a unit is (``_measure``), what the window costs before any unit
+(``_overhead``) and, if it wants, which unit goes first (``_pop_victim``).
+
+Entries live in two places: evictable units in a deque, oldest first, and
+pinned units (the system prompt is held apart) in a list. Both are in
+sequence order, so ``messages()`` merges them in O(window). Every message is
+tokenized once, in ``add``; running totals make ``add`` and each eviction O(1).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Literal
+
+from ctxwindow.errors import (
+    InvalidMessageError,
+    MessageTooLargeError,
+    OrphanToolResultError,
+    PinnedOverBudgetError,
+)
+from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message, tool_call_ids
+from ctxwindow.tokens.chat import ChatTokenizer, chat_tokenizer
+from ctxwindow.tokens.truncate import truncate_text
+
+logger = logging.getLogger("ctxwindow.policies")
+
+Oversize = Literal["error", "truncate", "drop"]
+EvictHook = Callable[[list[Unit]], None]
+_OVERSIZE = ("error", "truncate", "drop")
+
+
+class Window:
+    """A conversation kept inside a budget; whole units leave from the oldest end.
+
+    Subclasses define the size measure. Public behaviour shared by every window:
+
+    - ``add(role, content)`` / ``add(message)`` / ``extend(messages)``;
+    - ``messages()``: the system prompt first, then the kept messages in order;
+    - ``total_tokens``: prompt tokens of ``messages()`` as the model bills them;
+    - the system prompt and pinned messages are never evicted;
+    - a tool call and its results are one unit, evicted together;
+    - ``on_evict`` receives every list of units that leaves the window.
+    """
+
+    def __init__(
+        self,
+        budget: int,
+        *,
+        model: str = "gpt-4o",
+        system: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        oversize: Oversize = "error",
+        on_evict: EvictHook | None = None,
+        tokenizer: ChatTokenizer | None = None,
+        estimate: bool = False,
+    ) -> None:
+        if oversize not in _OVERSIZE:
+            raise ValueError(f"oversize must be one of {_OVERSIZE}, got {oversize!r}")
+        self._check_budget(budget)
+        self.tokenizer = tokenizer or chat_tokenizer(model, estimate=estimate)
+        self.model = model
+        self.oversize: Oversize = oversize
+        self.on_evict = on_evict
+        self._budget = budget
+        self._seq = itertools.count()
+        self._units: deque[Unit] = deque()
+        self._pinned: list[Unit] = []
+        self._system: Unit | None = None
+        self._open: Unit | None = None  # the unit whose tool results are still due
+        self._dropped_calls: set[str] = set()
+        self._tools = list(tools or ())
+        self._base_tokens = self.tokenizer.count([], self._tools)  # priming + tools
+        self._tokens = self._base_tokens
+        self._used = self._overhead()
+        self._pinned_used = self._used
+        self._n_messages = 0
+        if system is not None:
+            self.set_system(system)
+
+    # -- what subclasses define -------------------------------------------------
+
+    def _measure(self, entries: Sequence[Entry]) -> int:
+        """The size of some entries in the window's budget unit."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _overhead(self) -> int:
+        """What the window costs with no message in it."""
+        return 0
+
+    def _check_budget(self, budget: int) -> None:
+        if not isinstance(budget, int) or budget < 1:
+            raise ValueError(f"budget must be a positive integer, got {budget!r}")
+
+    def _pop_victim(self) -> Unit:
+        """Remove and return the unit to evict next: the oldest."""
+        return self._units.popleft()
+
+    # -- adding ------------------------------------------------------------------
+
+    def add(
+        self,
+        role_or_message: str | Mapping[str, Any],
+        content: Any = None,
+        *,
+        pin: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Entry | None:
+        """Add one message; evict the oldest units until the window fits again.
+
+        A ``system``/``developer`` message is pinned. Returns the stored entry,
+        or ``None`` when the ``"drop"`` oversize policy discarded it.
+        """
+        message = make_message(role_or_message, content)
+        pin = pin or message["role"] in SYSTEM_ROLES
+        if message["role"] == "tool":
+            return self._add_tool_result(message, metadata)
+        if self._open is not None:
+            raise InvalidMessageError(
+                f"tool calls {sorted(self._open.pending)} have no results yet; "
+                "add their tool messages before the next message"
+            )
+        entry = self._entry(message, pin, metadata)
+        if entry is None:
+            return None
+        unit = Unit([entry], self._measure([entry]), pending=set(tool_call_ids(message)))
+        self._admit(unit)
+        return entry
+
+    def extend(self, messages: Iterable[Mapping[str, Any]]) -> None:
+        """Add several messages in order; all are validated before any is added."""
+        checked = [make_message(m) for m in messages]
+        for message in checked:
+            self.add(message)
+
+    def set_system(self, content: str | list[Any]) -> None:
+        """Set or replace the system prompt (always first, never evicted)."""
+        entry = Entry(
+            make_message("system", content), 0, seq=-1, pinned=True, kind="system", priority=0
+        )
+        entry.tokens = self.tokenizer.message_tokens(entry.message)
+        unit = Unit([entry], self._measure([entry]))
+        old = self._system
+        old_size = old.size if old else 0
+        self._require_pinned_fit(self._pinned_used - old_size + unit.size, "the system prompt")
+        if old is not None:
+            self._account(old, -1, pinned=True)
+        self._system = unit
+        self._account(unit, +1, pinned=True)
+        self._evict_until_fits()
+
+    def _entry(
+        self, message: Message, pin: bool, metadata: Mapping[str, Any] | None
+    ) -> Entry | None:
+        entry = Entry(message, self.tokenizer.message_tokens(message), seq=next(self._seq))
+        entry.pinned = pin
+        entry.metadata = dict(metadata or {})
+        if pin:
+            self._require_pinned_fit(self._pinned_used + self._measure([entry]), "pinned messages")
+            return entry
+        room = self._budget - self._pinned_used
+        return self._fit_oversize([entry], entry, room)
+
+    def _admit(self, unit: Unit) -> None:
+        (self._pinned if unit.pinned else self._units).append(unit)
+        self._account(unit, +1, pinned=unit.pinned)
+        if unit.pending:
+            self._open = unit
+        self._evict_until_fits()
+
+    # -- tool results ------------------------------------------------------------
+
+    def _add_tool_result(
+        self, message: Message, metadata: Mapping[str, Any] | None
+    ) -> Entry | None:
+        call_id = message["tool_call_id"]
+        unit = self._open
+        if unit is None or call_id not in unit.pending:
+            if call_id in self._dropped_calls:
+                self._dropped_calls.discard(call_id)
+                self._notify([Unit([self._bare_entry(message)], 0)], "dropped")
+                return None
+            raise OrphanToolResultError(
+                f"tool result for call {call_id!r} has no matching assistant tool call "
+                "waiting for results in this window"
+            )
+        entry = self._bare_entry(message, metadata)
+        if unit.pinned:
+            grown = self._pinned_used + self._measure([entry])
+            self._require_pinned_fit(grown, "the pinned tool call and its results")
+            fitted: Entry | None = entry
+        else:
+            room = self._budget - self._pinned_used - unit.size
+            fitted = self._fit_oversize([*unit.entries, entry], entry, room + unit.size)
+            if fitted is None:
+                self._drop_open_unit(unit)
+                return None
+        self._extend_unit(unit, entry, call_id)
+        return entry
+
+    def _bare_entry(self, message: Message, metadata: Mapping[str, Any] | None = None) -> Entry:
+        entry = Entry(message, self.tokenizer.message_tokens(message), seq=next(self._seq))
+        entry.metadata = dict(metadata or {})
+        return entry
+
+    def _extend_unit(self, unit: Unit, entry: Entry, call_id: str) -> None:
+        before = unit.size
+        unit.entries.append(entry)
+        unit.size = self._measure(unit.entries)
+        unit.pending.discard(call_id)
+        self._used += unit.size - before
+        self._tokens += entry.tokens
+        self._n_messages += 1
+        if unit.pinned:
+            self._pinned_used += unit.size - before
+        if not unit.pending:
+            self._open = None
+        self._evict_until_fits(keep=unit)
+
+    def _drop_open_unit(self, unit: Unit) -> None:
+        # Nothing is added while a unit is open, so it is the newest evictable unit.
+        assert self._units[-1] is unit
+        self._units.pop()
+        self._account(unit, -1, pinned=False)
+        self._dropped_calls |= unit.pending
+        self._open = None
+        self._notify([unit], "dropped")
+
+    # -- oversize policy -------------------------------------------------------------
+
+    def _fit_oversize(self, entries: list[Entry], entry: Entry, room: int) -> Entry | None:
+        """Apply the oversize policy when ``entries`` (ending in ``entry``) exceed ``room``."""
+        size = self._measure(entries)
+        if size <= room:
+            return entry
+        if self.oversize == "drop":
+            logger.debug(
+                "dropping a %s message of size %d (room %d)", entry.message["role"], size, room
+            )
+            if entry.message["role"] != "tool":
+                self._notify([Unit([entry], size)], "dropped")
+                self._dropped_calls |= set(tool_call_ids(entry.message))
+            return None
+        own_room = room - (size - self._measure([entry]))
+        if self.oversize == "truncate" and self._truncate(entry, own_room):
+            return entry
+        raise MessageTooLargeError(
+            f"a {entry.message['role']} message of size {size} does not fit: the budget is "
+            f"{self._budget} and {self._pinned_used} of it is taken by the system prompt, "
+            "pinned messages and fixed overhead; nothing was added "
+            "(choose oversize='truncate' or 'drop' to allow this)"
+        )
+
+    def _truncate(self, entry: Entry, room: int) -> bool:
+        """Cut the entry's text so its size is at most ``room``; False if impossible."""
+        if not isinstance(entry.message.get("content"), str):
+            return False
+        bare = dict(entry.message, content="")
+        framing = self.tokenizer.message_tokens(bare)
+        target = room - framing
+        if target < 1:
+            return False
+        text = truncate_text(entry.message["content"], target, self.tokenizer.counter)
+        entry.message = dict(entry.message, content=text)
+        entry.tokens = self.tokenizer.message_tokens(entry.message)
+        entry.metadata["truncated"] = True
+        return self._measure([entry]) <= room
+
+    # -- eviction ----------------------------------------------------------------
+
+    def _evict_until_fits(self, keep: Unit | None = None) -> None:
+        evicted: list[Unit] = []
+        while self._used > self._budget and self._units and self._units[0] is not keep:
+            unit = self._pop_victim()
+            self._account(unit, -1, pinned=False)
+            evicted.append(unit)
+        if evicted:
+            self._notify(evicted, "evicted")
+
+    def _notify(self, units: list[Unit], what: str) -> None:
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "%s %d unit(s), %d message(s); window now %d/%d",
+                what,
+                len(units),
+                sum(len(u.entries) for u in units),
+                self._used,
+                self._budget,
+            )
+        if self.on_evict is not None:
+            self.on_evict(units)
+
+    def _account(self, unit: Unit, sign: int, *, pinned: bool) -> None:
+        self._used += sign * unit.size
+        self._tokens += sign * sum(e.tokens for e in unit.entries)
+        if unit.entries[0].seq >= 0:
+            self._n_messages += sign * len(unit.entries)
+        if pinned:
+            self._pinned_used += sign * unit.size
+
+    def _require_pinned_fit(self, pinned_size: int, what: str) -> None:
+        if pinned_size > self._budget:
+            raise PinnedOverBudgetError(
+                f"{what} would need {pinned_size} of a budget of {self._budget} "
+                "for content that is never evicted; nothing was changed"
+            )
+
+    # -- budget ------------------------------------------------------------------
+
+    def resize(self, budget: int) -> None:
+        """Change the budget now; shrinking evicts at once. Pinned content must still fit."""
+        self._check_budget(budget)
+        if self._pinned_used > budget:
+            raise PinnedOverBudgetError(
+                f"cannot resize to {budget}: the system prompt, pinned messages and fixed "
+                f"overhead need {self._pinned_used}; the budget is unchanged"
+            )
+        self._budget = budget
+        self._evict_until_fits(keep=self._open)
+
+    # -- reading -----------------------------------------------------------------
+
+    def messages(self) -> list[Message]:
+        """The messages to send: the system prompt first, then the kept ones in order."""
+        out = [] if self._system is None else [self._system.entries[0].message]
+        for unit in self.units():
+            out.extend(entry.message for entry in unit.entries)
+        return out
+
+    def units(self) -> Iterator[Unit]:
+        """The kept units (pinned and evictable) in chronological order, system prompt excluded."""
+        return heapq.merge(self._pinned, self._units, key=lambda unit: unit.seq)
+
+    def entries(self) -> list[Entry]:
+        """The kept entries in chronological order, system prompt excluded."""
+        return [entry for unit in self.units() for entry in unit.entries]
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt tokens of ``messages()`` (plus tool definitions) as the model bills them."""
+        return self._tokens
+
+    @property
+    def budget(self) -> int:
+        return self._budget
+
+    @property
+    def used(self) -> int:
+        """How much of the budget the window takes now, in the window's unit."""
+        return self._used
+
+    @property
+    def system(self) -> str | list[Any] | None:
+        return None if self._system is None else self._system.entries[0].message["content"]
+
+    def __len__(self) -> int:
+        """Number of kept messages, the system prompt excluded."""
+        return self._n_messages
+
+    def clear(self) -> None:
+        """Forget every message except the system prompt (not reported to ``on_evict``)."""
+        for unit in [*self._units, *self._pinned]:
+            self._account(unit, -1, pinned=unit.pinned)
+        self._units.clear()
+        self._pinned.clear()
+        self._open = None
+        self._dropped_calls.clear()

@@ -1,0 +1,57 @@
+"""``MessageWindow``: the last N messages, never cutting a tool unit."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxwindow.messages import Entry
+from ctxwindow.policies.base import EvictHook, Oversize, Window
+from ctxwindow.tokens.chat import ChatTokenizer
+
+
+class MessageWindow(Window):
+    """Keeps at most ``max_messages`` messages, the system prompt not counted.
+
+    Pinned messages count against the limit. Tool calls and their results
+    leave together, so the window may hold fewer than ``max_messages`` right
+    after evicting a tool unit. Tokens are still counted once per message so
+    that ``total_tokens`` is known; ``oversize`` may be ``"error"`` or
+    ``"drop"`` (a tool unit with more messages than the limit).
+    """
+
+    def __init__(
+        self,
+        max_messages: int,
+        system: str | None = None,
+        *,
+        model: str = "gpt-4o",
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        oversize: Oversize = "error",
+        on_evict: EvictHook | None = None,
+        tokenizer: ChatTokenizer | None = None,
+        estimate: bool = False,
+    ) -> None:
+        if oversize == "truncate":
+            raise ValueError("a MessageWindow cannot truncate: use oversize='error' or 'drop'")
+        super().__init__(
+            max_messages,
+            model=model,
+            system=system,
+            tools=tools,
+            oversize=oversize,
+            on_evict=on_evict,
+            tokenizer=tokenizer,
+            estimate=estimate,
+        )
+
+    def _measure(self, entries: Sequence[Entry]) -> int:
+        return sum(1 for entry in entries if entry.kind != "system")
+
+    @property
+    def max_messages(self) -> int:
+        return self.budget
+
+    @max_messages.setter
+    def max_messages(self, value: int) -> None:
+        self.resize(value)
