@@ -14,7 +14,8 @@ import gzip
 import hashlib
 import threading
 from dataclasses import dataclass
-from importlib import resources
+import importlib.util
+from pathlib import Path
 
 import tiktoken
 
@@ -120,10 +121,15 @@ def _build(name: str) -> tiktoken.Encoding:
 
 
 def _read_packaged(spec: EncodingSpec) -> bytes:
+    # Locate the package without importing it: importing bpe_openai loads its
+    # own Rust tokenizer, which the default path does not need.
+    package = importlib.util.find_spec("bpe_openai")
     try:
-        compressed = resources.files("bpe_openai.data").joinpath(spec.resource).read_bytes()
-        return gzip.decompress(compressed)
-    except (ModuleNotFoundError, FileNotFoundError, OSError) as exc:
+        if package is None or package.origin is None:
+            raise FileNotFoundError("the 'bpe_openai' package is not installed")
+        path = Path(package.origin).parent / "data" / spec.resource
+        return gzip.decompress(path.read_bytes())
+    except (FileNotFoundError, OSError, EOFError) as exc:
         raise EncodingDataError(
             f"cannot read {spec.resource} from the 'bpe-openai' package ({exc}); "
             "install it with: pip install bpe-openai"

@@ -1,0 +1,156 @@
+"""The ``ctxwindow`` command line (docs/cli.md).
+
+Every command prints its result on stdout; bad input is one line on stderr
+starting with ``ctxwindow: error:`` and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from ctxwindow.errors import CtxWindowError
+from ctxwindow.messages import validate_message
+from ctxwindow.tokens import chat_tokenizer
+
+app = typer.Typer(
+    name="ctxwindow",
+    help="Keep LLM conversations inside their token budget.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class InputError(CtxWindowError):
+    """The command's input cannot be used; the text says why."""
+
+
+@app.callback()
+def _root() -> None:
+    """Keep LLM conversations inside their token budget."""
+
+
+@app.command()
+def count(
+    file: Annotated[str, typer.Argument(help="JSON file of chat messages, or - for stdin.")] = "-",
+    model: Annotated[str, typer.Option(help="Model whose tokenizer and framing to use.")] = "gpt-4o",
+    tools: Annotated[
+        Path | None, typer.Option(help="JSON file with the request's tool definitions.")
+    ] = None,
+    text: Annotated[bool, typer.Option("--text", help="Count plain text, no chat framing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a per-message breakdown.")] = False,
+    estimate: Annotated[
+        bool, typer.Option("--estimate", help="Allow the estimator for an unknown model.")
+    ] = False,
+) -> None:
+    """Print the prompt tokens a request costs, as a bare integer.
+
+    FILE holds a JSON array of chat messages, or a request body object with
+    "messages" (and optionally "tools").
+    """
+    try:
+        _count(_read(file), model, tools, text, as_json, estimate)
+    except CtxWindowError as exc:
+        _fail(str(exc))
+
+
+def _count(
+    raw: str, model: str, tools_file: Path | None, text: bool, as_json: bool, estimate: bool
+) -> None:
+    tokenizer = chat_tokenizer(model, estimate=estimate)
+    if text:
+        n = tokenizer.text(raw)
+        typer.echo(json.dumps({"model": model, "tokens": n}) if as_json else n)
+        return
+    messages, tools = _parse_request(raw)
+    if tools_file is not None:
+        tools = _parse_tools(_read(str(tools_file)), str(tools_file))
+    if not as_json:
+        typer.echo(tokenizer.count(messages, tools))
+        return
+    per_message = [
+        {"index": i, "role": m["role"], "tokens": tokenizer.message_tokens(m)}
+        for i, m in enumerate(messages)
+    ]
+    breakdown = {
+        "model": model,
+        "exact": tokenizer.exact,
+        "total": tokenizer.count(messages, tools),
+        "reply_priming": tokenizer.framing.reply_priming,
+        "tools": tokenizer.tools_tokens(tools),
+        "messages": per_message,
+    }
+    typer.echo(json.dumps(breakdown, ensure_ascii=False, indent=2))
+
+
+def _parse_request(raw: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    data = _load_json(raw, "input")
+    tools = None
+    if isinstance(data, dict) and "messages" in data:
+        tools = _check_tools(data.get("tools"), "input 'tools'")
+        data = data["messages"]
+    if not isinstance(data, list):
+        raise InputError(
+            f"input must be a JSON array of chat messages, got a JSON {type(data).__name__}"
+        )
+    for i, message in enumerate(data):
+        validate_message(message, where=f"message {i}")
+    return data, tools
+
+
+def _parse_tools(raw: str, where: str) -> list[dict[str, Any]] | None:
+    return _check_tools(_load_json(raw, where), where)
+
+
+def _check_tools(tools: Any, where: str) -> list[dict[str, Any]] | None:
+    if tools is None:
+        return None
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise InputError(f"{where}: tools must be a JSON array of tool objects")
+    for i, tool in enumerate(tools):
+        function = tool.get("function", tool)
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise InputError(f"{where}: tool {i} has no function name")
+    return tools
+
+
+def _load_json(raw: str, where: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where} is not valid JSON: {exc}") from exc
+
+
+def _read(file: str) -> str:
+    try:
+        if file == "-":
+            return sys.stdin.read()
+        return Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {file}: {exc}") from exc
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"ctxwindow: error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def main() -> None:
+    """Entry point of the ``ctxwindow`` script."""
+    warnings.simplefilter("default")
+    warnings.formatwarning = _format_warning
+    app()
+
+
+def _format_warning(message: Warning | str, *_: Any, **__: Any) -> str:
+    return f"ctxwindow: warning: {message}\n"
+
+
+if __name__ == "__main__":
+    main()
