@@ -1,0 +1,206 @@
+"""Property tests: the invariants of DESIGN.md hold for any sequence of operations.
+
+Each example is a random program of adds (chat messages, tool units, pinned
+messages), resizes and clears, run on a ``TokenWindow`` and a ``MessageWindow``.
+After every step the window is checked against a simple model of what was
+added and what was reported evicted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxwindow import (
+    MessageTooLargeError,
+    MessageWindow,
+    PinnedOverBudgetError,
+    TokenWindow,
+    Unit,
+    count_tokens,
+)
+from ctxwindow.policies import Window
+
+PHRASES = [
+    "hello",
+    "The order A-1042 shipped.",
+    "你好，世界",
+    "请记住我的生日是五月三日。",
+    "日本語のテキストです。",
+    "カタカナ",
+    "🎉🚀",
+    "👩‍👩‍👧‍👦",
+    "mixed 中文 and English 😀",
+    "",
+]
+
+texts = st.one_of(
+    st.sampled_from(PHRASES),
+    st.lists(st.sampled_from(PHRASES), min_size=1, max_size=30).map(" ".join),
+    st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40),
+)
+
+ops = st.one_of(
+    st.tuples(st.just("msg"), st.sampled_from(["user", "assistant"]), texts),
+    st.tuples(st.just("tool"), st.integers(1, 3), st.lists(texts, min_size=3, max_size=3)),
+    st.tuples(st.just("pin"), texts),
+    st.tuples(st.just("resize"), st.integers(1, 400)),
+    st.tuples(st.just("clear")),
+)
+
+
+@dataclass
+class Model:
+    """What the test knows: every unit added, and every unit reported evicted."""
+
+    added: list[list[dict[str, Any]]] = field(default_factory=list)
+    order: list[dict[str, Any]] = field(default_factory=list)  # every message, in add order
+    pinned: list[list[dict[str, Any]]] = field(default_factory=list)
+    evicted: list[list[dict[str, Any]]] = field(default_factory=list)
+
+
+def make_token_window(budget: int, system: str | None, model: Model) -> Window:
+    def on_evict(units: list[Unit]) -> None:
+        model.evicted.extend(u.messages() for u in units)
+
+    return TokenWindow(
+        max_tokens=max(budget, 40), system=system, reserve_output=5, on_evict=on_evict
+    )
+
+
+def make_message_window(budget: int, system: str | None, model: Model) -> Window:
+    def on_evict(units: list[Unit]) -> None:
+        model.evicted.extend(u.messages() for u in units)
+
+    return MessageWindow(max_messages=max(budget // 20, 1), system=system, on_evict=on_evict)
+
+
+def tool_unit(n: int, results: list[str], tag: int) -> list[dict[str, Any]]:
+    ids = [f"call_{tag}_{i}" for i in range(n)]
+    calls = [
+        {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in ids
+    ]
+    unit: list[dict[str, Any]] = [{"role": "assistant", "content": None, "tool_calls": calls}]
+    unit += [
+        {"role": "tool", "tool_call_id": i, "content": r}
+        for i, r in zip(ids, results[:n], strict=True)
+    ]
+    return unit
+
+
+def snapshot(window: Window) -> tuple[list[dict[str, Any]], int, int]:
+    return window.messages(), window.total_tokens, window.budget
+
+
+def apply(window: Window, op: tuple[Any, ...], step: int, model: Model) -> None:
+    """Run one operation; a refused operation must leave the window unchanged."""
+    before = snapshot(window)
+    try:
+        run_op(window, op, step, model)
+    except (MessageTooLargeError, PinnedOverBudgetError):
+        if op[0] == "tool" and window.messages() != before[0]:
+            # A tool unit was refused part-way: its call is open and awaits
+            # results. Clear, as an application would, and reset the model.
+            reset(window, model)
+            return
+        assert snapshot(window) == before, "a refused operation changed the window"
+
+
+def run_op(window: Window, op: tuple[Any, ...], step: int, model: Model) -> None:
+    # a name makes every message distinct, so the model can tell them apart
+    if op[0] == "resize":
+        window.resize(op[1] // 20 + 1 if isinstance(window, MessageWindow) else op[1])
+    elif op[0] == "clear":
+        reset(window, model)
+    elif op[0] == "tool":
+        unit = tool_unit(op[1], op[2], step)
+        for message in unit:
+            window.add(message)
+        model.added.append(unit)
+        model.order.extend(unit)
+    else:
+        role = "user" if op[0] == "pin" else op[1]
+        message = {"role": role, "content": op[-1], "name": f"s{step}"}
+        window.add(message, pin=op[0] == "pin")
+        (model.pinned if op[0] == "pin" else model.added).append([message])
+        model.order.append(message)
+
+
+def reset(window: Window, model: Model) -> None:
+    window.clear()
+    for kept in (model.added, model.order, model.pinned, model.evicted):
+        kept.clear()
+
+
+def check_invariants(window: Window, model: Model) -> None:
+    messages = window.messages()
+    body = messages[1:] if messages and messages[0]["role"] == "system" else messages
+
+    # 1. the budget holds; total_tokens is the billed count of messages()
+    assert window.used <= window.budget
+    assert window.total_tokens == count_tokens(messages)
+    if isinstance(window, TokenWindow):
+        assert window.total_tokens + window.reserve_output <= window.max_tokens
+
+    # 2. pinned entries are all there
+    for unit in model.pinned:
+        assert unit[0] in body
+
+    # 3 and 4. every kept message is whole, and tool units are whole
+    kept_units = [u for u in model.added if u[0] in body]
+    for unit in kept_units:
+        start = body.index(unit[0])
+        assert body[start : start + len(unit)] == unit
+    assert sum(len(u) for u in kept_units) + sum(len(u) for u in model.pinned) == len(body)
+    assert len(window) == len(body)
+    if body:
+        assert body[0]["role"] != "tool"
+
+    # 5. order is chronological and the kept (unpinned) units are the newest ones
+    positions = [model.order.index(m) for m in body]
+    assert positions == sorted(positions)
+    if kept_units:
+        assert model.added[-len(kept_units) :] == kept_units
+
+    # 7. nothing is lost silently: every added unit is kept or was reported evicted
+    gone = model.added[: len(model.added) - len(kept_units)]
+    assert all(unit in model.evicted for unit in gone)
+
+
+def run(make: Any, budget: int, system: str | None, program: list[tuple[Any, ...]]) -> Window:
+    model = Model()
+    try:
+        window = make(budget, system, model)
+    except PinnedOverBudgetError:
+        # refused at construction: only right when the system prompt cannot fit
+        assert system is not None
+        assert count_tokens([{"role": "system", "content": system}]) + 5 > max(budget, 40)
+        return TokenWindow(max_tokens=max(budget, 40))
+    for step, op in enumerate(program):
+        apply(window, op, step, model)
+        check_invariants(window, model)
+    return window
+
+
+@given(st.integers(1, 400), st.one_of(st.none(), texts), st.lists(ops, max_size=40))
+def test_token_window_invariants(budget: int, system: str | None, program: list[Any]) -> None:
+    run(make_token_window, budget, system, program)
+
+
+@given(st.integers(1, 400), st.one_of(st.none(), texts), st.lists(ops, max_size=40))
+def test_message_window_invariants(budget: int, system: str | None, program: list[Any]) -> None:
+    run(make_message_window, budget, system, program)
+
+
+@given(st.integers(40, 400), texts, st.lists(ops, max_size=30))
+def test_building_twice_gives_the_same_context(
+    budget: int, system: str, program: list[Any]
+) -> None:
+    first = run(make_token_window, budget, system, program)
+    second = run(make_token_window, budget, system, program)
+    assert first.messages() == second.messages()
+    assert first.messages() == first.messages()
+    assert first.total_tokens == second.total_tokens
