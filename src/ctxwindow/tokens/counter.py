@@ -68,10 +68,13 @@ class BpeOpenAICounter:
     exact = True
 
     def __init__(self, encoding: str = "o200k_base") -> None:
-        import bpe_openai
+        with warnings.catch_warnings():
+            # bpe-openai reads its data with a deprecated importlib API; not ours to fix.
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            import bpe_openai
 
+            self._encoding = bpe_openai.get_encoding(encoding)
         self.name = encoding
-        self._encoding = bpe_openai.get_encoding(encoding)
 
     def encode(self, text: str) -> list[int]:
         return list(self._encoding.encode_ordinary(text))
