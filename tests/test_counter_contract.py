@@ -38,7 +38,16 @@ def _estimate() -> EstimateCounter:
         return EstimateCounter()
 
 
+def _hf_tiny() -> TokenCounter:
+    from ctxwindow.tokens.hf import HuggingFaceCounter
+
+    from .test_tokens_hf import train_tiny_bpe
+
+    return HuggingFaceCounter(train_tiny_bpe(), "hf-tiny-bpe")
+
+
 EXACT: dict[str, Callable[[], TokenCounter]] = {
+    "hf-tiny-bpe": _hf_tiny,
     "tiktoken-o200k": lambda: TiktokenCounter("o200k_base"),
     "tiktoken-cl100k": lambda: TiktokenCounter("cl100k_base"),
     "bpe-openai-o200k": lambda: BpeOpenAICounter("o200k_base"),

@@ -39,11 +39,11 @@ def _root() -> None:
 @app.command()
 def count(
     file: Annotated[str, typer.Argument(help="JSON file of chat messages, or - for stdin.")] = "-",
-    model: Annotated[str, typer.Option(help="Model whose tokenizer and framing to use.")] = "gpt-4o",
+    model: Annotated[str, typer.Option(help="Model whose tokenizer and framing.")] = "gpt-4o",
     tools: Annotated[
         Path | None, typer.Option(help="JSON file with the request's tool definitions.")
     ] = None,
-    text: Annotated[bool, typer.Option("--text", help="Count plain text, no chat framing.")] = False,
+    text: Annotated[bool, typer.Option("--text", help="Plain text, no chat framing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a per-message breakdown.")] = False,
     estimate: Annotated[
         bool, typer.Option("--estimate", help="Allow the estimator for an unknown model.")

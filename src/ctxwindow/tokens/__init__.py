@@ -10,6 +10,7 @@ from ctxwindow.tokens.counter import (
     TokenCounter,
 )
 from ctxwindow.tokens.encodings import get_encoding
+from ctxwindow.tokens.hf import HuggingFaceCounter, hf_chat_tokenizer
 from ctxwindow.tokens.models import ModelInfo, known_models, model_info
 
 __all__ = [
@@ -19,12 +20,14 @@ __all__ = [
     "ChatTokenizer",
     "EstimateCounter",
     "EstimateWarning",
+    "HuggingFaceCounter",
     "ModelInfo",
     "TiktokenCounter",
     "TokenCounter",
     "chat_tokenizer",
     "count_tokens",
     "get_encoding",
+    "hf_chat_tokenizer",
     "known_models",
     "model_info",
 ]

@@ -12,9 +12,9 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import importlib.util
 import threading
 from dataclasses import dataclass
-import importlib.util
 from pathlib import Path
 
 import tiktoken

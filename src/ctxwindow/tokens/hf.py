@@ -23,14 +23,23 @@ content; ``u``, ``a``, ``s`` = one user, assistant, system message):
   they count 0; otherwise ``per_name`` is what the name adds minus its text.
 
 Limits: counts are exact for templates that frame every message the same way
-regardless of its neighbours and keep content apart from the framing with
-added tokens or newlines (ChatML, Llama 3), for content that does not start
-with whitespace. Where content is joined to the framing with spaces (Llama 2,
-Mistral), or the template trims content, a message can be a token or two off.
+whatever its neighbours and keep content apart from the framing with added
+tokens or newlines (ChatML; Llama 3's layout), as long as the content does
+not start with whitespace (which can merge with the newline before it) and
+the template does not change it (Llama 3 trims it). Where content is joined
+to the framing with spaces (Llama 2, Mistral), a message can be a token or
+two off. Roles other than system/user/assistant (tool, developer) get the
+user framing, and ``tool_call_id`` is counted as text even where a template
+drops it. A template that injects a default system prompt when there is none
+(Qwen2.5) gives the system role a negative per-message value: a system
+message replaces the default, so totals stay exact but that one message's
+``message_tokens`` can be small or negative.
+
 Tool definitions use ``ChatFraming``'s default constants and tool calls
 ``TOOL_CALL_OVERHEAD``: OpenAI's formula, an approximation for open models.
 A template that cannot be probed falls back to ``DEFAULT_FRAMING`` with an
-``EstimateWarning``; a system-role probe that fails costs only the warning.
+``EstimateWarning``; if only the system probe fails (Gemma rejects system
+messages), it warns and system messages take the user framing.
 """
 
 from __future__ import annotations
@@ -72,7 +81,9 @@ class HuggingFaceCounter:
     tokens written in the text, such as ``<|im_start|>``, count as one token
     each: that is how a rendered chat template is tokenized. ``decode`` keeps
     special tokens, so ``decode(encode(text)) == text`` for byte-level
-    tokenizers without a normalizer.
+    tokenizers without a normalizer. ``HuggingFaceCounter(tokenizer, name)``
+    wraps a ``tokenizers.Tokenizer`` already in memory (switching off its
+    truncation and padding).
 
     >>> counter = HuggingFaceCounter.from_folder("models/Qwen2.5-7B-Instruct")  # doctest: +SKIP
     >>> counter.count("中文和日本語")  # doctest: +SKIP
