@@ -1,18 +1,19 @@
 """The window base class: budget arithmetic and the "evict until it fits" loop.
 
 Like ``cachetools.Cache``, the base owns the budget and the loop; a subclass
-says how big a unit is (``_measure``), what the window costs before any unit
+says how big an entry is (``_size_of``), what the window costs before any unit
 (``_overhead``) and, if it wants, which unit goes first (``_pop_victim``).
 
-Entries live in two places: evictable units in a deque, oldest first, and
-pinned units (the system prompt is held apart) in a list. Both are in
-sequence order, so ``messages()`` merges them in O(window). Every message is
-tokenized once, in ``add``; running totals make ``add`` and each eviction O(1).
+Units live in two places: evictable units in a deque, oldest first, and
+pinned units (the system prompt is held apart) in a list. A third deque, the
+*view*, holds every kept message in order, so ``messages()`` is one copy.
+Every message is tokenized once, in ``add``; running totals make ``add`` and
+each eviction O(1) (an oldest-first eviction only passes the pinned messages
+that precede the victim in the view).
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
 from collections import deque
@@ -72,6 +73,7 @@ class Window:
         self._seq = itertools.count()
         self._units: deque[Unit] = deque()
         self._pinned: list[Unit] = []
+        self._view: deque[Message] = deque()  # every kept message, in order
         self._system: Unit | None = None
         self._open: Unit | None = None  # the unit whose tool results are still due
         self._dropped_calls: set[str] = set()
@@ -86,9 +88,12 @@ class Window:
 
     # -- what subclasses define -------------------------------------------------
 
-    def _measure(self, entries: Sequence[Entry]) -> int:
-        """The size of some entries in the window's budget unit."""
+    def _size_of(self, entry: Entry) -> int:
+        """The size of one entry in the window's budget unit."""
         raise NotImplementedError  # pragma: no cover - abstract
+
+    def _measure(self, entries: Sequence[Entry]) -> int:
+        return sum(self._size_of(entry) for entry in entries)
 
     def _overhead(self) -> int:
         """What the window costs with no message in it."""
@@ -129,8 +134,8 @@ class Window:
         entry = self._entry(message, pin, metadata)
         if entry is None:
             return None
-        unit = Unit([entry], self._measure([entry]), pending=set(tool_call_ids(message)))
-        self._admit(unit)
+        pending = set(tool_call_ids(message)) if "tool_calls" in message else set()
+        self._admit(Unit([entry], self._size_of(entry), pending))
         return entry
 
     def extend(self, messages: Iterable[Mapping[str, Any]]) -> None:
@@ -145,7 +150,7 @@ class Window:
             make_message("system", content), 0, seq=-1, pinned=True, kind="system", priority=0
         )
         entry.tokens = self.tokenizer.message_tokens(entry.message)
-        unit = Unit([entry], self._measure([entry]))
+        unit = Unit([entry], self._size_of(entry))
         old = self._system
         old_size = old.size if old else 0
         self._require_pinned_fit(self._pinned_used - old_size + unit.size, "the system prompt")
@@ -158,21 +163,30 @@ class Window:
     def _entry(
         self, message: Message, pin: bool, metadata: Mapping[str, Any] | None
     ) -> Entry | None:
-        entry = Entry(message, self.tokenizer.message_tokens(message), seq=next(self._seq))
-        entry.pinned = pin
-        entry.metadata = dict(metadata or {})
+        tokens = self.tokenizer.message_tokens(message)
+        entry = Entry(message, tokens, next(self._seq), pinned=pin, metadata=dict(metadata or {}))
+        size = self._size_of(entry)
         if pin:
-            self._require_pinned_fit(self._pinned_used + self._measure([entry]), "pinned messages")
+            self._require_pinned_fit(self._pinned_used + size, "pinned messages")
             return entry
-        room = self._budget - self._pinned_used
-        return self._fit_oversize([entry], entry, room)
+        if size <= self._budget - self._pinned_used:
+            return entry
+        return self._fit_oversize([entry], entry, self._budget - self._pinned_used)
 
     def _admit(self, unit: Unit) -> None:
-        (self._pinned if unit.pinned else self._units).append(unit)
-        self._account(unit, +1, pinned=unit.pinned)
+        """Take in a new single-entry unit, then evict until the window fits."""
+        entry = unit.entries[0]
+        (self._pinned if entry.pinned else self._units).append(unit)
+        self._view.append(entry.message)
+        self._used += unit.size
+        self._tokens += entry.tokens
+        self._n_messages += 1
+        if entry.pinned:
+            self._pinned_used += unit.size
         if unit.pending:
             self._open = unit
-        self._evict_until_fits()
+        if self._used > self._budget:
+            self._evict_until_fits()
 
     # -- tool results ------------------------------------------------------------
 
@@ -192,7 +206,7 @@ class Window:
             )
         entry = self._bare_entry(message, metadata)
         if unit.pinned:
-            grown = self._pinned_used + self._measure([entry])
+            grown = self._pinned_used + self._size_of(entry)
             self._require_pinned_fit(grown, "the pinned tool call and its results")
             fitted: Entry | None = entry
         else:
@@ -212,7 +226,8 @@ class Window:
     def _extend_unit(self, unit: Unit, entry: Entry, call_id: str) -> None:
         before = unit.size
         unit.entries.append(entry)
-        unit.size = self._measure(unit.entries)
+        self._view.append(entry.message)  # the open unit is the newest
+        unit.size += self._size_of(entry)
         unit.pending.discard(call_id)
         self._used += unit.size - before
         self._tokens += entry.tokens
@@ -227,6 +242,8 @@ class Window:
         # Nothing is added while a unit is open, so it is the newest evictable unit.
         assert self._units[-1] is unit
         self._units.pop()
+        for _ in unit.entries:
+            self._view.pop()
         self._account(unit, -1, pinned=False)
         self._dropped_calls |= unit.pending
         self._open = None
@@ -247,7 +264,7 @@ class Window:
                 self._notify([Unit([entry], size)], "dropped")
                 self._dropped_calls |= set(tool_call_ids(entry.message))
             return None
-        own_room = room - (size - self._measure([entry]))
+        own_room = room - (size - self._size_of(entry))
         if self.oversize == "truncate" and self._truncate(entry, own_room):
             return entry
         raise MessageTooLargeError(
@@ -261,8 +278,7 @@ class Window:
         """Cut the entry's text so its size is at most ``room``; False if impossible."""
         if not isinstance(entry.message.get("content"), str):
             return False
-        bare = dict(entry.message, content="")
-        framing = self.tokenizer.message_tokens(bare)
+        framing = self.tokenizer.message_tokens(dict(entry.message, content=""))
         target = room - framing
         if target < 1:
             return False
@@ -270,7 +286,7 @@ class Window:
         entry.message = dict(entry.message, content=text)
         entry.tokens = self.tokenizer.message_tokens(entry.message)
         entry.metadata["truncated"] = True
-        return self._measure([entry]) <= room
+        return self._size_of(entry) <= room
 
     # -- eviction ----------------------------------------------------------------
 
@@ -279,9 +295,23 @@ class Window:
         while self._used > self._budget and self._units and self._units[0] is not keep:
             unit = self._pop_victim()
             self._account(unit, -1, pinned=False)
+            self._unview(unit)
             evicted.append(unit)
         if evicted:
             self._notify(evicted, "evicted")
+
+    def _unview(self, unit: Unit) -> None:
+        """Remove an evicted unit's messages from the view."""
+        view, first = self._view, unit.entries[0].message
+        index = 0
+        while view[index] is not first:  # only pinned messages can precede the oldest unit
+            index += 1
+        if index == 0:
+            for _ in unit.entries:
+                view.popleft()
+        else:
+            for _ in unit.entries:
+                del view[index]
 
     def _notify(self, units: list[Unit], what: str) -> None:
         if logger.isEnabledFor(logging.DEBUG):
@@ -298,7 +328,9 @@ class Window:
 
     def _account(self, unit: Unit, sign: int, *, pinned: bool) -> None:
         self._used += sign * unit.size
-        self._tokens += sign * sum(e.tokens for e in unit.entries)
+        entries = unit.entries
+        tokens = entries[0].tokens if len(entries) == 1 else sum(e.tokens for e in entries)
+        self._tokens += sign * tokens
         if unit.entries[0].seq >= 0:
             self._n_messages += sign * len(unit.entries)
         if pinned:
@@ -328,14 +360,13 @@ class Window:
 
     def messages(self) -> list[Message]:
         """The messages to send: the system prompt first, then the kept ones in order."""
-        out = [] if self._system is None else [self._system.entries[0].message]
-        for unit in self.units():
-            out.extend(entry.message for entry in unit.entries)
-        return out
+        if self._system is None:
+            return list(self._view)
+        return [self._system.entries[0].message, *self._view]
 
     def units(self) -> Iterator[Unit]:
         """The kept units (pinned and evictable) in chronological order, system prompt excluded."""
-        return heapq.merge(self._pinned, self._units, key=lambda unit: unit.seq)
+        return iter(sorted([*self._pinned, *self._units], key=lambda unit: unit.seq))
 
     def entries(self) -> list[Entry]:
         """The kept entries in chronological order, system prompt excluded."""
@@ -369,5 +400,6 @@ class Window:
             self._account(unit, -1, pinned=unit.pinned)
         self._units.clear()
         self._pinned.clear()
+        self._view.clear()
         self._open = None
         self._dropped_calls.clear()

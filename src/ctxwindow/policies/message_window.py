@@ -45,8 +45,8 @@ class MessageWindow(Window):
             estimate=estimate,
         )
 
-    def _measure(self, entries: Sequence[Entry]) -> int:
-        return sum(1 for entry in entries if entry.kind != "system")
+    def _size_of(self, entry: Entry) -> int:
+        return 0 if entry.kind == "system" else 1
 
     @property
     def max_messages(self) -> int:

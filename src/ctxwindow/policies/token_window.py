@@ -54,8 +54,8 @@ class TokenWindow(Window):
             estimate=estimate,
         )
 
-    def _measure(self, entries: Sequence[Entry]) -> int:
-        return sum(entry.tokens for entry in entries)
+    def _size_of(self, entry: Entry) -> int:
+        return entry.tokens
 
     def _overhead(self) -> int:
         return self._base_tokens + self.reserve_output
