@@ -9,8 +9,8 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.core: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+$(VENV)/.demo: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[eval]'
 	touch $@
 
 $(VENV)/.test: pyproject.toml | $(BIN)/python
@@ -21,8 +21,9 @@ $(VENV)/.bench: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	touch $@
 
-demo: $(VENV)/.core
-	$(BIN)/python examples/window_demo.py
+# The main job: evaluate the strategies on the built-in datasets (report in out/demo).
+demo: $(VENV)/.demo
+	$(BIN)/ctxwindow eval --out out/demo
 
 test: $(VENV)/.test
 	$(BIN)/ruff check src tests benchmarks examples

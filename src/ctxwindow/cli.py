@@ -141,6 +141,73 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+@app.command("eval")
+def eval_command(
+    dataset: Annotated[
+        list[str] | None,
+        typer.Option(help="builtin:NAME or a .json/.jsonl file; repeat for several."),
+    ] = None,
+    strategies: Annotated[
+        str, typer.Option(help="Comma-separated strategy names.")
+    ] = "message_window,token_window,full",
+    budgets: Annotated[
+        str, typer.Option(help="Comma-separated token budgets.")
+    ] = "1024,2048,4096,8192,16384",
+    model: Annotated[str, typer.Option(help="Model for token counts and prices.")] = "gpt-4o",
+    out: Annotated[Path, typer.Option(help="Folder for results.json, report.html, charts.")] = Path(
+        "ctxwindow-report"
+    ),
+    skip_invalid: Annotated[
+        bool, typer.Option("--skip-invalid", help="Leave out invalid conversations/questions.")
+    ] = False,
+    llm_base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible endpoint to answer the questions.")
+    ] = None,
+    llm_model: Annotated[str | None, typer.Option(help="Model name at that endpoint.")] = None,
+    llm_judge: Annotated[
+        bool, typer.Option("--llm-judge", help="Let the model grade answers (YES/NO).")
+    ] = False,
+) -> None:
+    """Measure context strategies and budgets; print a table, write a report.
+
+    Writes OUT/results.json, OUT/report.html and the charts as PNG files.
+    """
+    from ctxwindow.eval.command import EvalOptions, run_command
+
+    options = EvalOptions(
+        datasets=dataset or ["builtin:all"],
+        strategies=_split(strategies, "--strategies"),
+        budgets=[_positive_int(b) for b in _split(budgets, "--budgets")],
+        model=model,
+        out=out,
+        skip_invalid=skip_invalid,
+        llm_base_url=llm_base_url,
+        llm_model=llm_model,
+        llm_judge=llm_judge,
+    )
+    try:
+        run_command(options)
+    except (CtxWindowError, ValueError, ImportError) as exc:
+        _fail(str(exc))
+
+
+def _split(value: str, option: str) -> list[str]:
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    if not items:
+        _fail(f"{option} needs at least one value")
+    return items
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        _fail(f"--budgets: {value!r} is not a positive integer")
+    return number
+
+
 def main() -> None:
     """Entry point of the ``ctxwindow`` script."""
     warnings.simplefilter("default")

@@ -5,15 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxwindow.messages import Entry
+from ctxwindow.messages import SYSTEM_ROLES, Entry
 from ctxwindow.policies.base import EvictHook, Oversize, Window
 from ctxwindow.tokens.chat import ChatTokenizer
 
 
 class MessageWindow(Window):
-    """Keeps at most ``max_messages`` messages, the system prompt not counted.
+    """Keeps at most ``max_messages`` messages, system messages not counted.
 
-    Pinned messages count against the limit. Tool calls and their results
+    Neither the system prompt nor ``system``/``developer`` messages count;
+    other pinned messages count against the limit. Tool calls and their results
     leave together, so the window may hold fewer than ``max_messages`` right
     after evicting a tool unit. Tokens are still counted once per message so
     that ``total_tokens`` is known; ``oversize`` may be ``"error"`` or
@@ -46,7 +47,7 @@ class MessageWindow(Window):
         )
 
     def _size_of(self, entry: Entry) -> int:
-        return 0 if entry.kind == "system" else 1
+        return 0 if entry.message["role"] in SYSTEM_ROLES else 1
 
     @property
     def max_messages(self) -> int:

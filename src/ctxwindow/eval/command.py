@@ -1,0 +1,150 @@
+"""What ``ctxwindow eval`` does: load, measure with a progress bar, print, report."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ctxwindow.eval.dataset import Dataset, DatasetError, load_dataset
+from ctxwindow.eval.runner import Answerer, run_eval, total_steps
+from ctxwindow.eval.strategies import get_strategy
+from ctxwindow.tokens.models import model_info
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    datasets: Sequence[str]
+    strategies: Sequence[str]
+    budgets: Sequence[int]
+    model: str = "gpt-4o"
+    out: Path = Path("ctxwindow-report")
+    skip_invalid: bool = False
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_judge: bool = False
+
+
+def run_command(options: EvalOptions, console: Console | None = None) -> dict[str, Any]:
+    """Run the evaluation as the CLI does; returns the results document."""
+    # Piped output gets a width that fits the table rather than rich's 80 columns.
+    console = console or Console(width=None if sys.stdout.isatty() else 150)
+    errors = Console(stderr=True)
+    model_info(options.model)  # an unknown model fails before anything is loaded
+    for name in options.strategies:
+        get_strategy(name)
+    dataset = merge(load_all(options.datasets, options.skip_invalid, errors))
+    answerer = make_answerer(options)
+    steps = total_steps(dataset, options.strategies, options.budgets)
+    with Progress(
+        TextColumn("[bold]evaluating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=errors,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("eval", total=steps)
+        results = run_eval(
+            dataset,
+            strategies=options.strategies,
+            budgets=options.budgets,
+            model=options.model,
+            answerer=answerer,
+            on_progress=lambda n: progress.advance(task, n),
+        )
+    console.print(results_table(results))
+    from ctxwindow.eval.report import write_report
+
+    html = write_report(results, options.out)
+    console.print(f"Report: {html}  (results.json and charts beside it)")
+    return results
+
+
+def load_all(specs: Sequence[str], skip_invalid: bool, errors: Console) -> list[Dataset]:
+    datasets = []
+    for spec in specs:
+        dataset, problems = load_dataset(spec, skip_invalid=skip_invalid)
+        for problem in problems:
+            errors.print(f"ctxwindow: skipped: {spec}: {problem}", markup=False)
+        datasets.append(dataset)
+    return datasets
+
+
+def merge(datasets: Sequence[Dataset]) -> Dataset:
+    """One dataset from several; conversation ids must stay unique."""
+    if len(datasets) == 1:
+        return datasets[0]
+    conversations = [c for d in datasets for c in d.conversations]
+    name = ",".join(d.name for d in datasets)
+    counts = Counter(c.id for c in conversations)
+    twice = [
+        f"conversation id {cid!r} is in more than one dataset" for cid, n in counts.items() if n > 1
+    ]
+    if twice:
+        raise DatasetError(name, twice)
+    return Dataset(name, tuple(conversations))
+
+
+def make_answerer(options: EvalOptions) -> Answerer | None:
+    if options.llm_base_url is None and options.llm_model is None:
+        return None
+    if options.llm_base_url is None or options.llm_model is None:
+        raise ValueError("answer scoring needs both --llm-base-url and --llm-model")
+    from ctxwindow.eval.llm import OpenAIAnswerer
+
+    return OpenAIAnswerer(options.llm_base_url, options.llm_model, judge=options.llm_judge)
+
+
+def results_table(results: dict[str, Any]) -> Table:
+    """The terminal table: one row per strategy and budget."""
+    table = Table(
+        title=f"{results['dataset']} · {results['model']} · "
+        f"{results['n_conversations']} conversations, {results['n_questions']} questions"
+    )
+    columns = [
+        "strategy",
+        "budget",
+        "evidence recall",
+        "turn recall",
+        "mean tokens",
+        "$ / question",
+        "build p50 ms",
+        "p99 ms",
+        "over budget",
+    ]
+    scored = any(
+        m.get("answer_score") is not None
+        for per in results["results"].values()
+        for m in per.values()
+    )
+    if scored:
+        columns.append("answer score")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for strategy, per_budget in results["results"].items():
+        for budget, m in per_budget.items():
+            label = f"{budget} (N={m['messages']})" if "messages" in m else budget
+            row = [
+                strategy,
+                label,
+                f"{m['evidence_recall']:.1%}",
+                f"{m['turn_recall']:.1%}",
+                f"{m['mean_tokens']:,.0f}",
+                f"{m['mean_cost_usd']:.5f}",
+                f"{m['build_ms_p50']:.3f}",
+                f"{m['build_ms_p99']:.3f}",
+                f"{m['over_budget_rate']:.0%}",
+            ]
+            if scored:
+                score = m.get("answer_score")
+                row.append("—" if score is None else f"{score:.1%}")
+            table.add_row(*row)
+    return table

@@ -1,0 +1,175 @@
+"""Running strategies over a dataset at several budgets, and the metrics.
+
+For every case (a question at its point in a conversation), every strategy
+and every budget, the strategy's context is built and measured: are the
+question's evidence messages in it, how many tokens it costs, how long it
+took to build. Everything but the timings is deterministic.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ctxwindow
+from ctxwindow.eval.dataset import Dataset, Question
+from ctxwindow.eval.strategies import DEFAULT_STRATEGIES, Built, Case, Strategy, get_strategy
+from ctxwindow.messages import Message
+from ctxwindow.tokens.chat import ChatTokenizer, chat_tokenizer
+from ctxwindow.tokens.models import model_info
+
+DEFAULT_BUDGETS = (1024, 2048, 4096, 8192, 16384)
+UNBOUNDED = "unbounded"
+
+# Given a built context and its question, return a score in [0, 1].
+Answerer = Callable[[list[Message], Question], float]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one built context scored."""
+
+    category: str
+    all_evidence: bool
+    evidence_share: float
+    tokens: int
+    build_ms: float
+    score: float | None = None
+
+
+def run_eval(
+    dataset: Dataset,
+    *,
+    strategies: Sequence[str] = DEFAULT_STRATEGIES,
+    budgets: Sequence[int] = DEFAULT_BUDGETS,
+    model: str = "gpt-4o",
+    answerer: Answerer | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Measure each strategy at each budget; returns the ``results.json`` document."""
+    tokenizer = chat_tokenizer(model)
+    chosen = [get_strategy(name) for name in strategies]  # unknown names fail before any work
+    budgets = _check_budgets(budgets)
+    cases = [Case(c, q) for c in dataset.conversations for q in c.questions]
+    price = model_info(model).input_price
+    results: dict[str, dict[str, Any]] = {}
+    for name, strategy in zip(strategies, chosen, strict=True):
+        results[name] = {}
+        for budget in budgets if strategy.budgeted else [None]:
+            facts = strategy.calibrate(cases, budget, tokenizer) if budget is not None else {}
+            measured = []
+            for case in cases:
+                measured.append(measure(strategy, case, budget, tokenizer, answerer))
+                if on_progress is not None:
+                    on_progress(1)
+            label = UNBOUNDED if budget is None else str(budget)
+            results[name][label] = {**summarize(measured, budget, price), **facts}
+    return {
+        "model": model,
+        "dataset": dataset.name,
+        "input_price_per_mtok": price,
+        "budgets": list(budgets),
+        "strategies": list(strategies),
+        "n_conversations": len(dataset.conversations),
+        "n_questions": len(cases),
+        "ctxwindow_version": ctxwindow.__version__,
+        "results": results,
+    }
+
+
+def total_steps(dataset: Dataset, strategies: Sequence[str], budgets: Sequence[int]) -> int:
+    """How many contexts ``run_eval`` builds (for a progress bar)."""
+    labels = sum(len(budgets) if get_strategy(s).budgeted else 1 for s in strategies)
+    return labels * dataset.n_questions
+
+
+def measure(
+    strategy: Strategy,
+    case: Case,
+    budget: int | None,
+    tokenizer: ChatTokenizer,
+    answerer: Answerer | None = None,
+) -> Measurement:
+    """Build one context (the history ingested first, untimed) and score it."""
+    state = strategy.prepare(case, budget, tokenizer)
+    start = time.perf_counter()
+    built: Built = strategy.build(state, case)
+    build_ms = (time.perf_counter() - start) * 1000
+    evidence = case.question.evidence
+    present = sum(1 for mid in evidence if mid in built.kept_ids)
+    score = answerer(built.messages, case.question) if answerer is not None else None
+    return Measurement(
+        category=case.question.category or "uncategorized",
+        all_evidence=present == len(evidence),
+        evidence_share=present / len(evidence),
+        tokens=tokenizer.count(built.messages),
+        build_ms=build_ms,
+        score=score,
+    )
+
+
+def summarize(measured: Sequence[Measurement], budget: int | None, price: float) -> dict[str, Any]:
+    """The metrics of one strategy at one budget."""
+    tokens = [m.tokens for m in measured]
+    times = sorted(m.build_ms for m in measured)
+    summary: dict[str, Any] = {
+        **_recall(measured),
+        "mean_tokens": round(_mean(tokens), 2),
+        "mean_cost_usd": round(_mean(tokens) * price / 1e6, 8),
+        "total_cost_usd": round(sum(tokens) * price / 1e6, 8),
+        "build_ms_p50": round(percentile(times, 50), 4),
+        "build_ms_p99": round(percentile(times, 99), 4),
+        "over_budget_rate": _over_budget(tokens, budget),
+        "by_category": _by_category(measured),
+    }
+    return summary
+
+
+def _recall(measured: Sequence[Measurement]) -> dict[str, Any]:
+    scores = [m.score for m in measured if m.score is not None]
+    return {
+        "evidence_recall": round(_mean([m.all_evidence for m in measured]), 6),
+        "turn_recall": round(_mean([m.evidence_share for m in measured]), 6),
+        "n": len(measured),
+        "answer_score": round(_mean(scores), 6) if scores else None,
+    }
+
+
+def _by_category(measured: Sequence[Measurement]) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[Measurement]] = defaultdict(list)
+    for m in measured:
+        groups[m.category].append(m)
+    return {category: _recall(groups[category]) for category in sorted(groups)}
+
+
+def _over_budget(tokens: Sequence[int], budget: int | None) -> float:
+    if budget is None:
+        return 0.0
+    return round(_mean([t > budget for t in tokens]), 6)
+
+
+def _mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile of already sorted values (numpy's default method)."""
+    if not sorted_values:
+        return 0.0
+    rank = (len(sorted_values) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (rank - low)
+
+
+def _check_budgets(budgets: Sequence[int]) -> list[int]:
+    if not budgets:
+        raise ValueError("give at least one budget")
+    bad = [b for b in budgets if not isinstance(b, int) or b < 1]
+    if bad:
+        raise ValueError(f"budgets must be positive integers, got {bad}")
+    return sorted(set(budgets))

@@ -1,0 +1,204 @@
+"""Context strategies for the evaluation, and their registry.
+
+A strategy builds the context it would send to the model when a question is
+asked. ``prepare`` ingests the history (not timed); ``build`` adds the
+question and returns the context (timed: that is ``build_ms``). A strategy
+whose ``budgeted`` is False (``full``) is run once, under the budget label
+``"unbounded"``.
+
+Register your own with ``register_strategy("mine", Mine)``; names are unique
+and an unknown name lists the known ones.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ctxwindow.eval.dataset import Conversation, Question
+from ctxwindow.messages import SYSTEM_ROLES, Message
+from ctxwindow.policies import MessageWindow, TokenWindow, Window
+from ctxwindow.tokens.chat import ChatTokenizer
+
+
+@dataclass(frozen=True)
+class Case:
+    """One question asked at one point of one conversation."""
+
+    conversation: Conversation
+    question: Question
+
+    @property
+    def history(self) -> list[tuple[str, Message]]:
+        return self.conversation.history(self.question)
+
+    @property
+    def prompt(self) -> Message:
+        return {"role": "user", "content": self.question.question}
+
+
+@dataclass(frozen=True)
+class Built:
+    """A built context: the messages to send and the dataset ids of those kept."""
+
+    messages: list[Message]
+    kept_ids: frozenset[str]
+
+
+class Strategy:
+    """Base class of evaluation strategies (see the module docstring)."""
+
+    name: ClassVar[str]
+    budgeted: ClassVar[bool] = True
+
+    def calibrate(
+        self, cases: Sequence[Case], budget: int, tokenizer: ChatTokenizer
+    ) -> dict[str, Any]:
+        """Prepare for one budget over all cases; returns facts for the report."""
+        return {}
+
+    def prepare(self, case: Case, budget: int | None, tokenizer: ChatTokenizer) -> Any:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def build(self, state: Any, case: Case) -> Built:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+
+class FullHistory(Strategy):
+    """Everything, no budget: the ceiling of recall and of cost."""
+
+    name = "full"
+    budgeted = False
+
+    def prepare(self, case: Case, budget: int | None, tokenizer: ChatTokenizer) -> Any:
+        return case.history
+
+    def build(self, state: Any, case: Case) -> Built:
+        history: list[tuple[str, Message]] = state
+        messages = [message for _, message in history]
+        messages.append(case.prompt)
+        return Built(messages, frozenset(mid for mid, _ in history))
+
+
+class _WindowStrategy(Strategy):
+    """Ingest the history into a ctxwindow window, then add the question."""
+
+    def window(self, budget: int, tokenizer: ChatTokenizer) -> Window:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def prepare(self, case: Case, budget: int | None, tokenizer: ChatTokenizer) -> Any:
+        assert budget is not None
+        window = self.window(budget, tokenizer)
+        for mid, message in case.history:
+            window.add(message, metadata={"id": mid})
+        return window
+
+    def build(self, state: Any, case: Case) -> Built:
+        window: Window = state
+        window.add(case.prompt)
+        kept = frozenset(e.metadata["id"] for e in window.entries() if "id" in e.metadata)
+        return Built(window.messages(), kept)
+
+
+class TokenWindowStrategy(_WindowStrategy):
+    """``TokenWindow``: the newest whole messages that fit the token budget.
+
+    A history message larger than the whole budget is dropped
+    (``oversize="drop"``) rather than cut: a pure token window keeps a
+    message whole or not at all.
+    """
+
+    name = "token_window"
+
+    def window(self, budget: int, tokenizer: ChatTokenizer) -> Window:
+        return TokenWindow(budget, model=tokenizer.model, tokenizer=tokenizer, oversize="drop")
+
+
+class MessageWindowStrategy(_WindowStrategy):
+    """``MessageWindow``: the last N messages, N chosen per budget.
+
+    For each budget, N is the largest number of messages (the question
+    included) whose mean context size over all cases stays within the budget.
+    The mean is computed from each message's exact token count and ignores
+    tool units (the window evicts them whole, which can keep a little less).
+    Individual contexts can overshoot the budget: the report gives how often.
+    """
+
+    name = "message_window"
+
+    def __init__(self) -> None:
+        self._n: dict[int, int] = {}
+
+    def calibrate(
+        self, cases: Sequence[Case], budget: int, tokenizer: ChatTokenizer
+    ) -> dict[str, Any]:
+        sizes = [_SizeTable(case, tokenizer) for case in cases]
+        longest = max(len(s.suffix) for s in sizes)
+        means = [_mean(sizes, k) for k in range(1, longest + 2)]  # non-decreasing in k
+        self._n[budget] = max(bisect.bisect_right(means, budget), 1)
+        return {"messages": self._n[budget]}
+
+    def window(self, budget: int, tokenizer: ChatTokenizer) -> Window:
+        if budget not in self._n:
+            raise RuntimeError("message_window: calibrate() must run before prepare()")
+        n = self._n[budget]
+        return MessageWindow(n, model=tokenizer.model, tokenizer=tokenizer, oversize="drop")
+
+
+class _SizeTable:
+    """Tokens of a case's context when it keeps the last k messages (question included)."""
+
+    def __init__(self, case: Case, tokenizer: ChatTokenizer) -> None:
+        history = [m for _, m in case.history]
+        fixed = [m for m in history if m["role"] in SYSTEM_ROLES]
+        rest = [tokenizer.message_tokens(m) for m in history if m["role"] not in SYSTEM_ROLES]
+        self.base = tokenizer.count([*fixed, case.prompt])
+        # suffix[k] = tokens of the last k history messages
+        self.suffix = [0, *itertools.accumulate(reversed(rest))]
+
+    def size(self, k: int) -> int:
+        return self.base + self.suffix[min(max(k - 1, 0), len(self.suffix) - 1)]
+
+
+def _mean(sizes: Sequence[_SizeTable], k: int) -> float:
+    return sum(s.size(k) for s in sizes) / len(sizes)
+
+
+# -- the registry -----------------------------------------------------------------
+
+_REGISTRY: dict[str, Callable[[], Strategy]] = {}
+
+
+def register_strategy(name: str, factory: Callable[[], Strategy]) -> None:
+    """Register a zero-argument constructor under ``name``; names are unique."""
+    if name in _REGISTRY:
+        raise ValueError(f"a strategy named {name!r} is already registered")
+    _REGISTRY[name] = factory
+
+
+def unregister_strategy(name: str) -> None:
+    """Remove a registered strategy (for plug-ins that are unloaded, and tests)."""
+    _REGISTRY.pop(name, None)
+
+
+def get_strategy(name: str) -> Strategy:
+    """A new instance of the named strategy."""
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        known = ", ".join(strategy_names())
+        raise ValueError(f"unknown strategy {name!r}; known strategies: {known}") from None
+    return factory()
+
+
+def strategy_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+DEFAULT_STRATEGIES = ("message_window", "token_window", "full")
+
+for _strategy in (MessageWindowStrategy, TokenWindowStrategy, FullHistory):
+    register_strategy(_strategy.name, _strategy)

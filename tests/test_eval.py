@@ -1,0 +1,323 @@
+"""``ctxwindow eval``: datasets, strategies with known answers, metrics, determinism."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwindow import count_tokens
+from ctxwindow.eval import (
+    Case,
+    DatasetError,
+    Strategy,
+    get_strategy,
+    load_dataset,
+    register_strategy,
+    run_eval,
+    strategy_names,
+    unregister_strategy,
+)
+from ctxwindow.eval.dataset import parse_dataset
+from ctxwindow.eval.runner import percentile
+from ctxwindow.tokens import chat_tokenizer
+
+TIMING_KEYS = {"build_ms_p50", "build_ms_p99"}
+
+
+def conversation(cid: str = "c1", turns: int = 20) -> dict[str, Any]:
+    """A system prompt and ``turns`` messages; message i says fact i (mixed scripts)."""
+    messages: list[dict[str, Any]] = [{"id": "sys", "role": "system", "content": "Be brief."}]
+    for i in range(turns):
+        role = "user" if i % 2 == 0 else "assistant"
+        text = f"Fact {i}: the code is K{i:03d}. 事实{i}。日本語{i}。"
+        messages.append({"id": f"m{i}", "role": role, "content": text})
+    questions = [
+        {"id": "early", "question": "What is the code of fact 1?", "answer": "K001",
+         "evidence": ["m1"], "category": "single-hop"},
+        {"id": "late", "question": "What is the code of fact 18?", "answer": "K018",
+         "evidence": ["m18"], "category": "single-hop"},
+        {"id": "both", "question": "Codes of facts 2 and 17?", "answer": "K002 K017",
+         "evidence": ["m2", "m17"], "category": "multi-hop"},
+        {"id": "mid", "question": "What is the code of fact 5?", "answer": "K005",
+         "evidence": ["m5"], "after": "m9", "category": "single-hop"},
+    ]  # fmt: skip
+    return {"id": cid, "messages": messages, "questions": questions}
+
+
+def dataset(*conversations: dict[str, Any]) -> Any:
+    data, problems = parse_dataset({"conversations": list(conversations)}, "test")
+    assert problems == []
+    return data
+
+
+def case(data: Any, qid: str) -> Case:
+    conv = data.conversations[0]
+    return Case(conv, next(q for q in conv.questions if q.id == qid))
+
+
+# -- datasets -------------------------------------------------------------------
+
+
+def test_json_and_jsonl_load_the_same(tmp_path: Path) -> None:
+    convs = [conversation("a"), conversation("b")]
+    (tmp_path / "d.json").write_text(json.dumps({"conversations": convs}), encoding="utf-8")
+    lines = "\n".join(json.dumps(c, ensure_ascii=False) for c in convs)
+    (tmp_path / "d.jsonl").write_text(lines + "\n", encoding="utf-8")
+    from_json, _ = load_dataset(str(tmp_path / "d.json"))
+    from_jsonl, _ = load_dataset(str(tmp_path / "d.jsonl"))
+    assert from_json.conversations == from_jsonl.conversations
+    assert from_json.n_questions == 8
+
+
+def test_dataset_keys_are_not_sent_to_the_model() -> None:
+    data = dataset(conversation())
+    assert all("id" not in m and "timestamp" not in m for m in data.conversations[0].messages)
+
+
+def test_after_cuts_the_history() -> None:
+    history = case(dataset(conversation()), "mid").history
+    assert [mid for mid, _ in history][-1] == "m9"
+    assert len(history) == 11
+
+
+def broken(**change: Any) -> dict[str, Any]:
+    conv = conversation()
+    for path, value in change.items():
+        target: Any = conv
+        *parents, last = path.split("__")
+        for key in parents:
+            target = target[int(key) if key.isdigit() else key]
+        target[int(last) if last.isdigit() else last] = value
+    return conv
+
+
+@pytest.mark.parametrize(
+    ("conv", "fragment"),
+    [
+        (broken(id=None), "needs a string 'id'"),
+        (broken(messages=[]), "'messages' must be a non-empty list"),
+        (broken(messages__3__id="m0"), "message 'm0': duplicate message id"),
+        (broken(messages__2__role="robot"), "unknown role 'robot'"),
+        (broken(messages__4__id=None), "needs a string 'id'"),
+        (broken(questions__0__evidence=["m99"]), "question 'early': evidence ['m99'] not among"),
+        (broken(questions__0__evidence=[]), "'evidence' must be a non-empty list"),
+        (broken(questions__1__id="early"), "question 'early': duplicate question id"),
+        (broken(questions__3__after="m3"), "evidence comes after 'm3'"),
+        (broken(questions__3__after="nope"), "'after' 'nope' is not a message id"),
+        (broken(questions__2__question=""), "needs a non-empty 'question'"),
+    ],
+)
+def test_invalid_datasets_name_what_is_wrong(conv: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(DatasetError) as info:
+        parse_dataset({"conversations": [conv]}, "bad.json")
+    assert fragment in str(info.value)
+    assert str(info.value).startswith("bad.json: ")
+
+
+def test_tool_results_must_follow_their_call() -> None:
+    conv = conversation()
+    call = {
+        "id": "t0",
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
+    }
+    result = {"id": "t1", "role": "tool", "tool_call_id": "call_1", "content": "{}"}
+    conv["messages"] += [result, call]  # result before its call, call never answered
+    with pytest.raises(DatasetError) as info:
+        parse_dataset({"conversations": [conv]}, "tools.json")
+    assert "does not follow its call" in str(info.value)
+    assert "have no results at the end" in str(info.value)  # fmt: skip
+
+
+def test_duplicate_conversations_and_bad_json(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="duplicate conversation id"):
+        parse_dataset({"conversations": [conversation(), conversation()]}, "dup")
+    (tmp_path / "x.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(DatasetError, match="not valid JSON"):
+        load_dataset(str(tmp_path / "x.json"))
+    with pytest.raises(DatasetError, match="cannot read"):
+        load_dataset(str(tmp_path / "missing.json"))
+
+
+def test_skip_invalid_keeps_the_valid_rest() -> None:
+    bad_question = broken(questions__0__evidence=["m99"])
+    bad_question["id"] = "c2"
+    bad_messages = broken(messages__2__role="robot")
+    bad_messages["id"] = "c3"
+    raw = {"conversations": [conversation(), bad_question, bad_messages]}
+    with pytest.raises(DatasetError) as info:
+        parse_dataset(raw, "mixed")
+    assert len(info.value.problems) == 2
+    data, problems = parse_dataset(raw, "mixed", skip_invalid=True)
+    assert [c.id for c in data.conversations] == ["c1", "c2"]
+    assert [len(c.questions) for c in data.conversations] == [4, 3]
+    assert len(problems) == 2
+
+
+# -- strategies, where the right answer is known ------------------------------------
+
+
+def built_ids(name: str, budget: int | None, data: Any, qid: str) -> list[str]:
+    strategy = get_strategy(name)
+    tokenizer = chat_tokenizer("gpt-4o")
+    the_case = case(data, qid)
+    if budget is not None:
+        strategy.calibrate(
+            [case(data, q.id) for q in data.conversations[0].questions], budget, tokenizer
+        )
+    built = strategy.build(strategy.prepare(the_case, budget, tokenizer), the_case)
+    assert built.messages[-1] == the_case.prompt
+    order = [mid for mid, _ in the_case.history]
+    return sorted(built.kept_ids, key=order.index)
+
+
+def test_full_keeps_everything_seen() -> None:
+    data = dataset(conversation())
+    assert built_ids("full", None, data, "late") == ["sys"] + [f"m{i}" for i in range(20)]
+    assert built_ids("full", None, data, "mid") == ["sys"] + [f"m{i}" for i in range(10)]
+
+
+def test_message_window_of_k_messages_keeps_exactly_the_last_k() -> None:
+    data = dataset(conversation())
+    strategy = get_strategy("message_window")
+    tokenizer = chat_tokenizer("gpt-4o")
+    cases = [case(data, q.id) for q in data.conversations[0].questions]
+    for budget in (60, 120, 250, 10_000):
+        n = strategy.calibrate(cases, budget, tokenizer)["messages"]
+        the_case = case(data, "late")
+        built = strategy.build(strategy.prepare(the_case, budget, tokenizer), the_case)
+        expected = ["sys", *[f"m{i}" for i in range(20)][max(20 - (n - 1), 0) :]]
+        order = [mid for mid, _ in the_case.history]
+        assert sorted(built.kept_ids, key=order.index) == (expected if n > 1 else ["sys"])
+        # the system prompt does not count; the question is one of the n
+        assert len(built.messages) == min(n, 21) + 1
+
+
+def test_message_window_n_is_the_largest_whose_mean_fits() -> None:
+    data = dataset(conversation())
+    tokenizer = chat_tokenizer("gpt-4o")
+    cases = [case(data, q.id) for q in data.conversations[0].questions]
+
+    def mean_size(k: int) -> float:  # oracle: build each context by hand and count it
+        sizes = []
+        for c in cases:
+            history = [m for _, m in c.history]
+            rest = history[1:]
+            kept = rest[max(len(rest) - (k - 1), 0) :] if k > 1 else []
+            sizes.append(count_tokens([history[0], *kept, c.prompt]))
+        return sum(sizes) / len(sizes)
+
+    for budget in (100, 200, 300):
+        n = get_strategy("message_window").calibrate(cases, budget, tokenizer)["messages"]
+        assert mean_size(n) <= budget < mean_size(n + 1)
+
+
+def test_token_window_keeps_the_longest_suffix_that_fits() -> None:
+    data = dataset(conversation())
+    the_case = case(data, "late")
+    history = [m for _, m in the_case.history]
+    for budget in (80, 150, 400):
+        kept = built_ids("token_window", budget, data, "late")
+        k = len(kept) - 1  # without the system prompt
+        fits = count_tokens([history[0], *history[len(history) - k :], the_case.prompt])
+        more = count_tokens([history[0], *history[len(history) - k - 1 :], the_case.prompt])
+        assert fits <= budget < more
+
+
+def test_run_eval_metrics_on_a_known_dataset() -> None:
+    data = dataset(conversation())
+    results = run_eval(data, budgets=[150, 100_000])
+    full = results["results"]["full"]["unbounded"]
+    assert full["evidence_recall"] == 1.0 and full["turn_recall"] == 1.0
+    big = results["results"]["token_window"]["100000"]
+    assert big["evidence_recall"] == 1.0 and big["over_budget_rate"] == 0.0
+    assert big["mean_tokens"] == full["mean_tokens"]
+    small = results["results"]["token_window"]["150"]
+    # at 150 tokens only the last few facts fit: "late" (m18) yes, "early" and "both" no;
+    # "mid" is asked after m9 and its evidence m5 is 4 messages back.
+    kept_late = built_ids("token_window", 150, data, "late")
+    assert "m18" in kept_late and "m1" not in kept_late and "m2" not in kept_late
+    expected = (
+        sum(
+            all(e in built_ids("token_window", 150, data, q.id) for e in q.evidence)
+            for q in data.conversations[0].questions
+        )
+        / 4
+    )
+    assert small["evidence_recall"] == expected
+    assert small["turn_recall"] >= small["evidence_recall"]
+    assert small["by_category"]["multi-hop"]["n"] == 1
+    assert small["by_category"]["single-hop"]["n"] == 3
+    price = 2.50 / 1e6
+    assert small["mean_cost_usd"] == pytest.approx(small["mean_tokens"] * price)
+    assert small["mean_tokens"] <= 150
+
+
+def test_results_follow_the_design_schema() -> None:
+    results = run_eval(dataset(conversation()), budgets=[512, 1024])
+    assert {"model", "dataset", "results"} <= set(results)
+    for per_budget in results["results"].values():
+        for metrics in per_budget.values():
+            assert isinstance(metrics["evidence_recall"], float)
+            assert isinstance(metrics["turn_recall"], float)
+            assert isinstance(metrics["mean_tokens"], float)
+            assert isinstance(metrics["build_ms_p50"], float)
+            assert isinstance(metrics["n"], int)
+    assert set(results["results"]["token_window"]) == {"512", "1024"}
+    assert set(results["results"]["full"]) == {"unbounded"}
+    json.dumps(results)  # serializable as is
+
+
+def without_timings(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: without_timings(v) for k, v in value.items() if k not in TIMING_KEYS}
+    return value
+
+
+def test_same_inputs_give_the_same_numbers() -> None:
+    first = run_eval(dataset(conversation(), conversation("c2", 30)), budgets=[100, 300])
+    second = run_eval(dataset(conversation(), conversation("c2", 30)), budgets=[100, 300])
+    assert without_timings(first) == without_timings(second)
+
+
+def test_unknown_strategy_and_bad_budgets_fail_before_measuring() -> None:
+    with pytest.raises(ValueError, match=r"known strategies: .*message_window"):
+        run_eval(dataset(conversation()), strategies=["nope"])
+    with pytest.raises(ValueError, match="positive integers"):
+        run_eval(dataset(conversation()), budgets=[0])
+
+
+def test_a_user_strategy_plugs_in() -> None:
+    class LastTwo(Strategy):
+        name = "last_two"
+
+        def prepare(self, case: Case, budget: int | None, tokenizer: Any) -> Any:
+            return case.history[-2:]
+
+        def build(self, state: Any, case: Case) -> Any:
+            from ctxwindow.eval import Built
+
+            return Built([m for _, m in state] + [case.prompt], frozenset(i for i, _ in state))
+
+    register_strategy("last_two", LastTwo)
+    try:
+        with pytest.raises(ValueError, match="already registered"):
+            register_strategy("last_two", LastTwo)
+        results = run_eval(dataset(conversation()), strategies=["last_two"], budgets=[1000])
+    finally:
+        unregister_strategy("last_two")
+    # only "late" has its evidence (m18) among the last two messages it saw
+    assert results["results"]["last_two"]["1000"]["evidence_recall"] == 0.25
+    assert "last_two" not in strategy_names()
+
+
+def test_percentile_interpolates() -> None:
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile([5.0], 99) == 5.0
+    assert percentile(list(map(float, range(101))), 99) == 99.0

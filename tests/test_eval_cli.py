@@ -1,0 +1,106 @@
+"""``ctxwindow eval`` end to end: table, results.json, report.html, charts, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ctxwindow.cli import app
+
+from .test_eval import broken, conversation
+
+runner = CliRunner()
+
+
+def write(path: Path, *conversations: dict[str, object]) -> str:
+    path.write_text(json.dumps({"conversations": list(conversations)}), encoding="utf-8")
+    return str(path)
+
+
+def test_eval_writes_results_report_and_charts(tmp_path: Path) -> None:
+    data = write(tmp_path / "d.json", conversation())
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app, ["eval", "--dataset", data, "--budgets", "150,100000", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "token_window" in result.stdout and "evidence recall" in result.stdout
+    assert f"Report: {out / 'report.html'}" in result.stdout.replace("\n", "")
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["dataset"] == data
+    assert set(results["results"]) == {"message_window", "token_window", "full"}
+    assert results["results"]["full"]["unbounded"]["evidence_recall"] == 1.0
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "data:image/png;base64," in html
+    assert (out / "recall_vs_budget.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "recall_vs_tokens.png").exists()
+
+
+def test_invalid_dataset_stops_before_measuring(tmp_path: Path) -> None:
+    bad = broken(questions__0__evidence=["m99"])
+    bad["id"] = "c2"
+    data = write(tmp_path / "bad.json", conversation(), bad)
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["eval", "--dataset", data, "--out", str(out)])
+    assert result.exit_code == 2
+    assert "evidence ['m99'] not among" in result.stderr
+    assert not out.exists()
+
+
+def test_skip_invalid_measures_the_valid_rest(tmp_path: Path) -> None:
+    bad = broken(questions__0__evidence=["m99"])
+    bad["id"] = "c2"
+    data = write(tmp_path / "mixed.json", conversation(), bad)
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app,
+        ["eval", "--dataset", data, "--skip-invalid", "--budgets", "500", "--out", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    assert "skipped" in result.stderr and "m99" in result.stderr
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert results["n_questions"] == 7
+
+
+def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
+    data = write(tmp_path / "d.json", conversation())
+    for args, fragment in [
+        (["--strategies", "nope"], "unknown strategy 'nope'"),
+        (["--budgets", "10,x"], "'x' is not a positive integer"),
+        (["--model", "gpt-99"], "unknown model 'gpt-99'"),
+        (["--llm-model", "m"], "needs both --llm-base-url and --llm-model"),
+    ]:
+        result = runner.invoke(app, ["eval", "--dataset", data, "--out", str(tmp_path), *args])
+        assert result.exit_code == 2, args
+        assert result.stderr.startswith("ctxwindow: error: ") and fragment in result.stderr
+
+
+OFFLINE = """
+import socket, sys
+def refuse(*args, **kwargs):
+    raise OSError("network disabled by the test")
+socket.socket.connect = refuse
+socket.create_connection = refuse
+socket.getaddrinfo = refuse
+from ctxwindow.cli import main
+sys.argv = ["ctxwindow", "eval", "--dataset", sys.argv[1], "--out", sys.argv[2]]
+main()
+"""
+
+
+def test_eval_needs_no_network(tmp_path: Path) -> None:
+    data = write(tmp_path / "d.json", conversation())
+    env = {"PATH": "/usr/bin:/bin", "MPLCONFIGDIR": str(tmp_path / "mpl")}
+    result = subprocess.run(
+        [sys.executable, "-c", OFFLINE, data, str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / "report.html").exists()
