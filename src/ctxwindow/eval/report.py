@@ -9,8 +9,8 @@ a string of an int, or ``"unbounded"`` for a strategy without a budget::
      "results": {"token_window": {"1024": {"evidence_recall": 0.41, ...}},
                  "full": {"unbounded": {"evidence_recall": 0.98, ...}}}}
 
-    >>> write_report(results, Path("eval-out"))  # doctest: +SKIP
-    PosixPath('eval-out/report.html')
+``write_report(results, Path("eval-out"))`` writes ``results.json``, the
+charts and ``report.html`` there, and returns the path of ``report.html``.
 
 Charts need matplotlib (``pip install 'ctxwindow[eval]'``), imported only when
 they are drawn. The HTML needs nothing: charts are embedded as data URIs.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -48,7 +49,7 @@ class Built:
     kept_ids: frozenset[str]
 
 
-class Strategy:
+class Strategy(ABC):
     """Base class of evaluation strategies (see the module docstring)."""
 
     name: ClassVar[str]
@@ -60,11 +61,13 @@ class Strategy:
         """Prepare for one budget over all cases; returns facts for the report."""
         return {}
 
+    @abstractmethod
     def prepare(self, case: Case, budget: int | None, tokenizer: ChatTokenizer) -> Any:
-        raise NotImplementedError  # pragma: no cover - abstract
+        """Ingest the case's history for this budget (not timed); returns the state."""
 
+    @abstractmethod
     def build(self, state: Any, case: Case) -> Built:
-        raise NotImplementedError  # pragma: no cover - abstract
+        """Add the question and return the context (timed)."""
 
 
 class FullHistory(Strategy):
@@ -86,8 +89,9 @@ class FullHistory(Strategy):
 class _WindowStrategy(Strategy):
     """Ingest the history into a ctxwindow window, then add the question."""
 
+    @abstractmethod
     def window(self, budget: int, tokenizer: ChatTokenizer) -> Window:
-        raise NotImplementedError  # pragma: no cover - abstract
+        """A new, empty window for this budget."""
 
     def prepare(self, case: Case, budget: int | None, tokenizer: ChatTokenizer) -> Any:
         assert budget is not None

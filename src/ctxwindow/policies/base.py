@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
@@ -37,7 +38,7 @@ EvictHook = Callable[[list[Unit]], None]
 _OVERSIZE = ("error", "truncate", "drop")
 
 
-class Window:
+class Window(ABC):
     """A conversation kept inside a budget; whole units leave from the oldest end.
 
     Subclasses define the size measure. Public behaviour shared by every window:
@@ -88,9 +89,9 @@ class Window:
 
     # -- what subclasses define -------------------------------------------------
 
+    @abstractmethod
     def _size_of(self, entry: Entry) -> int:
         """The size of one entry in the window's budget unit."""
-        raise NotImplementedError  # pragma: no cover - abstract
 
     def _measure(self, entries: Sequence[Entry]) -> int:
         return sum(self._size_of(entry) for entry in entries)
@@ -139,7 +140,12 @@ class Window:
         return entry
 
     def extend(self, messages: Iterable[Mapping[str, Any]]) -> None:
-        """Add several messages in order; all are validated before any is added."""
+        """Add several messages in order.
+
+        Every message is validated before any is added, so a malformed one
+        changes nothing. A budget error (``oversize="error"``) stops at the
+        message that does not fit; the ones before it stay added.
+        """
         checked = [make_message(m) for m in messages]
         for message in checked:
             self.add(message)

@@ -83,11 +83,10 @@ class HuggingFaceCounter:
     special tokens, so ``decode(encode(text)) == text`` for byte-level
     tokenizers without a normalizer. ``HuggingFaceCounter(tokenizer, name)``
     wraps a ``tokenizers.Tokenizer`` already in memory (switching off its
-    truncation and padding).
+    truncation and padding)::
 
-    >>> counter = HuggingFaceCounter.from_folder("models/Qwen2.5-7B-Instruct")  # doctest: +SKIP
-    >>> counter.count("中文和日本語")  # doctest: +SKIP
-    4
+        counter = HuggingFaceCounter.from_folder("models/Qwen2.5-7B-Instruct")
+        counter.count("中文和日本語")
     """
 
     exact = True
