@@ -18,7 +18,16 @@ from ctxwindow.errors import (
     UnknownModelError,
 )
 from ctxwindow.messages import Entry, Unit
-from ctxwindow.policies import MessageWindow, TokenWindow, Window
+from ctxwindow.policies import (
+    Context,
+    Match,
+    MessageWindow,
+    Priority,
+    PriorityWindow,
+    Report,
+    TokenWindow,
+    Window,
+)
 from ctxwindow.tokens import (
     ChatTokenizer,
     EstimateWarning,
@@ -35,16 +44,21 @@ __version__ = "0.1.0"
 __all__ = [
     "BudgetError",
     "ChatTokenizer",
+    "Context",
     "CtxWindowError",
     "EncodingDataError",
     "Entry",
     "EstimateWarning",
     "InvalidMessageError",
+    "Match",
     "MessageTooLargeError",
     "MessageWindow",
     "ModelInfo",
     "OrphanToolResultError",
     "PinnedOverBudgetError",
+    "Priority",
+    "PriorityWindow",
+    "Report",
     "TokenCounter",
     "TokenWindow",
     "Unit",

@@ -153,6 +153,10 @@ class Unit:
     entries: list[Entry]
     size: int
     pending: set[str] = field(default_factory=set)
+    # Used by PriorityWindow: the effective priority, budget category, heap version.
+    priority: int = 0
+    category: str = "chat"
+    version: int = 0
 
     @property
     def seq(self) -> int:

@@ -1,7 +1,25 @@
 """Eviction policies: windows that keep a conversation inside a budget (docs/windows.md)."""
 
 from ctxwindow.policies.base import EvictHook, Oversize, Window
+from ctxwindow.policies.explain import Decision, Report
 from ctxwindow.policies.message_window import MessageWindow
+from ctxwindow.policies.priority import Context, PriorityWindow
+from ctxwindow.policies.rules import DEFAULT_RULES, KINDS, Match, Priority, Rule
 from ctxwindow.policies.token_window import TokenWindow
 
-__all__ = ["EvictHook", "MessageWindow", "Oversize", "TokenWindow", "Window"]
+__all__ = [
+    "DEFAULT_RULES",
+    "KINDS",
+    "Context",
+    "Decision",
+    "EvictHook",
+    "Match",
+    "MessageWindow",
+    "Oversize",
+    "Priority",
+    "PriorityWindow",
+    "Report",
+    "Rule",
+    "TokenWindow",
+    "Window",
+]

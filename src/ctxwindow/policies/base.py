@@ -104,9 +104,28 @@ class Window(ABC):
         if not isinstance(budget, int) or budget < 1:
             raise ValueError(f"budget must be a positive integer, got {budget!r}")
 
-    def _pop_victim(self) -> Unit:
-        """Remove and return the unit to evict next: the oldest."""
+    def _track(self, unit: Unit) -> None:
+        """Record a new unpinned unit as a candidate for eviction."""
+        self._units.append(unit)
+
+    def _pop_victim(self, keep: Unit | None) -> Unit | None:
+        """Remove and return the unit to evict next (the oldest), or None; never ``keep``."""
+        if not self._units or self._units[0] is keep:
+            return None
         return self._units.popleft()
+
+    def _untrack_newest(self, unit: Unit) -> None:
+        """Forget the newest unpinned unit (it is being dropped whole)."""
+        # Nothing is added while a unit is open, so it is the newest evictable unit.
+        assert self._units[-1] is unit
+        self._units.pop()
+
+    def _grown(self, unit: Unit, delta: int) -> None:  # noqa: B027 - an optional hook
+        """Called when a tool result makes a kept unit ``delta`` bigger."""
+
+    def _shrink(self, unit: Unit) -> bool:
+        """Make a victim smaller instead of evicting it; True if it stays (compressed)."""
+        return False
 
     # -- adding ------------------------------------------------------------------
 
@@ -182,8 +201,11 @@ class Window(ABC):
     def _admit(self, unit: Unit) -> None:
         """Take in a new single-entry unit, then evict until the window fits."""
         entry = unit.entries[0]
-        (self._pinned if entry.pinned else self._units).append(unit)
-        self._view.append(entry.message)
+        if entry.pinned:
+            self._pinned.append(unit)
+        else:
+            self._track(unit)
+        self._view_add(entry.message)
         self._used += unit.size
         self._tokens += entry.tokens
         self._n_messages += 1
@@ -192,7 +214,7 @@ class Window(ABC):
         if unit.pending:
             self._open = unit
         if self._used > self._budget:
-            self._evict_until_fits()
+            self._evict_until_fits(keep=unit)
 
     # -- tool results ------------------------------------------------------------
 
@@ -232,9 +254,10 @@ class Window(ABC):
     def _extend_unit(self, unit: Unit, entry: Entry, call_id: str) -> None:
         before = unit.size
         unit.entries.append(entry)
-        self._view.append(entry.message)  # the open unit is the newest
+        self._view_add(entry.message)  # the open unit is the newest
         unit.size += self._size_of(entry)
         unit.pending.discard(call_id)
+        self._grown(unit, unit.size - before)
         self._used += unit.size - before
         self._tokens += entry.tokens
         self._n_messages += 1
@@ -245,11 +268,8 @@ class Window(ABC):
         self._evict_until_fits(keep=unit)
 
     def _drop_open_unit(self, unit: Unit) -> None:
-        # Nothing is added while a unit is open, so it is the newest evictable unit.
-        assert self._units[-1] is unit
-        self._units.pop()
-        for _ in unit.entries:
-            self._view.pop()
+        self._untrack_newest(unit)
+        self._view_remove(unit)
         self._account(unit, -1, pinned=False)
         self._dropped_calls |= unit.pending
         self._open = None
@@ -298,16 +318,33 @@ class Window(ABC):
 
     def _evict_until_fits(self, keep: Unit | None = None) -> None:
         evicted: list[Unit] = []
-        while self._used > self._budget and self._units and self._units[0] is not keep:
-            unit = self._pop_victim()
+        while self._used > self._budget:
+            unit = self._pop_victim(keep)
+            if unit is None:
+                break
+            if self._shrink(unit):
+                continue
             self._account(unit, -1, pinned=False)
-            self._unview(unit)
+            self._view_remove(unit)
             evicted.append(unit)
         if evicted:
-            self._notify(evicted, "evicted")
+            self._evicted(evicted)
 
-    def _unview(self, unit: Unit) -> None:
-        """Remove an evicted unit's messages from the view."""
+    def _evicted(self, units: list[Unit]) -> None:
+        """Called with every batch of units evicted to fit the budget."""
+        self._notify(units, "evicted")
+
+    # -- the view: every kept message, in order ----------------------------------------
+
+    def _view_add(self, message: Message) -> None:
+        self._view.append(message)
+
+    def _view_remove(self, unit: Unit) -> None:
+        """Remove a unit's messages from the view."""
+        if self._view and self._view[-1] is unit.entries[-1].message:  # the newest
+            for _ in unit.entries:
+                self._view.pop()
+            return
         view, first = self._view, unit.entries[0].message
         index = 0
         while view[index] is not first:  # only pinned messages can precede the oldest unit
@@ -337,7 +374,7 @@ class Window(ABC):
         entries = unit.entries
         tokens = entries[0].tokens if len(entries) == 1 else sum(e.tokens for e in entries)
         self._tokens += sign * tokens
-        if unit.entries[0].seq >= 0:
+        if unit is not self._system:
             self._n_messages += sign * len(unit.entries)
         if pinned:
             self._pinned_used += sign * unit.size
@@ -370,9 +407,13 @@ class Window(ABC):
             return list(self._view)
         return [self._system.entries[0].message, *self._view]
 
+    def _all_units(self) -> list[Unit]:
+        """Every kept unit but the system prompt, in any order."""
+        return [*self._pinned, *self._units]
+
     def units(self) -> Iterator[Unit]:
         """The kept units (pinned and evictable) in chronological order, system prompt excluded."""
-        return iter(sorted([*self._pinned, *self._units], key=lambda unit: unit.seq))
+        return iter(sorted(self._all_units(), key=lambda unit: unit.seq))
 
     def entries(self) -> list[Entry]:
         """The kept entries in chronological order, system prompt excluded."""
@@ -402,7 +443,7 @@ class Window(ABC):
 
     def clear(self) -> None:
         """Forget every message except the system prompt (not reported to ``on_evict``)."""
-        for unit in [*self._units, *self._pinned]:
+        for unit in self._all_units():
             self._account(unit, -1, pinned=unit.pinned)
         self._units.clear()
         self._pinned.clear()

@@ -1,0 +1,91 @@
+"""The explanation a ``PriorityWindow`` gives with every context it builds.
+
+For every entry: kept, pinned, compressed (from -> to tokens, by which
+compressor) or evicted (why); tokens by category and by priority; the budget
+and the headroom. ``report.to_dict()`` is JSON-serialisable and ``str(report)``
+reads as a table, so "why did the bot forget X?" takes one look.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ctxwindow.messages import Entry
+from ctxwindow.policies.rules import Priority, text_of
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What happened to one entry."""
+
+    id: str
+    seq: int
+    role: str
+    kind: str
+    priority: str
+    action: str  # kept | pinned | compressed | evicted | summarized | dropped
+    tokens: int
+    reason: str = ""
+    from_tokens: int | None = None
+    compressor: str | None = None
+    preview: str = ""
+
+    @classmethod
+    def of(cls, entry: Entry, action: str, reason: str = "", **extra: Any) -> Decision:
+        text = " ".join(text_of(entry.message).split())
+        return cls(
+            id=entry.id,
+            seq=entry.seq,
+            role=entry.message["role"],
+            kind=entry.kind,
+            priority=Priority(entry.priority).name,
+            action=action,
+            tokens=entry.tokens,
+            reason=reason,
+            preview=text[:60] + ("…" if len(text) > 60 else ""),
+            **extra,
+        )
+
+
+@dataclass(frozen=True)
+class Report:
+    """Why the context looks the way it does."""
+
+    budget: int
+    used: int
+    reserve_output: int
+    tokens_by_category: dict[str, int]
+    tokens_by_priority: dict[str, int]
+    decisions: list[Decision] = field(default_factory=list)
+
+    @property
+    def headroom(self) -> int:
+        return self.budget - self.used
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["headroom"] = self.headroom
+        return data
+
+    def __str__(self) -> str:
+        lines = [
+            f"budget {self.budget:,} tokens: {self.used:,} used "
+            f"(reply reserve {self.reserve_output:,}), headroom {self.headroom:,}",
+            "by category: " + _pairs(self.tokens_by_category),
+            "by priority: " + _pairs(self.tokens_by_priority),
+            f"{'seq':>5}  {'action':<10} {'priority':<8} {'kind':<8} {'tokens':>7}  why / what",
+        ]
+        for d in sorted(self.decisions, key=lambda d: (d.seq, d.action)):
+            tokens = f"{d.from_tokens}->{d.tokens}" if d.from_tokens is not None else str(d.tokens)
+            why = d.reason or d.preview
+            if d.compressor:
+                why = f"by {d.compressor}: {why}"
+            lines.append(
+                f"{d.seq:>5}  {d.action:<10} {d.priority:<8} {d.kind:<8} {tokens:>7}  {why}"
+            )
+        return "\n".join(lines)
+
+
+def _pairs(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v:,}" for k, v in counts.items() if v) or "none"

@@ -1,0 +1,525 @@
+"""``PriorityWindow``: the token budget as the hard limit, value deciding what goes.
+
+On top of ``TokenWindow``'s guarantees (whole units, pinned kept, exact
+counts), it gives up the least valuable content first:
+
+- every entry gets a ``Priority`` from ordered rules (first match wins); the
+  latest user turn is raised to HIGH; CRITICAL entries are never evicted;
+- the newest units, up to ``reserve_recent`` tokens, are evicted last;
+- categories (``document``, ``recalled``, ``tool``, ``chat``, ``summary``,
+  ``system``) can be capped, so one cannot crowd out the others;
+- the victim is the unit with the lowest priority, then the most tokens per
+  unit of importance (``metadata["importance"]``, default 1), then the
+  oldest — taken from a heap per category, O(log n) per unit;
+- a victim above ``compress_threshold`` tokens is first handed to the
+  compressor; if the compressed form is small enough it replaces the unit in
+  the window (the original stays wherever the caller stores it);
+- evicted units can be folded by a ``summarizer`` into one rolling summary,
+  pinned after the system prompt and capped at ``summary_tokens``;
+- repeated small talk keeps only the latest greeting or acknowledgement;
+- ``build()`` returns the messages with a ``Report`` of every decision, and
+  can narrow the budget per call (``budget_hook``).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctxwindow.errors import PinnedOverBudgetError
+from ctxwindow.messages import Entry, Message, Unit
+from ctxwindow.policies.base import EvictHook, Oversize
+from ctxwindow.policies.explain import Decision, Report
+from ctxwindow.policies.rules import (
+    DEFAULT_RULES,
+    Priority,
+    Rule,
+    assign,
+    category_of,
+    check_rules,
+    infer_kind,
+    is_small_talk,
+)
+from ctxwindow.policies.token_window import TokenWindow
+from ctxwindow.tokens.chat import ChatTokenizer
+
+Compressor = Callable[[Sequence[Entry], int], list[Entry]]
+Summarizer = Callable[[Entry | None, Sequence[Entry], int], Entry]
+BudgetHook = Callable[[Any], int]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What ``PriorityWindow.build`` returns: messages ready to send, and why."""
+
+    messages: list[Message]
+    total_tokens: int
+    report: Report
+
+
+class PriorityWindow(TokenWindow):
+    """A token window that evicts by priority, compresses first, and explains itself.
+
+    >>> w = PriorityWindow(max_tokens=200, system="Be brief.", reserve_recent=0)
+    >>> _ = w.add("user", "Remember: my passport number is X1234567.")
+    >>> for i in range(30):
+    ...     _ = w.add("assistant", f"Noted, item {i} of a long and ordinary list.")
+    >>> any("X1234567" in m["content"] for m in w.messages())
+    True
+    """
+
+    def __init__(
+        self,
+        max_tokens: int,
+        model: str = "gpt-4o",
+        system: str | None = None,
+        reserve_output: int = 0,
+        *,
+        rules: Sequence[Rule] = DEFAULT_RULES,
+        caps: Mapping[str, int] | None = None,
+        reserve_recent: int | None = None,
+        compressor: Compressor | None = None,
+        compress_threshold: int = 2000,
+        summarizer: Summarizer | None = None,
+        summary_tokens: int = 800,
+        dedupe_small_talk: bool = True,
+        document_tokens: int = 1000,
+        budget_hook: BudgetHook | None = None,
+        log_size: int = 10_000,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        oversize: Oversize = "error",
+        on_evict: EvictHook | None = None,
+        tokenizer: ChatTokenizer | None = None,
+        estimate: bool = False,
+    ) -> None:
+        self.rules = check_rules(rules)
+        self.caps = dict(caps or {})
+        self._reserve_recent = reserve_recent
+        self.compressor = compressor
+        self.compress_threshold = compress_threshold
+        self.summarizer = summarizer
+        self.summary_tokens = summary_tokens
+        self.dedupe_small_talk = dedupe_small_talk
+        self.document_tokens = document_tokens
+        self.budget_hook = budget_hook
+        self._live: dict[int, Unit] = {}  # unpinned kept units by seq, in order
+        self._recent: deque[Unit] = deque()  # the newest of them, evicted last
+        self._recent_tokens = 0
+        self._heaps: dict[str, list[tuple[int, float, int, int]]] = {}
+        self._category_tokens: dict[str, int] = {}
+        self._latest_user: Unit | None = None
+        self._small_talk: Unit | None = None
+        self._summary: Unit | None = None
+        self._log: deque[Decision] = deque(maxlen=log_size)
+        self._cause = "over budget"
+        super().__init__(
+            max_tokens,
+            model,
+            system,
+            reserve_output,
+            tools=tools,
+            oversize=oversize,
+            on_evict=on_evict,
+            tokenizer=tokenizer,
+            estimate=estimate,
+        )
+
+    def set_system(self, content: str | list[Any]) -> None:
+        cap = self.caps.get("system")
+        size = self.tokenizer.message_tokens({"role": "system", "content": content})
+        if cap is not None and size > cap:
+            raise PinnedOverBudgetError(
+                f"the system prompt needs {size} tokens; its category cap is {cap}"
+            )
+        super().set_system(content)
+        assert self._system is not None
+        self._system.entries[0].priority = int(Priority.CRITICAL)
+        self._system.priority, self._system.category = int(Priority.CRITICAL), "system"
+        self._category_tokens["system"] = self._system.size
+
+    @property
+    def reserve_recent(self) -> int:
+        """Tokens of the newest units evicted last (default: a quarter of the budget, <= 2,000)."""
+        if self._reserve_recent is not None:
+            return self._reserve_recent
+        return min(2000, self.budget // 4)
+
+    # -- adding ------------------------------------------------------------------
+
+    def add(
+        self,
+        role_or_message: str | Mapping[str, Any],
+        content: Any = None,
+        *,
+        pin: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+        priority: Priority | int | None = None,
+        kind: str | None = None,
+    ) -> Entry | None:
+        """Add a message; ``priority`` and ``kind`` override the rules and inference.
+
+        ``metadata={"important": True}`` marks a turn HIGH; ``"importance"``
+        (a positive number, default 1) weighs it among its priority.
+        """
+        meta = dict(metadata or {})
+        if priority is not None:
+            meta["priority"] = int(Priority(priority))
+        if kind is not None:
+            meta["kind"] = kind
+        return super().add(role_or_message, content, pin=pin, metadata=meta)
+
+    def _entry(
+        self, message: Message, pin: bool, metadata: Mapping[str, Any] | None
+    ) -> Entry | None:
+        meta = dict(metadata or {})
+        tokens = self.tokenizer.message_tokens(message)
+        kind = infer_kind(message, tokens, meta.pop("kind", None), self.document_tokens)
+        entry = super()._entry(message, pin, meta)
+        if entry is not None:
+            entry.kind = kind
+            given = meta.get("priority")
+            entry.priority = Priority.CRITICAL if pin else _priority(entry, self.rules, given)
+        return entry
+
+    def _track(self, unit: Unit) -> None:
+        entry = unit.entries[0]
+        unit.priority = entry.priority
+        unit.category = category_of(entry)
+        if entry.message["role"] == "user":
+            self._raise_latest_user(unit)
+        self._live[entry.seq] = unit
+        self._recent.append(unit)
+        self._recent_tokens += unit.size
+        self._category_tokens[unit.category] = (
+            self._category_tokens.get(unit.category, 0) + unit.size
+        )
+        self._settle_recent()
+        if self.dedupe_small_talk and is_small_talk(entry):
+            self._forget_small_talk(unit)
+
+    def _admit(self, unit: Unit) -> None:
+        entry = unit.entries[0]
+        if not entry.pinned and entry.priority >= Priority.CRITICAL:
+            entry.pinned = True  # a CRITICAL rule (a system message) pins the entry
+            self._require_pinned_fit(self._pinned_used + unit.size, "CRITICAL entries")
+        super()._admit(unit)
+        if unit.pinned:
+            unit.priority, unit.category = int(Priority.CRITICAL), category_of(entry)
+            self._count_category(unit, +1)
+        self._enforce_cap(unit.category, keep=unit)
+
+    def _grown(self, unit: Unit, delta: int) -> None:
+        self._category_tokens[unit.category] = self._category_tokens.get(unit.category, 0) + delta
+        if self._recent and unit is self._recent[-1]:
+            self._recent_tokens += delta
+            self._settle_recent()
+
+    def _raise_latest_user(self, unit: Unit) -> None:
+        previous, self._latest_user = self._latest_user, unit
+        unit.priority = max(unit.priority, int(Priority.HIGH))
+        if previous is not None and previous.seq in self._live:
+            previous.priority = previous.entries[0].priority
+            self._requeue(previous)
+
+    def _forget_small_talk(self, unit: Unit) -> None:
+        previous, self._small_talk = self._small_talk, unit
+        if previous is not None and previous.seq in self._live:
+            self._evict_now(previous, "repeated small talk")
+
+    # -- the queues ------------------------------------------------------------------
+
+    def _settle_recent(self) -> None:
+        """Move units out of the protected recent tail once it holds the reserve without them."""
+        reserve = self.reserve_recent
+        while len(self._recent) > 1 and self._recent_tokens - self._recent[0].size >= reserve:
+            unit = self._recent.popleft()
+            self._recent_tokens -= unit.size
+            self._push(unit)
+
+    def _push(self, unit: Unit) -> None:
+        unit.version += 1
+        importance = float(unit.entries[0].metadata.get("importance", 1.0)) or 1.0
+        key = (unit.priority, -unit.size / importance, unit.seq, unit.version)
+        heapq.heappush(self._heaps.setdefault(unit.category, []), key)
+
+    def _requeue(self, unit: Unit) -> None:
+        if unit not in self._recent:
+            self._push(unit)  # the old heap key is now stale (its version is behind)
+
+    def _valid_top(self, category: str) -> tuple[int, float, int, int] | None:
+        heap = self._heaps.get(category)
+        while heap:
+            key = heap[0]
+            unit = self._live.get(key[2])
+            if unit is not None and unit.version == key[3]:
+                return key
+            heapq.heappop(heap)  # evicted or re-keyed since: stale
+        return None
+
+    def _take(self, category: str | None, keep: Unit | None) -> Unit | None:
+        """Remove and return the next victim (of one category, or of any)."""
+        categories = [category] if category else list(self._heaps)
+        tops = [key for c in categories if (key := self._valid_top(c)) is not None]
+        if tops:
+            key = min(tops)
+            unit = self._live[key[2]]
+            heapq.heappop(self._heaps[unit.category])
+            unit.version += 1
+            return unit
+        # The recent reserve gives way only when nothing else is left, oldest
+        # first, the latest user turn last.
+        candidates = [u for u in self._recent if u is not keep and category in (None, u.category)]
+        if not candidates:
+            return None
+        unit = next((u for u in candidates if u is not self._latest_user), candidates[0])
+        self._recent.remove(unit)
+        self._recent_tokens -= unit.size
+        return unit
+
+    def _pop_victim(self, keep: Unit | None) -> Unit | None:
+        return self._take(None, keep)
+
+    def _untrack_newest(self, unit: Unit) -> None:
+        if self._recent and self._recent[-1] is unit:
+            self._recent.pop()
+            self._recent_tokens -= unit.size
+        self._live.pop(unit.seq, None)
+
+    # -- compression, caps, eviction ----------------------------------------------------
+
+    def _shrink(self, unit: Unit) -> bool:
+        overflow = self._used - self._budget
+        return self._compress(unit, unit.size - overflow, "over budget")
+
+    def _compress(self, unit: Unit, room: int, cause: str) -> bool:
+        """Compress a unit above the threshold to fit ``room``; True if it stays, smaller."""
+        if self.compressor is None or unit.size <= self.compress_threshold:
+            return False
+        if any("compressed" in e.metadata for e in unit.entries):
+            return False  # compressed once already: evict it now
+        target = max(1, min(self.compress_threshold, room))
+        smaller = self.compressor(unit.entries, target)
+        if self._measure(smaller) > target or self._measure(smaller) >= unit.size:
+            return False
+        self._replace(unit, smaller, cause)
+        self._push(unit)
+        return True
+
+    def _replace(self, unit: Unit, entries: list[Entry], cause: str) -> None:
+        before_tokens = sum(e.tokens for e in unit.entries)
+        for old, new in zip(unit.entries, entries, strict=False):
+            if new is not old:
+                by = str(new.metadata.get("compressed", {}).get("by", "compressor"))
+                self._log.append(
+                    Decision.of(new, "compressed", cause, from_tokens=old.tokens, compressor=by)
+                )
+        after_tokens = sum(e.tokens for e in entries)
+        self._count_category(unit, -1)
+        unit.entries = entries
+        old_size, unit.size = unit.size, self._measure(entries)
+        self._count_category(unit, +1)
+        self._used += unit.size - old_size
+        self._tokens += after_tokens - before_tokens
+
+    def _enforce_cap(self, category: str, keep: Unit | None) -> None:
+        cap = self.caps.get(category)
+        if cap is None:
+            return
+        if category == "system":
+            return  # the system prompt's cap is checked when it is set
+        cause = f"{category} over its cap of {cap}"
+        evicted = []
+        while (over := self._category_tokens.get(category, 0) - cap) > 0:
+            # others of the category first; the new unit itself only if it alone is too big
+            unit = self._take(category, keep) or self._take(category, None)
+            if unit is None:
+                break
+            if self._compress(unit, unit.size - over, cause):
+                continue
+            self._account(unit, -1, pinned=False)
+            self._view_remove(unit)
+            evicted.append(unit)
+        if evicted:
+            self._cause = cause
+            self._evicted(evicted)
+
+    def _evict_now(self, unit: Unit, reason: str) -> None:
+        if unit in self._recent:
+            self._recent.remove(unit)
+            self._recent_tokens -= unit.size
+        self._account(unit, -1, pinned=False)
+        self._view_remove(unit)
+        self._cause = reason
+        self._evicted([unit])
+
+    def _evicted(self, units: list[Unit]) -> None:
+        cause, self._cause = self._cause, "over budget"
+        for unit in units:
+            for entry in unit.entries:
+                reason = f"{cause}; {Priority(unit.priority).name} priority, {unit.size} tokens"
+                self._log.append(Decision.of(entry, "evicted", reason))
+        super()._evicted(units)
+        if self.summarizer is not None:
+            self._fold(units)
+
+    def _fold(self, units: list[Unit]) -> None:
+        old = self._summary
+        old_size = old.size if old else 0
+        room = min(self.summary_tokens, self._budget - (self._pinned_used - old_size))
+        if room < 16:
+            return
+        entries = [e for unit in units for e in unit.entries]
+        entry = self.summarizer(old.entries[0] if old else None, entries, room)  # type: ignore[misc]
+        entry.seq, entry.kind, entry.pinned = -1, "summary", True
+        entry.priority = int(Priority.CRITICAL)
+        if entry.tokens > room:
+            return  # a summarizer that overshoots is ignored rather than break the budget
+        if old is not None:
+            self._account(old, -1, pinned=True)
+            self._count_category(old, -1)
+        self._summary = Unit(
+            [entry], entry.tokens, priority=int(Priority.CRITICAL), category="summary"
+        )
+        self._account(self._summary, +1, pinned=True)
+        self._count_category(self._summary, +1)
+        for e in entries:
+            self._log.append(Decision.of(e, "summarized", "folded into the rolling summary"))
+        if self._used > self._budget:
+            self._evict_until_fits()
+
+    def _count_category(self, unit: Unit, sign: int) -> None:
+        self._category_tokens[unit.category] = (
+            self._category_tokens.get(unit.category, 0) + sign * unit.size
+        )
+
+    def _account(self, unit: Unit, sign: int, *, pinned: bool) -> None:
+        super()._account(unit, sign, pinned=pinned)
+        if sign < 0 and not pinned:
+            self._category_tokens[unit.category] = (
+                self._category_tokens.get(unit.category, 0) - unit.size
+            )
+
+    # -- the view ------------------------------------------------------------------
+
+    def _view_add(self, message: Message) -> None:
+        pass  # messages() reads the live units
+
+    def _view_remove(self, unit: Unit) -> None:
+        self._live.pop(unit.seq, None)
+        if unit is self._latest_user:
+            self._latest_user = None
+
+    def _all_units(self) -> list[Unit]:
+        summary = [self._summary] if self._summary else []
+        return [*summary, *self._pinned, *self._live.values()]
+
+    def units(self) -> Iterator[Unit]:
+        merged = heapq.merge(self._pinned, self._live.values(), key=lambda unit: unit.seq)
+        return iter([self._summary, *merged] if self._summary else merged)
+
+    def messages(self) -> list[Message]:
+        """System prompt, rolling summary, then the kept messages in order."""
+        head = [] if self._system is None else [self._system.entries[0].message]
+        return head + [entry.message for unit in self.units() for entry in unit.entries]
+
+    def clear(self) -> None:
+        super().clear()
+        self._live.clear()
+        self._recent.clear()
+        self._recent_tokens = 0
+        self._heaps.clear()
+        self._category_tokens = {"system": self._system.size} if self._system else {}
+        self._latest_user = self._small_talk = self._summary = None
+
+    # -- building ----------------------------------------------------------------
+
+    def build(self, request: Any = None, max_tokens: int | None = None) -> Context:
+        """The context to send now, with its report.
+
+        The budget is ``max_tokens``, else ``budget_hook(request)``, else the
+        window's; it can only narrow the window's budget. A narrower budget
+        leaves out more units by the same order of eviction, without
+        compressing and without changing the window.
+        """
+        budget = max_tokens if max_tokens is not None else self._hook_budget(request)
+        budget = self._budget if budget is None else min(budget, self._budget)
+        left_out = self._narrow(budget) if self._used > budget else set()
+        messages = self.messages() if not left_out else self._messages_without(left_out)
+        tokens = self.tokenizer.count(messages, self._tools) if left_out else self.total_tokens
+        return Context(messages, tokens, self._report(budget, left_out, tokens))
+
+    def _hook_budget(self, request: Any) -> int | None:
+        return None if self.budget_hook is None else int(self.budget_hook(request))
+
+    def _narrow(self, budget: int) -> set[int]:
+        """Seqs of the units a narrower budget leaves out, in eviction order."""
+        order = sorted(
+            (
+                u
+                for u in self._live.values()
+                if u not in self._recent and u is not self._latest_user
+            ),
+            key=lambda u: (u.priority, -u.size, u.seq),
+        )
+        order += [u for u in self._recent if u is not self._latest_user]
+        if self._latest_user is not None and self._latest_user.seq in self._live:
+            order.append(self._latest_user)  # the latest user turn goes last
+        if budget < self._pinned_used:
+            raise PinnedOverBudgetError(
+                f"a budget of {budget} is below the {self._pinned_used} tokens "
+                "that are never evicted"
+            )
+        used, out = self._used, set()
+        for unit in order:
+            if used <= budget:
+                break
+            used -= unit.size
+            out.add(unit.seq)
+        return out
+
+    def _messages_without(self, left_out: set[int]) -> list[Message]:
+        head = [] if self._system is None else [self._system.entries[0].message]
+        return head + [e.message for u in self.units() if u.seq not in left_out for e in u.entries]
+
+    def report(self) -> Report:
+        """The explanation of the current window (see ``build``)."""
+        return self._report(self._budget, set(), self.total_tokens)
+
+    def _report(self, budget: int, left_out: set[int], tokens: int) -> Report:
+        decisions = list(self._log)
+        by_priority: dict[str, int] = {p.name: 0 for p in reversed(Priority)}
+        if self._system is not None:
+            decisions.append(Decision.of(self._system.entries[0], "pinned", "system prompt"))
+            by_priority["CRITICAL"] += self._system.size
+        for unit in self.units():
+            for entry in unit.entries:
+                action = "pinned" if unit.pinned else "kept"
+                if unit.seq in left_out:
+                    action = "evicted"
+                decisions.append(
+                    Decision.of(
+                        entry,
+                        action,
+                        "narrower budget for this call" if action == "evicted" else "",
+                    )
+                )
+            if unit.seq not in left_out:
+                by_priority[Priority(unit.priority).name] += unit.size
+        categories = {c: t for c, t in sorted(self._category_tokens.items()) if t}
+        return Report(
+            budget=budget,
+            used=tokens + self.reserve_output,
+            reserve_output=self.reserve_output,
+            tokens_by_category=categories,
+            tokens_by_priority=by_priority,
+            decisions=decisions,
+        )
+
+
+def _priority(entry: Entry, rules: Sequence[Rule], given: Any) -> int:
+    if given is not None:
+        return int(Priority(given))
+    return int(assign(entry, rules))

@@ -1,0 +1,164 @@
+"""Priorities, kinds and the rules that assign them (used by ``PriorityWindow``).
+
+A rule is any callable ``rule(entry) -> Priority | None``; the first rule
+that returns a priority wins. ``Match`` builds the common ones from a role, a
+kind, a regular expression over the text, or a metadata key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from ctxwindow.messages import SYSTEM_ROLES, Entry, Message
+
+
+class Priority(IntEnum):
+    """How much an entry is worth keeping; the lowest goes first."""
+
+    LOW = 0
+    MEDIUM = 1
+    HIGH = 2
+    CRITICAL = 3  # never evicted: system prompt, pinned entries, the rolling summary
+
+
+KINDS = ("chat", "document", "tool", "recalled", "summary")
+
+Rule = Callable[[Entry], "Priority | None"]
+
+
+def text_of(message: Message) -> str:
+    """The plain text of a message (text parts joined)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if p.get("type") == "text")
+    return ""
+
+
+@dataclass(frozen=True)
+class Match:
+    """A rule: ``priority`` when every given condition holds.
+
+    >>> rule = Match(Priority.HIGH, role="user", pattern=r"(?i)\\bdeadline\\b")
+    >>> rule(Entry({"role": "user", "content": "The deadline is Friday"}, 7, 0))
+    <Priority.HIGH: 2>
+    """
+
+    priority: Priority
+    role: str | Sequence[str] | None = None
+    kind: str | Sequence[str] | None = None
+    pattern: str | None = None
+    metadata: str | None = None  # a metadata key whose value must be truthy
+
+    def __call__(self, entry: Entry) -> Priority | None:
+        message = entry.message
+        if self.role is not None and message["role"] not in _as_tuple(self.role):
+            return None
+        if self.kind is not None and entry.kind not in _as_tuple(self.kind):
+            return None
+        if self.metadata is not None and not entry.metadata.get(self.metadata):
+            return None
+        if self.pattern is not None and not _compiled(self.pattern).search(text_of(message)):
+            return None
+        return self.priority
+
+
+def _as_tuple(value: str | Sequence[str]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+_patterns: dict[str, re.Pattern[str]] = {}
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    if pattern not in _patterns:
+        _patterns[pattern] = re.compile(pattern)
+    return _patterns[pattern]
+
+
+# Words by which a user marks a turn as one to keep.
+IMPORTANT = (
+    r"(?i)\b(remember|important|don't forget|do not forget|note that)\b"
+    r"|记住|重点|总结|重要|覚えて|忘れないで"
+)
+# A whole message that is only a greeting or an acknowledgement.
+SMALL_TALK = (
+    r"(?i)^\s*(hi|hello|hey|thanks|thank you|thx|ok|okay|sure|great|cool|got it|bye|"
+    r"good (morning|night|evening)|你好|您好|谢谢|多谢|好的|嗯|收到|再见|"
+    r"こんにちは|ありがとう(ございます)?|はい|了解)[\s!！.。,，~～😀🙂👍🙏]*$"
+)
+
+DEFAULT_RULES: tuple[Rule, ...] = (
+    Match(Priority.CRITICAL, role=SYSTEM_ROLES),
+    Match(Priority.CRITICAL, kind="summary"),
+    Match(Priority.HIGH, metadata="important"),
+    Match(Priority.LOW, kind="recalled"),
+    Match(Priority.LOW, role=("user", "assistant"), pattern=SMALL_TALK),
+    Match(Priority.HIGH, role="user", pattern=IMPORTANT),
+    Match(Priority.MEDIUM),
+)
+"""System CRITICAL; marked important HIGH; recalled and small talk LOW; the
+user's "remember"/"important"/"记住"/"重点"/"总结" turns HIGH; the rest MEDIUM.
+The latest user turn is raised to HIGH by the window itself."""
+
+
+def assign(entry: Entry, rules: Sequence[Rule]) -> Priority:
+    """The priority of the first rule that matches (MEDIUM if none does)."""
+    for rule in rules:
+        priority = rule(entry)
+        if priority is not None:
+            return Priority(priority)
+    return Priority.MEDIUM
+
+
+def is_small_talk(entry: Entry) -> bool:
+    return entry.message["role"] in ("user", "assistant") and bool(
+        _compiled(SMALL_TALK).search(text_of(entry.message))
+    )
+
+
+def infer_kind(message: Message, tokens: int, given: str | None, document_tokens: int) -> str:
+    """The kind of a new entry: as given, else tool/document/chat from the message."""
+    if given is not None:
+        if given not in KINDS:
+            raise ValueError(f"unknown kind {given!r}; kinds are {KINDS}")
+        return given
+    if message["role"] == "tool" or message.get("tool_calls"):
+        return "tool"
+    if message["role"] == "user" and tokens >= document_tokens:
+        return "document"
+    return "chat"
+
+
+def check_rules(rules: Sequence[Any]) -> tuple[Rule, ...]:
+    if not all(callable(rule) for rule in rules):
+        raise TypeError("every rule must be callable: rule(entry) -> Priority | None")
+    return tuple(rules)
+
+
+def category_of(entry: Entry) -> str:
+    """The budget category of an entry: system, summary, or its kind."""
+    if entry.message["role"] in SYSTEM_ROLES:
+        return "system"
+    return entry.kind
+
+
+__all__ = [
+    "DEFAULT_RULES",
+    "IMPORTANT",
+    "KINDS",
+    "SMALL_TALK",
+    "Match",
+    "Priority",
+    "Rule",
+    "assign",
+    "category_of",
+    "infer_kind",
+    "is_small_talk",
+    "text_of",
+]

@@ -1,0 +1,129 @@
+"""Property tests: PriorityWindow keeps every invariant over random kinds and priorities."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxwindow import MessageTooLargeError, PinnedOverBudgetError, Unit, count_tokens
+from ctxwindow.policies import Priority, PriorityWindow
+
+from .test_window_properties import texts, tool_unit
+
+entries = st.one_of(
+    st.tuples(
+        st.just("msg"),
+        st.sampled_from(["user", "assistant"]),
+        st.one_of(texts, st.sampled_from(["thanks", "好的", "Remember: code 42", "记住这个"])),
+        st.one_of(st.none(), st.sampled_from(list(Priority)[:3])),
+        st.one_of(st.none(), st.sampled_from(["chat", "document", "recalled"])),
+        st.sampled_from([1.0, 1.0, 5.0]),
+    ),
+    st.tuples(st.just("tool"), st.integers(1, 3), st.lists(texts, min_size=3, max_size=3)),
+    st.tuples(st.just("pin"), texts),
+    st.tuples(st.just("narrow"), st.integers(20, 400)),
+    st.tuples(st.just("resize"), st.integers(40, 600)),
+)
+
+
+def run(program: list[tuple[Any, ...]], budget: int, caps: dict[str, int], reserve: int) -> Any:
+    evicted: list[list[dict[str, Any]]] = []
+    added: list[list[dict[str, Any]]] = []
+    pinned: list[dict[str, Any]] = []
+
+    def on_evict(units: list[Unit]) -> None:
+        evicted.extend(u.messages() for u in units)
+
+    window = PriorityWindow(
+        budget, system="sys", caps=caps, reserve_recent=reserve, on_evict=on_evict
+    )
+    for step, op in enumerate(program):
+        before = window.messages()
+        try:
+            if op[0] == "msg":
+                message = {"role": op[1], "content": op[2], "name": f"s{step}"}
+                window.add(message, priority=op[3], kind=op[4], metadata={"importance": op[5]})
+                added.append([message])
+            elif op[0] == "tool":
+                unit = tool_unit(op[1], op[2], step)
+                for message in unit:
+                    window.add(message)
+                added.append(unit)
+            elif op[0] == "pin":
+                message = {"role": "user", "content": op[1], "name": f"s{step}"}
+                window.add(message, pin=True)
+                pinned.append(message)
+            elif op[0] == "narrow":
+                narrowed = window.build(max_tokens=op[1])
+                assert narrowed.total_tokens <= op[1]
+                assert narrowed.total_tokens == count_tokens(narrowed.messages)
+                assert window.messages() == before  # building never changes the window
+            else:
+                window.resize(op[1])
+        except (MessageTooLargeError, PinnedOverBudgetError):
+            if op[0] == "tool" and window.messages() != before:
+                return window  # a refused tool result leaves its call open: stop here
+            assert window.messages() == before, "a refused operation changed the window"
+        check(window, added, pinned, evicted)
+    return window
+
+
+def check(
+    window: PriorityWindow,
+    added: list[list[dict[str, Any]]],
+    pinned: list[dict[str, Any]],
+    evicted: list[list[dict[str, Any]]],
+) -> None:
+    messages = window.messages()
+    body = messages[1:]
+    assert window.total_tokens + window.reserve_output <= window.max_tokens
+    assert window.total_tokens == count_tokens(messages)
+    assert messages[0] == {"role": "system", "content": "sys"}
+    for message in pinned:
+        assert message in body
+    order = [m for unit in added for m in unit] + pinned
+    kept = [u for u in added if u[0] in body]
+    for unit in kept:  # whole units, whole messages
+        start = body.index(unit[0])
+        assert body[start : start + len(unit)] == unit
+    assert all(m in order for m in body)
+    seqs = [int(str(m["name"])[1:]) if "name" in m else _call_step(m) for m in body]
+    assert seqs == sorted(seqs)  # chronological
+    if body:
+        assert body[0]["role"] != "tool"
+    for unit in added:  # nothing lost silently
+        assert unit in kept or unit in evicted
+    report = window.report()
+    cap_checked = {c: t for c, t in report.tokens_by_category.items() if c in window.caps}
+    assert all(t <= window.caps[c] for c, t in cap_checked.items())
+
+
+def _call_step(message: dict[str, Any]) -> int:
+    call_id = message.get("tool_call_id") or message["tool_calls"][0]["id"]
+    return int(call_id.split("_")[1])
+
+
+@given(
+    st.lists(entries, max_size=40),
+    st.integers(60, 500),
+    st.sampled_from([{}, {"document": 150}, {"recalled": 60, "chat": 200}]),
+    st.sampled_from([0, 50, 200]),
+)
+def test_priority_window_invariants(
+    program: list[Any], budget: int, caps: dict[str, int], reserve: int
+) -> None:
+    run(program, budget, caps, reserve)
+
+
+@given(st.lists(entries, max_size=30), st.integers(60, 500))
+def test_priority_window_is_deterministic(program: list[Any], budget: int) -> None:
+    first = run(program, budget, {}, 50)
+    second = run(program, budget, {}, 50)
+    assert first.messages() == second.messages()
+
+    def decisions(window: PriorityWindow) -> list[tuple[int, str, int, str]]:
+        return [(d.seq, d.action, d.tokens, d.reason) for d in window.build().report.decisions]
+
+    assert decisions(first) == decisions(second)
