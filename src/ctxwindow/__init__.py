@@ -9,6 +9,7 @@ True
 
 from ctxwindow.errors import (
     BudgetError,
+    CompressionError,
     CtxWindowError,
     EncodingDataError,
     InvalidMessageError,
@@ -44,6 +45,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BudgetError",
     "ChatTokenizer",
+    "CompressionError",
     "Context",
     "CtxWindowError",
     "EncodingDataError",

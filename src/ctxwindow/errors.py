@@ -7,7 +7,9 @@
     ├── BudgetError                a budget cannot be honoured (also ValueError)
     │   ├── MessageTooLargeError   one unit is larger than the whole budget
     │   └── PinnedOverBudgetError  what can never be evicted alone exceeds the budget
-    └── OrphanToolResultError      a tool result whose call is not in the window (also ValueError)
+    ├── OrphanToolResultError      a tool result whose call is not in the window (also ValueError)
+    └── CompressionError           a compressor cannot work at all (bad config, failing LLM
+                                   endpoint, a budget below one empty message)
 
 Errors of third-party libraries are converted at the boundary with
 ``raise ... from exc``, so callers only ever catch these.
@@ -49,3 +51,11 @@ class PinnedOverBudgetError(BudgetError):
 
 class OrphanToolResultError(CtxWindowError, ValueError):
     """A tool result arrived whose assistant call is not the open unit of the window."""
+
+
+class CompressionError(CtxWindowError):
+    """A compressor or its completion endpoint failed; the text says how.
+
+    Compressors that merely fall short of a target do not raise: they return
+    their best effort and the caller compares the total with its budget.
+    """

@@ -1,0 +1,61 @@
+"""An async completion function for any OpenAI-compatible chat endpoint."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from ctxwindow.errors import CompressionError
+from ctxwindow.messages import Message
+
+INSTALL_HINT = "pip install 'ctxwindow[llm]'"
+
+
+def openai_completion(
+    base_url: str,
+    model: str,
+    api_key: str | None = None,
+    timeout: float = 30.0,
+    max_tokens: int = 512,
+    max_retries: int = 2,
+) -> Callable[[list[Message]], Coroutine[Any, Any, str]]:
+    """``complete(messages) -> str`` through the ``openai`` SDK's ``AsyncOpenAI``.
+
+    The key is ``api_key``, else ``CTXWINDOW_LLM_API_KEY``, else
+    ``OPENAI_API_KEY`` (a placeholder for local servers that need none).
+    Requests use ``temperature=0`` and ``max_tokens``. Each call opens its own
+    client, so the function works from any event loop (the caller's, or an
+    ``LLMSummarizer``'s background thread). SDK errors become
+    ``CompressionError``.
+
+    >>> complete = openai_completion("http://127.0.0.1:8000/v1", "my-model")
+    """
+    try:
+        import openai
+    except ImportError as exc:
+        raise ImportError(f"LLM summaries need the openai SDK: {INSTALL_HINT}") from exc
+    key = api_key or os.environ.get("CTXWINDOW_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    options: dict[str, Any] = {
+        "base_url": base_url,
+        "api_key": key or "not-needed",
+        "timeout": timeout,
+        "max_retries": max_retries,
+    }
+
+    async def complete(messages: list[Message]) -> str:
+        try:
+            async with openai.AsyncOpenAI(**options) as client:
+                response = await client.chat.completions.create(
+                    model=model,
+                    messages=messages,  # type: ignore[arg-type]
+                    temperature=0,
+                    max_tokens=max_tokens,
+                )
+        except openai.OpenAIError as exc:
+            raise CompressionError(f"the summary endpoint {base_url} failed: {exc}") from exc
+        if not response.choices:
+            raise CompressionError(f"the summary endpoint {base_url} returned no choices")
+        return response.choices[0].message.content or ""
+
+    return complete

@@ -1,0 +1,104 @@
+"""What a summarizing model is sent, and the form of the summaries it returns.
+
+A merged summary is a ``user`` message whose content starts with a heading
+in the language of the text: ``Summary of earlier conversation:``, or
+``此前对话摘要：`` when the text is mostly CJK (``これまでの会話の要約：``
+when it has kana), then a newline and the summary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ctxwindow.compress.sentences import cjk_share, has_kana
+from ctxwindow.messages import Entry, Message
+
+SYSTEM_PROMPT = (
+    "You compress conversation history for an assistant that will continue it. "
+    "Write a concise summary of the text the user sends. Keep every name, number, id, "
+    "date and decision, and any open question or task. Write in the language of the text. "
+    "Use at most {max_tokens} tokens. Reply with the summary only."
+)
+HEADINGS = {
+    "en": "Summary of earlier conversation:",
+    "zh": "此前对话摘要：",
+    "ja": "これまでの会話の要約：",
+}
+
+
+def heading_for(text: str) -> str:
+    """The summary heading in the language of ``text``."""
+    if cjk_share(text) < 0.5:
+        return HEADINGS["en"]
+    return HEADINGS["ja"] if has_kana(text) else HEADINGS["zh"]
+
+
+def strip_heading(text: str) -> str:
+    """``text`` without a leading summary heading."""
+    for heading in HEADINGS.values():
+        if text.startswith(heading):
+            return text[len(heading) :].lstrip()
+    return text
+
+
+def summary_message(heading: str, text: str) -> Message:
+    return {"role": "user", "content": f"{heading}\n{text}"}
+
+
+def prompt_messages(text: str, max_tokens: int) -> list[Message]:
+    """The chat request asking for a summary of ``text`` within ``max_tokens``."""
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT.format(max_tokens=max_tokens)},
+        {"role": "user", "content": text},
+    ]
+
+
+def content_text(content: Any) -> str:
+    """The text of a message content: a string, or its text parts (images as ``[image]``)."""
+    if isinstance(content, str):
+        return content
+    if not content:
+        return ""
+    return "\n".join(
+        part.get("text")
+        or part.get("refusal")
+        or ("[image]" if part.get("type") == "image_url" else "")
+        for part in content
+    )
+
+
+def render(entry: Entry) -> str:
+    """One entry as a transcript line: ``role: text`` plus its tool calls."""
+    message = entry.message
+    if entry.kind == "summary":
+        return f"earlier summary: {strip_heading(content_text(message.get('content')))}"
+    label = message["role"] + (
+        f" ({message['name']})" if isinstance(message.get("name"), str) else ""
+    )
+    lines = [f"{label}: {content_text(message.get('content'))}".rstrip()]
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {})
+        lines.append(f"  → calls {function.get('name')}({function.get('arguments', '')})")
+    return "\n".join(lines)
+
+
+def transcript(entries: Sequence[Entry]) -> str:
+    return "\n\n".join(render(entry) for entry in entries)
+
+
+def summarized_ids(entries: Sequence[Entry]) -> list[str]:
+    """The ids of the original entries behind ``entries`` (a summary stands for its sources)."""
+    ids: list[str] = []
+    for entry in entries:
+        inner = entry.metadata.get("summarized_ids") if entry.kind == "summary" else None
+        ids.extend(inner if isinstance(inner, list) else [entry.id])
+    return list(dict.fromkeys(ids))
+
+
+def digest(*parts: Any) -> str:
+    """A blake2b hex digest of JSON-serialisable ``parts`` (stable across processes)."""
+    data = json.dumps(parts, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.blake2b(data.encode(), digest_size=16).hexdigest()
