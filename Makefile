@@ -23,7 +23,8 @@ $(VENV)/.bench: pyproject.toml | $(BIN)/python
 
 # The main job: evaluate the strategies on the built-in datasets (report in out/demo).
 demo: $(VENV)/.demo
-	$(BIN)/ctxwindow eval --out out/demo
+	$(BIN)/ctxwindow eval --out out/demo \
+		--strategies message_window,token_window,hybrid,hybrid_nosummary,full
 
 test: $(VENV)/.test
 	$(BIN)/ruff check src tests benchmarks examples
@@ -35,6 +36,7 @@ check: test
 
 bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_windows.py
+	$(BIN)/python benchmarks/bench_priority.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

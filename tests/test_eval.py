@@ -321,3 +321,51 @@ def test_percentile_interpolates() -> None:
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert percentile([5.0], 99) == 5.0
     assert percentile(list(map(float, range(101))), 99) == 99.0
+
+
+def long_document_conversation() -> dict[str, Any]:
+    """A pasted manual with one key fact, then chatter, then a question about the fact."""
+    manual = " ".join(
+        f"Section {i}: the device has many ordinary features described at length here."
+        for i in range(120)
+    )
+    manual += " The reset code is RST-9921. " + manual
+    messages: list[dict[str, Any]] = [
+        {"id": "sys", "role": "system", "content": "Be brief."},
+        {"id": "doc", "role": "user", "content": "Here is the manual: " + manual},
+    ]
+    for i in range(30):
+        role = "user" if i % 2 == 0 else "assistant"
+        messages.append({"id": f"t{i}", "role": role, "content": f"small turn {i} about delivery"})
+    question = {"id": "q", "question": "What is the reset code?", "answer": "RST-9921",
+                "evidence": ["doc"], "category": "document"}  # fmt: skip
+    return {"id": "doc1", "messages": messages, "questions": [question]}
+
+
+def test_hybrid_is_registered_and_keeps_the_budget() -> None:
+    data = dataset(conversation(), long_document_conversation())
+    results = run_eval(
+        data, strategies=["token_window", "hybrid", "hybrid_nosummary"], budgets=[300, 1500]
+    )
+    for name in ("hybrid", "hybrid_nosummary"):
+        for budget in ("300", "1500"):
+            metrics = results["results"][name][budget]
+            assert metrics["over_budget_rate"] == 0.0
+            assert metrics["mean_tokens"] <= int(budget)
+    # the pasted manual is larger than a 1,500-token window: a token window drops
+    # it, the hybrid compresses it and keeps the reset code only if it survived
+    token = results["results"]["token_window"]["1500"]["by_category"]["document"]
+    assert token["evidence_recall"] == 0.0
+
+
+def test_compressed_evidence_counts_only_if_the_answer_survived() -> None:
+    data = dataset(long_document_conversation())
+    the_case = case(data, "q")
+    tokenizer = chat_tokenizer("gpt-4o")
+    strategy = get_strategy("hybrid")
+    built = strategy.build(strategy.prepare(the_case, 1500, tokenizer), the_case)
+    assert "doc" in built.compressed_ids and "doc" not in built.kept_ids
+    text = " ".join(str(m.get("content")) for m in built.messages)
+    survived = "RST-9921" in text
+    results = run_eval(data, strategies=["hybrid"], budgets=[1500])
+    assert results["results"]["hybrid"]["1500"]["evidence_recall"] == (1.0 if survived else 0.0)

@@ -32,7 +32,7 @@ def test_eval_writes_results_report_and_charts(tmp_path: Path) -> None:
     assert f"Report: {out / 'report.html'}" in result.stdout.replace("\n", "")
     results = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert results["dataset"] == data
-    assert set(results["results"]) == {"message_window", "token_window", "full"}
+    assert set(results["results"]) == {"message_window", "token_window", "hybrid", "full"}
     assert results["results"]["full"]["unbounded"]["evidence_recall"] == 1.0
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "data:image/png;base64," in html

@@ -149,7 +149,7 @@ def eval_command(
     ] = None,
     strategies: Annotated[
         str, typer.Option(help="Comma-separated strategy names.")
-    ] = "message_window,token_window,full",
+    ] = "message_window,token_window,hybrid,full",
     budgets: Annotated[
         str, typer.Option(help="Comma-separated token budgets.")
     ] = "1024,2048,4096,8192,16384",

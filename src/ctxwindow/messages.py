@@ -142,7 +142,7 @@ class Entry:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # a unit is itself: compared by identity
 class Unit:
     """What eviction removes whole: a message, or a tool call with all its results.
 

@@ -16,8 +16,10 @@ from typing import Any
 
 import ctxwindow
 from ctxwindow.eval.dataset import Dataset, Question
+from ctxwindow.eval.llm import normalize
 from ctxwindow.eval.strategies import DEFAULT_STRATEGIES, Built, Case, Strategy, get_strategy
 from ctxwindow.messages import Message
+from ctxwindow.policies.rules import text_of
 from ctxwindow.tokens.chat import ChatTokenizer, chat_tokenizer
 from ctxwindow.tokens.models import model_info
 
@@ -99,7 +101,7 @@ def measure(
     built: Built = strategy.build(state, case)
     build_ms = (time.perf_counter() - start) * 1000
     evidence = case.question.evidence
-    present = sum(1 for mid in evidence if mid in built.kept_ids)
+    present = sum(1 for mid in evidence if _present(mid, built, case))
     score = answerer(built.messages, case.question) if answerer is not None else None
     return Measurement(
         category=case.question.category or "uncategorized",
@@ -109,6 +111,16 @@ def measure(
         build_ms=build_ms,
         score=score,
     )
+
+
+def _present(mid: str, built: Built, case: Case) -> bool:
+    """Kept whole, or kept compressed with the answer still in the context."""
+    if mid in built.kept_ids:
+        return True
+    if mid not in built.compressed_ids or not case.question.answer:
+        return False
+    text = " ".join(text_of(m) for m in built.messages)
+    return normalize(case.question.answer) in normalize(text)
 
 
 def summarize(measured: Sequence[Measurement], budget: int | None, price: float) -> dict[str, Any]:

@@ -43,10 +43,15 @@ class Case:
 
 @dataclass(frozen=True)
 class Built:
-    """A built context: the messages to send and the dataset ids of those kept."""
+    """A built context: the messages to send and the dataset ids of those kept.
+
+    ``compressed_ids`` are messages kept only in compressed or summarized
+    form: their evidence counts only if the answer survived in the context.
+    """
 
     messages: list[Message]
     kept_ids: frozenset[str]
+    compressed_ids: frozenset[str] = frozenset()
 
 
 class Strategy(ABC):
@@ -96,15 +101,29 @@ class _WindowStrategy(Strategy):
     def prepare(self, case: Case, budget: int | None, tokenizer: ChatTokenizer) -> Any:
         assert budget is not None
         window = self.window(budget, tokenizer)
+        dataset_ids: dict[str, str] = {}  # window entry id -> dataset message id
         for mid, message in case.history:
-            window.add(message, metadata={"id": mid})
-        return window
+            entry = window.add(message, metadata={"id": mid})
+            if entry is not None:
+                dataset_ids[entry.id] = mid
+        return window, dataset_ids
 
     def build(self, state: Any, case: Case) -> Built:
-        window: Window = state
+        window, dataset_ids = state
         window.add(case.prompt)
-        kept = frozenset(e.metadata["id"] for e in window.entries() if "id" in e.metadata)
-        return Built(window.messages(), kept)
+        kept: set[str] = set()
+        compressed: set[str] = set()
+        for entry in window.entries():
+            mid = entry.metadata.get("id")
+            if mid is not None and (
+                "compressed" in entry.metadata or "truncated" in entry.metadata
+            ):
+                compressed.add(mid)
+            elif mid is not None:
+                kept.add(mid)
+            summarized = entry.metadata.get("summarized_ids", ())
+            compressed.update(dataset_ids[i] for i in summarized if i in dataset_ids)
+        return Built(window.messages(), frozenset(kept), frozenset(compressed) - kept)
 
 
 class TokenWindowStrategy(_WindowStrategy):
@@ -171,6 +190,46 @@ def _mean(sizes: Sequence[_SizeTable], k: int) -> float:
     return sum(s.size(k) for s in sizes) / len(sizes)
 
 
+class HybridStrategy(_WindowStrategy):
+    """``PriorityWindow`` with compression before eviction and a rolling summary.
+
+    Compressors: structured JSON, then extractive, then head/tail truncation,
+    for units above a quarter of the budget (at most 2,000 tokens). The
+    rolling summary (extractive, no model) gets an eighth of the budget (at
+    most 800). A history message larger than the whole budget is compressed,
+    or dropped if even that does not fit.
+    ``entry ids`` survive compression, so a compressed or summarized evidence
+    message counts only when the answer is still in the context.
+    """
+
+    name = "hybrid"
+    summary = True
+
+    def window(self, budget: int, tokenizer: ChatTokenizer) -> Window:
+        from ctxwindow.compress import Chain, Extractive, RollingSummary, Structured, Truncate
+        from ctxwindow.policies import PriorityWindow
+
+        compressor = Chain(Structured(tokenizer), Extractive(tokenizer), Truncate(tokenizer))
+        rolling = RollingSummary(Extractive(tokenizer), tokenizer) if self.summary else None
+        return PriorityWindow(
+            budget,
+            model=tokenizer.model,
+            tokenizer=tokenizer,
+            oversize="drop",
+            compressor=compressor,
+            compress_threshold=min(2000, budget // 4),
+            summarizer=rolling.fold if rolling else None,
+            summary_tokens=min(800, budget // 8),
+        )
+
+
+class HybridNoSummary(HybridStrategy):
+    """``hybrid`` without the rolling summary: compression and priorities only."""
+
+    name = "hybrid_nosummary"
+    summary = False
+
+
 # -- the registry -----------------------------------------------------------------
 
 _REGISTRY: dict[str, Callable[[], Strategy]] = {}
@@ -202,7 +261,13 @@ def strategy_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-DEFAULT_STRATEGIES = ("message_window", "token_window", "full")
+DEFAULT_STRATEGIES = ("message_window", "token_window", "hybrid", "full")
 
-for _strategy in (MessageWindowStrategy, TokenWindowStrategy, FullHistory):
+for _strategy in (
+    MessageWindowStrategy,
+    TokenWindowStrategy,
+    HybridStrategy,
+    HybridNoSummary,
+    FullHistory,
+):
     register_strategy(_strategy.name, _strategy)

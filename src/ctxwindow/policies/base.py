@@ -205,7 +205,7 @@ class Window(ABC):
             self._pinned.append(unit)
         else:
             self._track(unit)
-        self._view_add(entry.message)
+        self._view_add(entry)
         self._used += unit.size
         self._tokens += entry.tokens
         self._n_messages += 1
@@ -236,13 +236,13 @@ class Window(ABC):
         if unit.pinned:
             grown = self._pinned_used + self._size_of(entry)
             self._require_pinned_fit(grown, "the pinned tool call and its results")
-            fitted: Entry | None = entry
         else:
             room = self._budget - self._pinned_used - unit.size
             fitted = self._fit_oversize([*unit.entries, entry], entry, room + unit.size)
             if fitted is None:
                 self._drop_open_unit(unit)
                 return None
+            entry = fitted
         self._extend_unit(unit, entry, call_id)
         return entry
 
@@ -254,7 +254,7 @@ class Window(ABC):
     def _extend_unit(self, unit: Unit, entry: Entry, call_id: str) -> None:
         before = unit.size
         unit.entries.append(entry)
-        self._view_add(entry.message)  # the open unit is the newest
+        self._view_add(entry)  # the open unit is the newest
         unit.size += self._size_of(entry)
         unit.pending.discard(call_id)
         self._grown(unit, unit.size - before)
@@ -336,8 +336,8 @@ class Window(ABC):
 
     # -- the view: every kept message, in order ----------------------------------------
 
-    def _view_add(self, message: Message) -> None:
-        self._view.append(message)
+    def _view_add(self, entry: Entry) -> None:
+        self._view.append(entry.message)
 
     def _view_remove(self, unit: Unit) -> None:
         """Remove a unit's messages from the view."""

@@ -33,7 +33,7 @@ class Decision:
 
     @classmethod
     def of(cls, entry: Entry, action: str, reason: str = "", **extra: Any) -> Decision:
-        text = " ".join(text_of(entry.message).split())
+        text = " ".join(text_of(entry.message)[:200].split())
         return cls(
             id=entry.id,
             seq=entry.seq,

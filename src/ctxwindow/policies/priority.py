@@ -15,7 +15,9 @@ counts), it gives up the least valuable content first:
   compressor; if the compressed form is small enough it replaces the unit in
   the window (the original stays wherever the caller stores it);
 - evicted units can be folded by a ``summarizer`` into one rolling summary,
-  pinned after the system prompt and capped at ``summary_tokens``;
+  pinned after the system prompt and capped at ``summary_tokens``; evictions
+  are folded in batches of ``fold_tokens`` (default half the summary budget),
+  since each fold re-summarizes the summary;
 - repeated small talk keeps only the latest greeting or acknowledgement;
 - ``build()`` returns the messages with a ``Report`` of every decision, and
   can narrow the budget per call (``budget_hook``).
@@ -85,6 +87,7 @@ class PriorityWindow(TokenWindow):
         compress_threshold: int = 2000,
         summarizer: Summarizer | None = None,
         summary_tokens: int = 800,
+        fold_tokens: int | None = None,
         dedupe_small_talk: bool = True,
         document_tokens: int = 1000,
         budget_hook: BudgetHook | None = None,
@@ -102,10 +105,15 @@ class PriorityWindow(TokenWindow):
         self.compress_threshold = compress_threshold
         self.summarizer = summarizer
         self.summary_tokens = summary_tokens
+        # Folding re-summarizes the summary, so evictions are folded in batches.
+        self.fold_tokens = fold_tokens if fold_tokens is not None else max(64, summary_tokens // 2)
+        self._unfolded: list[Entry] = []
+        self._unfolded_tokens = 0
         self.dedupe_small_talk = dedupe_small_talk
         self.document_tokens = document_tokens
         self.budget_hook = budget_hook
         self._live: dict[int, Unit] = {}  # unpinned kept units by seq, in order
+        self._messages: dict[int, Message] = {}  # every kept message by entry seq, in order
         self._recent: deque[Unit] = deque()  # the newest of them, evicted last
         self._recent_tokens = 0
         self._heaps: dict[str, list[tuple[int, float, int, int]]] = {}
@@ -113,7 +121,9 @@ class PriorityWindow(TokenWindow):
         self._latest_user: Unit | None = None
         self._small_talk: Unit | None = None
         self._summary: Unit | None = None
-        self._log: deque[Decision] = deque(maxlen=log_size)
+        # What left or changed, as (action, entry, reason, extra); turned into
+        # Decisions only when a report is asked for, so adding stays cheap.
+        self._log: deque[_Logged] = deque(maxlen=log_size)
         self._cause = "over budget"
         super().__init__(
             max_tokens,
@@ -175,11 +185,10 @@ class PriorityWindow(TokenWindow):
         self, message: Message, pin: bool, metadata: Mapping[str, Any] | None
     ) -> Entry | None:
         meta = dict(metadata or {})
-        tokens = self.tokenizer.message_tokens(message)
-        kind = infer_kind(message, tokens, meta.pop("kind", None), self.document_tokens)
+        given_kind = meta.pop("kind", None)
         entry = super()._entry(message, pin, meta)
         if entry is not None:
-            entry.kind = kind
+            entry.kind = infer_kind(message, entry.tokens, given_kind, self.document_tokens)
             given = meta.get("priority")
             entry.priority = Priority.CRITICAL if pin else _priority(entry, self.rules, given)
         return entry
@@ -290,6 +299,19 @@ class PriorityWindow(TokenWindow):
 
     # -- compression, caps, eviction ----------------------------------------------------
 
+    def _fit_oversize(self, entries: list[Entry], entry: Entry, room: int) -> Entry | None:
+        """Compress a message that alone is too big before the oversize policy applies."""
+        size = self._measure(entries)
+        if size <= room or self.compressor is None:
+            return super()._fit_oversize(entries, entry, room)
+        own_room = room - (size - self._size_of(entry))
+        if own_room > 0:
+            [smaller] = self.compressor([entry], own_room)
+            if self._size_of(smaller) <= own_room:
+                self._log_compressed(entry, smaller, "larger than the whole budget")
+                return smaller
+        return super()._fit_oversize(entries, entry, room)
+
     def _shrink(self, unit: Unit) -> bool:
         overflow = self._used - self._budget
         return self._compress(unit, unit.size - overflow, "over budget")
@@ -308,15 +330,19 @@ class PriorityWindow(TokenWindow):
         self._push(unit)
         return True
 
+    def _log_compressed(self, old: Entry, new: Entry, cause: str) -> None:
+        by = str(new.metadata.get("compressed", {}).get("by", "compressor"))
+        extra = {"from_tokens": old.tokens, "compressor": by}
+        self._log.append(("compressed", new, cause, extra))
+
     def _replace(self, unit: Unit, entries: list[Entry], cause: str) -> None:
         before_tokens = sum(e.tokens for e in unit.entries)
         for old, new in zip(unit.entries, entries, strict=False):
             if new is not old:
-                by = str(new.metadata.get("compressed", {}).get("by", "compressor"))
-                self._log.append(
-                    Decision.of(new, "compressed", cause, from_tokens=old.tokens, compressor=by)
-                )
+                self._log_compressed(old, new, cause)
         after_tokens = sum(e.tokens for e in entries)
+        for entry in entries:
+            self._messages[entry.seq] = entry.message  # same place in the order
         self._count_category(unit, -1)
         unit.entries = entries
         old_size, unit.size = unit.size, self._measure(entries)
@@ -358,20 +384,24 @@ class PriorityWindow(TokenWindow):
     def _evicted(self, units: list[Unit]) -> None:
         cause, self._cause = self._cause, "over budget"
         for unit in units:
+            reason = (cause, unit.priority, unit.size)
             for entry in unit.entries:
-                reason = f"{cause}; {Priority(unit.priority).name} priority, {unit.size} tokens"
-                self._log.append(Decision.of(entry, "evicted", reason))
+                self._log.append(("evicted", entry, reason, None))
         super()._evicted(units)
         if self.summarizer is not None:
-            self._fold(units)
+            self._unfolded.extend(e for unit in units for e in unit.entries)
+            self._unfolded_tokens += sum(unit.size for unit in units)
+            if self._unfolded_tokens >= self.fold_tokens:
+                self._fold()
 
-    def _fold(self, units: list[Unit]) -> None:
+    def _fold(self) -> None:
+        """Fold the evicted entries waiting for it into the rolling summary."""
+        entries, self._unfolded, self._unfolded_tokens = self._unfolded, [], 0
         old = self._summary
         old_size = old.size if old else 0
         room = min(self.summary_tokens, self._budget - (self._pinned_used - old_size))
         if room < 16:
             return
-        entries = [e for unit in units for e in unit.entries]
         entry = self.summarizer(old.entries[0] if old else None, entries, room)  # type: ignore[misc]
         entry.seq, entry.kind, entry.pinned = -1, "summary", True
         entry.priority = int(Priority.CRITICAL)
@@ -386,7 +416,7 @@ class PriorityWindow(TokenWindow):
         self._account(self._summary, +1, pinned=True)
         self._count_category(self._summary, +1)
         for e in entries:
-            self._log.append(Decision.of(e, "summarized", "folded into the rolling summary"))
+            self._log.append(("summarized", e, "folded into the rolling summary", None))
         if self._used > self._budget:
             self._evict_until_fits()
 
@@ -404,10 +434,15 @@ class PriorityWindow(TokenWindow):
 
     # -- the view ------------------------------------------------------------------
 
-    def _view_add(self, message: Message) -> None:
-        pass  # messages() reads the live units
+    # The view is a dict seq -> message: insertion order is chronological, and
+    # a unit evicted from anywhere leaves in O(1). messages() is one copy.
+
+    def _view_add(self, entry: Entry) -> None:
+        self._messages[entry.seq] = entry.message
 
     def _view_remove(self, unit: Unit) -> None:
+        for entry in unit.entries:
+            self._messages.pop(entry.seq, None)
         self._live.pop(unit.seq, None)
         if unit is self._latest_user:
             self._latest_user = None
@@ -417,22 +452,28 @@ class PriorityWindow(TokenWindow):
         return [*summary, *self._pinned, *self._live.values()]
 
     def units(self) -> Iterator[Unit]:
-        merged = heapq.merge(self._pinned, self._live.values(), key=lambda unit: unit.seq)
-        return iter([self._summary, *merged] if self._summary else merged)
+        live: Iterator[Unit] = iter(self._live.values())
+        if self._pinned:
+            live = heapq.merge(self._pinned, live, key=lambda unit: unit.seq)
+        return iter([self._summary, *live]) if self._summary else live
 
     def messages(self) -> list[Message]:
         """System prompt, rolling summary, then the kept messages in order."""
         head = [] if self._system is None else [self._system.entries[0].message]
-        return head + [entry.message for unit in self.units() for entry in unit.entries]
+        if self._summary is not None:
+            head.append(self._summary.entries[0].message)
+        return [*head, *self._messages.values()]
 
     def clear(self) -> None:
         super().clear()
         self._live.clear()
+        self._messages.clear()
         self._recent.clear()
         self._recent_tokens = 0
         self._heaps.clear()
         self._category_tokens = {"system": self._system.size} if self._system else {}
         self._latest_user = self._small_talk = self._summary = None
+        self._unfolded, self._unfolded_tokens = [], 0
 
     # -- building ----------------------------------------------------------------
 
@@ -489,7 +530,7 @@ class PriorityWindow(TokenWindow):
         return self._report(self._budget, set(), self.total_tokens)
 
     def _report(self, budget: int, left_out: set[int], tokens: int) -> Report:
-        decisions = list(self._log)
+        decisions = [_decision(*logged) for logged in self._log]
         by_priority: dict[str, int] = {p.name: 0 for p in reversed(Priority)}
         if self._system is not None:
             decisions.append(Decision.of(self._system.entries[0], "pinned", "system prompt"))
@@ -517,6 +558,16 @@ class PriorityWindow(TokenWindow):
             tokens_by_priority=by_priority,
             decisions=decisions,
         )
+
+
+_Logged = tuple[str, Entry, "str | tuple[str, int, int]", "dict[str, Any] | None"]
+
+
+def _decision(action: str, entry: Entry, reason: Any, extra: dict[str, Any] | None) -> Decision:
+    if isinstance(reason, tuple):
+        cause, priority, size = reason
+        reason = f"{cause}; {Priority(priority).name} priority, {size} tokens"
+    return Decision.of(entry, action, reason, **(extra or {}))
 
 
 def _priority(entry: Entry, rules: Sequence[Rule], given: Any) -> int:
