@@ -127,3 +127,68 @@ def test_priority_window_is_deterministic(program: list[Any], budget: int) -> No
         return [(d.seq, d.action, d.tokens, d.reason) for d in window.build().report.decisions]
 
     assert decisions(first) == decisions(second)
+
+
+def hybrid_window(budget: int) -> PriorityWindow:
+    from ctxwindow.compress import Chain, Extractive, RollingSummary, Structured, Truncate
+    from ctxwindow.tokens import chat_tokenizer
+
+    tok = chat_tokenizer("gpt-4o")
+    return PriorityWindow(
+        budget,
+        system="sys",
+        compressor=Chain(Structured(tok), Extractive(tok), Truncate(tok)),
+        compress_threshold=max(budget // 4, 20),
+        summarizer=RollingSummary(Extractive(tok), tok).fold,
+        summary_tokens=max(budget // 8, 20),
+        fold_tokens=30,
+        oversize="drop",
+    )
+
+
+long_texts = st.lists(st.sampled_from(["订单 A-1042 已发货。", "The code is K7.", "日本語の文。"]),
+                      min_size=5, max_size=80).map(" ".join)  # fmt: skip
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("msg"), st.sampled_from(["user", "assistant"]), long_texts),
+            st.tuples(
+                st.just("tool"), st.integers(1, 2), st.lists(long_texts, min_size=3, max_size=3)
+            ),
+        ),
+        max_size=25,
+    ),
+    st.integers(120, 600),
+)
+def test_hybrid_window_keeps_the_invariants(program: list[Any], budget: int) -> None:
+    """With compression and a rolling summary: budget, exact count, whole tool units, order."""
+    window = hybrid_window(budget)
+    names: list[str] = []
+    for step, op in enumerate(program):
+        if op[0] == "msg":
+            window.add({"role": op[1], "content": op[2], "name": f"s{step}"})
+            names.append(f"s{step}")
+        else:
+            for message in tool_unit(op[1], op[2], step):
+                window.add(message)
+        messages = window.messages()
+        assert window.total_tokens <= budget
+        assert window.total_tokens == count_tokens(messages)
+        assert messages[0] == {"role": "system", "content": "sys"}
+        body = messages[1:]
+        summaries = [d for d in window.report().decisions if d.kind == "summary"]
+        if summaries:  # the rolling summary sits right after the system prompt
+            assert body[0]["role"] == "user" and "name" not in body[0]
+            body = body[1:]
+        steps = [int(str(m["name"])[1:]) if "name" in m else _call_step(m) for m in body]
+        assert steps == sorted(steps)
+        for index, message in enumerate(body):
+            if message["role"] == "tool":
+                previous = body[index - 1]
+                assert previous["role"] == "tool" or previous.get("tool_calls")
+            if message.get("tool_calls"):
+                ids = {c["id"] for c in message["tool_calls"]}
+                results = {m["tool_call_id"] for m in body[index + 1 : index + 1 + len(ids)]}
+                assert results == ids
