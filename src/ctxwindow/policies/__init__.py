@@ -4,7 +4,7 @@ from ctxwindow.policies.base import EvictHook, Oversize, Window
 from ctxwindow.policies.explain import Decision, Report
 from ctxwindow.policies.message_window import MessageWindow
 from ctxwindow.policies.priority import Context, PriorityWindow
-from ctxwindow.policies.rules import DEFAULT_RULES, KINDS, Match, Priority, Rule
+from ctxwindow.policies.rules import DEFAULT_RULES, KINDS, Keywords, Match, Priority, Rule
 from ctxwindow.policies.token_window import TokenWindow
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "Context",
     "Decision",
     "EvictHook",
+    "Keywords",
     "Match",
     "MessageWindow",
     "Oversize",
