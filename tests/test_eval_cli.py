@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from ctxwindow.cli import app
 
 from .test_eval import broken, conversation
+from .test_offline import NO_NETWORK
 
 runner = CliRunner()
 
@@ -79,17 +80,15 @@ def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
         assert result.stderr.startswith("ctxwindow: error: ") and fragment in result.stderr
 
 
-OFFLINE = """
-import socket, sys
-def refuse(*args, **kwargs):
-    raise OSError("network disabled by the test")
-socket.socket.connect = refuse
-socket.create_connection = refuse
-socket.getaddrinfo = refuse
+OFFLINE = (
+    NO_NETWORK
+    + """
+import sys
 from ctxwindow.cli import main
 sys.argv = ["ctxwindow", "eval", "--dataset", sys.argv[1], "--out", sys.argv[2]]
 main()
 """
+)
 
 
 def test_eval_needs_no_network(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-PROGRAM = """
+# Prepended to a program run in a subprocess: any attempt to connect fails.
+NO_NETWORK = """
 import socket
 
 def refuse(*args, **kwargs):
@@ -15,11 +16,16 @@ def refuse(*args, **kwargs):
 socket.socket.connect = refuse
 socket.create_connection = refuse
 socket.getaddrinfo = refuse
+"""
 
+PROGRAM = (
+    NO_NETWORK
+    + """
 from ctxwindow import count_tokens
 messages = [{"role": "user", "content": "Hello 你好 🎉"}]
 print(count_tokens(messages, model="gpt-4o"), count_tokens(messages, model="gpt-4"))
 """
+)
 
 
 def test_first_count_needs_no_network(tmp_path: Path) -> None:
