@@ -16,6 +16,8 @@ from ctxwindow.errors import (
     MessageTooLargeError,
     OrphanToolResultError,
     PinnedOverBudgetError,
+    StoreError,
+    StoreUnavailableError,
     UnknownModelError,
 )
 from ctxwindow.messages import Entry, Unit
@@ -61,6 +63,8 @@ __all__ = [
     "Priority",
     "PriorityWindow",
     "Report",
+    "StoreError",
+    "StoreUnavailableError",
     "TokenCounter",
     "TokenWindow",
     "Unit",

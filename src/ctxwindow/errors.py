@@ -8,8 +8,10 @@
     │   ├── MessageTooLargeError   one unit is larger than the whole budget
     │   └── PinnedOverBudgetError  what can never be evicted alone exceeds the budget
     ├── OrphanToolResultError      a tool result whose call is not in the window (also ValueError)
-    └── CompressionError           a compressor cannot work at all (bad config, failing LLM
-                                   endpoint, a budget below one empty message)
+    ├── CompressionError           a compressor cannot work at all (bad config, failing LLM
+    │                              endpoint, a budget below one empty message)
+    └── StoreError                 a session store failed (bad input, a backend error)
+        └── StoreUnavailableError  the store's server or file cannot be reached
 
 Errors of third-party libraries are converted at the boundary with
 ``raise ... from exc``, so callers only ever catch these.
@@ -59,3 +61,11 @@ class CompressionError(CtxWindowError):
     Compressors that merely fall short of a target do not raise: they return
     their best effort and the caller compares the total with its budget.
     """
+
+
+class StoreError(CtxWindowError):
+    """A session store failed; the text says which store and what went wrong."""
+
+
+class StoreUnavailableError(StoreError):
+    """The store's server or file cannot be reached (connection refused, timeout)."""

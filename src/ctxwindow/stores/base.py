@@ -1,0 +1,165 @@
+"""The store contract: sessions kept as append-only, sequenced lists of entries.
+
+A store keeps every entry a session ever had (eviction moves an entry out of
+a window, never out of the store). Sync and async flavours are separate
+classes; neither blocks on the other.
+
+- ``append(session_id, entries, idempotency_key=None) -> list[Entry]``: the
+  store assigns each entry the next sequence number of the session (1, 2, …)
+  and returns the stored copies. Concurrent appends from many threads and
+  processes lose nothing and duplicate nothing. With an ``idempotency_key``,
+  a retried append with the same key is a no-op that returns the entries the
+  first call stored. An append that returned is durable in a durable store.
+- ``load(session_id, after=0, limit=None)``: entries with ``seq > after`` in
+  order; ``tail(session_id, n)``: the last ``n``; ``get(session_id, id)``;
+  ``delete(session_id) -> bool``; ``sessions(prefix=None)``; ``health()``;
+  ``close()`` and context-manager support.
+- Token counts are stored with each entry: loading never re-tokenizes.
+- A store that is down raises ``StoreUnavailableError``; other failures of the
+  backend raise ``StoreError``; both are mapped at the boundary.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+from ctxwindow.errors import StoreError
+from ctxwindow.messages import Entry
+
+MAX_SESSION_ID = 256
+
+
+def check_session_id(session_id: str) -> str:
+    """Session ids are non-empty strings of at most 256 characters."""
+    if not isinstance(session_id, str) or not session_id or len(session_id) > MAX_SESSION_ID:
+        raise StoreError(
+            f"a session id must be a non-empty string of at most {MAX_SESSION_ID} characters"
+        )
+    return session_id
+
+
+def entry_to_json(entry: Entry) -> str:
+    """One entry as a JSON document (what durable stores write)."""
+    return json.dumps(
+        {
+            "id": entry.id,
+            "seq": entry.seq,
+            "message": entry.message,
+            "tokens": entry.tokens,
+            "pinned": entry.pinned,
+            "priority": entry.priority,
+            "kind": entry.kind,
+            "created_at": entry.created_at,
+            "metadata": entry.metadata,
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def entry_from_json(text: str | bytes) -> Entry:
+    data: dict[str, Any] = json.loads(text)
+    return Entry(
+        message=data["message"],
+        tokens=data["tokens"],
+        seq=data["seq"],
+        id=data["id"],
+        pinned=data["pinned"],
+        priority=data["priority"],
+        kind=data["kind"],
+        created_at=data["created_at"],
+        metadata=data["metadata"],
+    )
+
+
+class Store(ABC):
+    """A synchronous session store."""
+
+    url: str
+
+    @abstractmethod
+    def append(
+        self, session_id: str, entries: Sequence[Entry], *, idempotency_key: str | None = None
+    ) -> list[Entry]:
+        """Append entries; returns the stored copies with their sequence numbers."""
+
+    @abstractmethod
+    def load(self, session_id: str, *, after: int = 0, limit: int | None = None) -> list[Entry]:
+        """Entries with ``seq > after``, in order (an unknown session has none)."""
+
+    @abstractmethod
+    def tail(self, session_id: str, n: int) -> list[Entry]:
+        """The last ``n`` entries, in order."""
+
+    @abstractmethod
+    def get(self, session_id: str, entry_id: str) -> Entry | None:
+        """One entry by id, or None."""
+
+    @abstractmethod
+    def delete(self, session_id: str) -> bool:
+        """Delete a session; True if it existed."""
+
+    @abstractmethod
+    def sessions(self, *, prefix: str | None = None) -> list[str]:
+        """Session ids, sorted."""
+
+    @abstractmethod
+    def health(self) -> dict[str, Any]:
+        """``{"ok": bool, ...}`` with backend details."""
+
+    def close(self) -> None:  # noqa: B027 - stores without resources need nothing
+        """Release connections and files."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class AsyncStore(ABC):
+    """An asynchronous session store (the same contract, awaited)."""
+
+    url: str
+
+    @abstractmethod
+    async def append(
+        self, session_id: str, entries: Sequence[Entry], *, idempotency_key: str | None = None
+    ) -> list[Entry]: ...
+
+    @abstractmethod
+    async def load(
+        self, session_id: str, *, after: int = 0, limit: int | None = None
+    ) -> list[Entry]: ...
+
+    @abstractmethod
+    async def tail(self, session_id: str, n: int) -> list[Entry]: ...
+
+    @abstractmethod
+    async def get(self, session_id: str, entry_id: str) -> Entry | None: ...
+
+    @abstractmethod
+    async def delete(self, session_id: str) -> bool: ...
+
+    @abstractmethod
+    async def sessions(self, *, prefix: str | None = None) -> list[str]: ...
+
+    @abstractmethod
+    async def health(self) -> dict[str, Any]: ...
+
+    async def close(self) -> None:  # noqa: B027 - stores without resources need nothing
+        """Release connections and files."""
+
+    async def __aenter__(self) -> AsyncStore:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
