@@ -34,6 +34,7 @@ from ctxwindow.tokens.truncate import truncate_text
 logger = logging.getLogger("ctxwindow.policies")
 
 Oversize = Literal["error", "truncate", "drop"]
+Given = tuple["int | None", "str | None"]  # a restored entry's stored tokens and id
 EvictHook = Callable[[list[Unit]], None]
 _OVERSIZE = ("error", "truncate", "drop")
 
@@ -136,22 +137,27 @@ class Window(ABC):
         *,
         pin: bool = False,
         metadata: Mapping[str, Any] | None = None,
+        tokens: int | None = None,
+        entry_id: str | None = None,
     ) -> Entry | None:
         """Add one message; evict the oldest units until the window fits again.
 
         A ``system``/``developer`` message is pinned. Returns the stored entry,
         or ``None`` when the ``"drop"`` oversize policy discarded it.
+        ``tokens`` and ``entry_id`` restore an entry from a store: its stored
+        count (for this window's model) is trusted, so it is not tokenized again.
         """
         message = make_message(role_or_message, content)
         pin = pin or message["role"] in SYSTEM_ROLES
+        given = (tokens, entry_id)
         if message["role"] == "tool":
-            return self._add_tool_result(message, metadata)
+            return self._add_tool_result(message, metadata, given)
         if self._open is not None:
             raise InvalidMessageError(
                 f"tool calls {sorted(self._open.pending)} have no results yet; "
                 "add their tool messages before the next message"
             )
-        entry = self._entry(message, pin, metadata)
+        entry = self._entry(message, pin, metadata, given)
         if entry is None:
             return None
         pending = set(tool_call_ids(message)) if "tool_calls" in message else set()
@@ -185,11 +191,38 @@ class Window(ABC):
         self._account(unit, +1, pinned=True)
         self._evict_until_fits()
 
+    def restore(self, entries: Iterable[Entry]) -> None:
+        """Add stored entries again, with their stored ids and token counts."""
+        for entry in entries:
+            self.add(
+                entry.message,
+                pin=entry.pinned,
+                metadata=entry.metadata,
+                tokens=entry.tokens,
+                entry_id=entry.id,
+            )
+
+    @property
+    def pending_tool_calls(self) -> frozenset[str]:
+        """Ids of tool calls whose results the window still waits for."""
+        return frozenset(self._open.pending) if self._open is not None else frozenset()
+
+    def _new_entry(
+        self, message: Message, metadata: Mapping[str, Any] | None, given: Given
+    ) -> Entry:
+        tokens, entry_id = given
+        if tokens is None:
+            tokens = self.tokenizer.message_tokens(message)
+        entry = Entry(message, tokens, next(self._seq), metadata=dict(metadata or {}))
+        if entry_id is not None:
+            entry.id = entry_id
+        return entry
+
     def _entry(
-        self, message: Message, pin: bool, metadata: Mapping[str, Any] | None
+        self, message: Message, pin: bool, metadata: Mapping[str, Any] | None, given: Given
     ) -> Entry | None:
-        tokens = self.tokenizer.message_tokens(message)
-        entry = Entry(message, tokens, next(self._seq), pinned=pin, metadata=dict(metadata or {}))
+        entry = self._new_entry(message, metadata, given)
+        entry.pinned = pin
         size = self._size_of(entry)
         if pin:
             self._require_pinned_fit(self._pinned_used + size, "pinned messages")
@@ -219,20 +252,20 @@ class Window(ABC):
     # -- tool results ------------------------------------------------------------
 
     def _add_tool_result(
-        self, message: Message, metadata: Mapping[str, Any] | None
+        self, message: Message, metadata: Mapping[str, Any] | None, given: Given
     ) -> Entry | None:
         call_id = message["tool_call_id"]
         unit = self._open
         if unit is None or call_id not in unit.pending:
             if call_id in self._dropped_calls:
                 self._dropped_calls.discard(call_id)
-                self._notify([Unit([self._bare_entry(message)], 0)], "dropped")
+                self._notify([Unit([self._new_entry(message, metadata, given)], 0)], "dropped")
                 return None
             raise OrphanToolResultError(
                 f"tool result for call {call_id!r} has no matching assistant tool call "
                 "waiting for results in this window"
             )
-        entry = self._bare_entry(message, metadata)
+        entry = self._new_entry(message, metadata, given)
         if unit.pinned:
             grown = self._pinned_used + self._size_of(entry)
             self._require_pinned_fit(grown, "the pinned tool call and its results")
@@ -244,11 +277,6 @@ class Window(ABC):
                 return None
             entry = fitted
         self._extend_unit(unit, entry, call_id)
-        return entry
-
-    def _bare_entry(self, message: Message, metadata: Mapping[str, Any] | None = None) -> Entry:
-        entry = Entry(message, self.tokenizer.message_tokens(message), seq=next(self._seq))
-        entry.metadata = dict(metadata or {})
         return entry
 
     def _extend_unit(self, unit: Unit, entry: Entry, call_id: str) -> None:
@@ -318,6 +346,7 @@ class Window(ABC):
 
     def _evict_until_fits(self, keep: Unit | None = None) -> None:
         evicted: list[Unit] = []
+        keep = keep or self._open  # a call waiting for its results is never evicted
         while self._used > self._budget:
             unit = self._pop_victim(keep)
             if unit is None:

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ctxwindow.errors import PinnedOverBudgetError
 from ctxwindow.messages import Entry, Message, Unit
-from ctxwindow.policies.base import EvictHook, Oversize
+from ctxwindow.policies.base import EvictHook, Given, Oversize
 from ctxwindow.policies.explain import Decision, Report
 from ctxwindow.policies.rules import (
     DEFAULT_RULES,
@@ -168,6 +168,8 @@ class PriorityWindow(TokenWindow):
         metadata: Mapping[str, Any] | None = None,
         priority: Priority | int | None = None,
         kind: str | None = None,
+        tokens: int | None = None,
+        entry_id: str | None = None,
     ) -> Entry | None:
         """Add a message; ``priority`` and ``kind`` override the rules and inference.
 
@@ -179,18 +181,32 @@ class PriorityWindow(TokenWindow):
             meta["priority"] = int(Priority(priority))
         if kind is not None:
             meta["kind"] = kind
-        return super().add(role_or_message, content, pin=pin, metadata=meta)
+        return super().add(
+            role_or_message, content, pin=pin, metadata=meta, tokens=tokens, entry_id=entry_id
+        )
+
+    def restore(self, entries: Iterable[Entry]) -> None:
+        """Add stored entries again, with their stored ids, token counts and kinds."""
+        for entry in entries:
+            self.add(
+                entry.message,
+                pin=entry.pinned,
+                metadata=entry.metadata,
+                kind=entry.kind if entry.kind != "summary" else None,
+                tokens=entry.tokens,
+                entry_id=entry.id,
+            )
 
     def _entry(
-        self, message: Message, pin: bool, metadata: Mapping[str, Any] | None
+        self, message: Message, pin: bool, metadata: Mapping[str, Any] | None, given: Given
     ) -> Entry | None:
         meta = dict(metadata or {})
         given_kind = meta.pop("kind", None)
-        entry = super()._entry(message, pin, meta)
+        entry = super()._entry(message, pin, meta, given)
         if entry is not None:
             entry.kind = infer_kind(message, entry.tokens, given_kind, self.document_tokens)
-            given = meta.get("priority")
-            entry.priority = Priority.CRITICAL if pin else _priority(entry, self.rules, given)
+            chosen = meta.get("priority")
+            entry.priority = Priority.CRITICAL if pin else _priority(entry, self.rules, chosen)
         return entry
 
     def _track(self, unit: Unit) -> None:
@@ -360,7 +376,7 @@ class PriorityWindow(TokenWindow):
         evicted = []
         while (over := self._category_tokens.get(category, 0) - cap) > 0:
             # others of the category first; the new unit itself only if it alone is too big
-            unit = self._take(category, keep) or self._take(category, None)
+            unit = self._take(category, keep) or self._take(category, self._open)
             if unit is None:
                 break
             if self._compress(unit, unit.size - over, cause):
