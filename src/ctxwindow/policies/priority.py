@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxwindow.errors import PinnedOverBudgetError
-from ctxwindow.messages import Entry, Message, Unit
+from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit
 from ctxwindow.policies.base import EvictHook, Given, Oversize
 from ctxwindow.policies.explain import Decision, Report
 from ctxwindow.policies.rules import (
@@ -192,7 +192,7 @@ class PriorityWindow(TokenWindow):
                 entry.message,
                 pin=entry.pinned,
                 metadata=entry.metadata,
-                kind=entry.kind if entry.kind != "summary" else None,
+                kind=entry.kind if entry.kind not in ("chat", "summary") else None,
                 tokens=entry.tokens,
                 entry_id=entry.id,
             )
@@ -474,11 +474,15 @@ class PriorityWindow(TokenWindow):
         return iter([self._summary, *live]) if self._summary else live
 
     def messages(self) -> list[Message]:
-        """System prompt, rolling summary, then the kept messages in order."""
+        """System prompt(s), rolling summary, then the kept messages in order."""
         head = [] if self._system is None else [self._system.entries[0].message]
+        body = [*head, *self._messages.values()]
         if self._summary is not None:
-            head.append(self._summary.entries[0].message)
-        return [*head, *self._messages.values()]
+            at = 0
+            while at < len(body) and body[at]["role"] in SYSTEM_ROLES:
+                at += 1
+            body.insert(at, self._summary.entries[0].message)
+        return body
 
     def clear(self) -> None:
         super().clear()
@@ -538,8 +542,8 @@ class PriorityWindow(TokenWindow):
         return out
 
     def _messages_without(self, left_out: set[int]) -> list[Message]:
-        head = [] if self._system is None else [self._system.entries[0].message]
-        return head + [e.message for u in self.units() if u.seq not in left_out for e in u.entries]
+        out = {id(e.message) for seq in left_out for e in self._live[seq].entries}
+        return [m for m in self.messages() if id(m) not in out]
 
     def report(self) -> Report:
         """The explanation of the current window (see ``build``)."""
