@@ -190,9 +190,11 @@ def check_rules(rules: Sequence[Any]) -> tuple[Rule, ...]:
 
 
 def category_of(entry: Entry) -> str:
-    """The budget category of an entry: system, summary, or its kind."""
+    """The budget category of an entry: system, pinned, or its kind (summary included)."""
     if entry.message["role"] in SYSTEM_ROLES:
         return "system"
+    if entry.pinned and entry.kind != "summary":
+        return "pinned"  # never evicted, so outside the caps of the evictable kinds
     return entry.kind
 
 

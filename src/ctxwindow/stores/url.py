@@ -1,0 +1,132 @@
+"""Open a store from a URL: ``memory://``, ``sqlite:///…``, ``redis://…``, ``postgresql://…``.
+
+SQLite URLs follow SQLAlchemy's spelling: ``sqlite:///sessions.db`` is a path
+relative to the working directory, ``sqlite:////var/lib/app/sessions.db`` (four
+slashes) an absolute one, ``sqlite:///:memory:`` an in-memory database. Query
+parameters ``synchronous=NORMAL|FULL`` and ``busy_timeout=SECONDS`` configure it.
+Redis (``redis://``, ``rediss://``, ``unix://``) and PostgreSQL (``postgresql://``,
+``postgres://``) URLs go to their stores unchanged; those stores need an extra
+(``pip install 'ctxwindow[redis]'``, ``'ctxwindow[postgres]'``).
+
+>>> open_store("memory://").url
+'memory://'
+>>> with open_store("sqlite:///:memory:") as store:
+...     store.health()["journal_mode"]
+'memory'
+"""
+
+from __future__ import annotations
+
+import importlib
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+from ctxwindow.errors import StoreError
+from ctxwindow.stores.base import AsyncStore, Store
+from ctxwindow.stores.memory import AsyncMemoryStore, MemoryStore
+from ctxwindow.stores.sqlite import AsyncSQLiteStore, SQLiteStore
+
+SCHEMES = ("memory", "sqlite", "redis", "rediss", "unix", "postgresql", "postgres")
+# scheme -> (module and extra, sync class); the async class is "Async" + the sync one
+_BACKENDS = {
+    "redis": ("redis", "RedisStore"),
+    "rediss": ("redis", "RedisStore"),
+    "unix": ("redis", "RedisStore"),  # redis-py's spelling of a Unix socket
+    "postgresql": ("postgres", "PostgresStore"),
+    "postgres": ("postgres", "PostgresStore"),
+}
+_EXTRAS = {"redis": ("redis",), "postgres": ("psycopg", "psycopg_pool")}  # extra -> packages
+
+
+def open_store(url: str) -> Store:
+    """A synchronous store for ``url``; ``StoreError`` lists the schemes if it is unknown."""
+    scheme, parts = _split(url)
+    if scheme == "memory":
+        _check_memory(url, parts)
+        return MemoryStore()
+    if scheme == "sqlite":
+        return SQLiteStore(_sqlite_path(url, parts), **_sqlite_options(url, parts))
+    store = _backend(scheme, url, asynchronous=False)
+    if not isinstance(store, Store):
+        raise TypeError(f"{type(store).__name__} is not a Store")
+    return store
+
+
+def open_async_store(url: str) -> AsyncStore:
+    """An asynchronous store for ``url`` (the same URLs as ``open_store``)."""
+    scheme, parts = _split(url)
+    if scheme == "memory":
+        _check_memory(url, parts)
+        return AsyncMemoryStore()
+    if scheme == "sqlite":
+        return AsyncSQLiteStore(_sqlite_path(url, parts), **_sqlite_options(url, parts))
+    store = _backend(scheme, url, asynchronous=True)
+    if not isinstance(store, AsyncStore):
+        raise TypeError(f"{type(store).__name__} is not an AsyncStore")
+    return store
+
+
+def _split(url: str) -> tuple[str, urllib.parse.SplitResult]:
+    if not isinstance(url, str):
+        raise StoreError(f"a store URL must be a string, got {type(url).__name__}")
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in SCHEMES:
+        supported = ", ".join(f"{scheme}://" for scheme in SCHEMES)
+        raise StoreError(f"unknown store URL {url!r}: the supported schemes are {supported}")
+    return parts.scheme, parts
+
+
+def _check_memory(url: str, parts: urllib.parse.SplitResult) -> None:
+    if parts.netloc or parts.path or parts.query:
+        raise StoreError(
+            f"a memory store URL takes no name or options: use 'memory://', not {url!r}"
+        )
+
+
+def _sqlite_path(url: str, parts: urllib.parse.SplitResult) -> str:
+    if parts.netloc:
+        raise StoreError(
+            f"a SQLite URL has no host: {url!r} should be 'sqlite:///relative/path.db'"
+            " or 'sqlite:////absolute/path.db'"
+        )
+    path = urllib.parse.unquote(parts.path[1:])  # drop the '/' that ends 'sqlite://'
+    return path or ":memory:"
+
+
+def _sqlite_options(url: str, parts: urllib.parse.SplitResult) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for name, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+        if name == "synchronous" and value.upper() in ("NORMAL", "FULL"):
+            options[name] = value.upper()
+        elif name == "busy_timeout" and _is_number(value):
+            options[name] = float(value)
+        else:
+            raise StoreError(
+                f"bad SQLite URL option {name}={value!r} in {url!r}: the options are"
+                " synchronous=NORMAL|FULL and busy_timeout=SECONDS"
+            )
+    return options
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return float(text) >= 0
+    except ValueError:
+        return False
+
+
+def _backend(scheme: str, url: str, *, asynchronous: bool) -> object:
+    """Import the store module of ``scheme`` lazily and build its store class from ``url``."""
+    extra, class_name = _BACKENDS[scheme]
+    class_name = "Async" + class_name if asynchronous else class_name
+    try:
+        module = importlib.import_module(f"ctxwindow.stores.{extra}")
+        store_class: Callable[[str], object] = getattr(module, class_name)
+        return store_class(url)
+    except ImportError as exc:
+        if (exc.name or "").partition(".")[0] not in _EXTRAS[extra]:
+            raise
+        raise ImportError(
+            f"the {extra} store needs its extra: pip install 'ctxwindow[{extra}]' ({exc})"
+        ) from exc

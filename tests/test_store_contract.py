@@ -1,0 +1,835 @@
+"""One contract suite for every session store (docs/stores.md), sync and async.
+
+Every test in the first part runs for each kind of store (memory, sqlite,
+redis, postgresql, tiered) in both flavours. Async stores are driven from
+these sync tests by ``Blocking``, one event loop per test. Redis and
+PostgreSQL come from ``CTXWINDOW_TEST_REDIS_URL`` / ``CTXWINDOW_TEST_POSTGRES_URL``
+and are skipped when unreachable, unless ``CTXWINDOW_REQUIRE_SERVERS=1`` (CI),
+which turns the skip into a failure. Each test works under its own session-id
+prefix and deletes what it wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import importlib
+import os
+import queue
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import types
+import urllib.parse
+import uuid
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from ctxwindow.errors import StoreError, StoreUnavailableError
+from ctxwindow.messages import Entry
+from ctxwindow.stores import (
+    AsyncMemoryStore,
+    AsyncSQLiteStore,
+    AsyncStore,
+    MemoryStore,
+    SQLiteStore,
+    entry_to_json,
+    open_async_store,
+    open_store,
+)
+from ctxwindow.stores import sqlite as sqlite_module
+
+T = TypeVar("T")
+
+REDIS_URL = os.environ.get("CTXWINDOW_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+POSTGRES_URL = os.environ.get("CTXWINDOW_TEST_POSTGRES_URL", "postgresql://127.0.0.1:5432/test")
+REQUIRE_SERVERS = os.environ.get("CTXWINDOW_REQUIRE_SERVERS") == "1"
+SERVERS = {
+    "redis": ("Redis", REDIS_URL, "ctxwindow.stores.redis", 6379),
+    "postgresql": ("PostgreSQL", POSTGRES_URL, "ctxwindow.stores.postgres", 5432),
+}
+WORKER = Path(__file__).with_name("store_worker.py")
+
+KINDS = ("memory", "sqlite", "redis", "postgresql", "tiered")
+FLAVOURS = ("sync", "async")
+
+
+# --- building the stores -------------------------------------------------------------------
+
+
+@functools.cache
+def server_problem(kind: str) -> str | None:
+    """Why the server store of ``kind`` cannot be tested here, or None."""
+    name, url, module, default_port = SERVERS[kind]
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        return f"{module} cannot be imported: {exc}"
+    parts = urllib.parse.urlsplit(url)
+    try:
+        if parts.hostname:  # a quick TCP check gives a clear reason instead of a long timeout
+            socket.create_connection(
+                (parts.hostname, parts.port or default_port), timeout=2
+            ).close()
+        with open_store(url) as store:
+            health = store.health()
+    except (OSError, StoreError) as exc:
+        return f"{name} not reachable at {url}: {exc}"
+    return None if health.get("ok") else f"{name} not healthy at {url}: {health}"
+
+
+def require_server(kind: str) -> str:
+    problem = server_problem(kind)
+    if problem is not None:
+        if REQUIRE_SERVERS:
+            pytest.fail(f"{problem} (CTXWINDOW_REQUIRE_SERVERS=1)")
+        pytest.skip(problem)
+    return SERVERS[kind][1]
+
+
+def tiered_class(flavour: str) -> Any:
+    from ctxwindow.stores import tiered
+
+    return tiered.TieredStore if flavour == "sync" else tiered.AsyncTieredStore
+
+
+def sqlite_url(path: Path) -> str:
+    return "sqlite:///" + str(path)  # an absolute path: four slashes in all
+
+
+class Blocking:
+    """An ``AsyncStore`` with the sync API, run on one event loop (one per test)."""
+
+    def __init__(self, store: AsyncStore, loop: asyncio.AbstractEventLoop) -> None:
+        self.store = store
+        self.loop = loop
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coroutine)
+
+    def append(self, session_id: Any, entries: Any, *, idempotency_key: Any = None) -> Any:
+        return self.run(self.store.append(session_id, entries, idempotency_key=idempotency_key))
+
+    def load(self, session_id: Any, *, after: Any = 0, limit: Any = None) -> Any:
+        return self.run(self.store.load(session_id, after=after, limit=limit))
+
+    def tail(self, session_id: Any, n: Any) -> Any:
+        return self.run(self.store.tail(session_id, n))
+
+    def get(self, session_id: Any, entry_id: Any) -> Any:
+        return self.run(self.store.get(session_id, entry_id))
+
+    def delete(self, session_id: Any) -> Any:
+        return self.run(self.store.delete(session_id))
+
+    def sessions(self, *, prefix: Any = None) -> Any:
+        return self.run(self.store.sessions(prefix=prefix))
+
+    def health(self) -> Any:
+        return self.run(self.store.health())
+
+    def close(self) -> None:
+        self.run(self.store.close())
+
+
+@dataclasses.dataclass
+class Case:
+    """One store under test: ``store`` has the sync API whatever the flavour."""
+
+    kind: str
+    flavour: str
+    store: Any
+    raw: Any  # the Store or AsyncStore itself
+    prefix: str
+    url: str | None  # what a worker process opens; None for the memory store
+    loop: asyncio.AbstractEventLoop | None
+
+    def sid(self, name: str = "session") -> str:
+        return self.prefix + name
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        assert self.loop is not None
+        return self.loop.run_until_complete(coroutine)
+
+    def worker_flags(self) -> list[str]:
+        tiered = ["--tiered"] if self.kind == "tiered" else []
+        return tiered + (["--async"] if self.flavour == "async" else [])
+
+
+def build(kind: str, flavour: str, tmp_path: Path, loop: asyncio.AbstractEventLoop | None) -> Any:
+    """(store, url, durable tier to close) for one kind and flavour."""
+    if kind == "memory":
+        return (MemoryStore() if flavour == "sync" else AsyncMemoryStore()), None, None
+    path = tmp_path / "store.db"
+    url = sqlite_url(path) if kind in ("sqlite", "tiered") else require_server(kind)
+    if kind == "tiered":
+        cls = tiered_class(flavour)
+        durable = SQLiteStore(path) if flavour == "sync" else AsyncSQLiteStore(path)
+        return cls(durable, hot_size=8), url, durable
+    if flavour == "sync":
+        return open_store(url), url, None
+
+    async def opened() -> AsyncStore:  # some clients want a running loop when built
+        return open_async_store(url)
+
+    assert loop is not None
+    return loop.run_until_complete(opened()), url, None
+
+
+@pytest.fixture(
+    params=[(kind, flavour) for kind in KINDS for flavour in FLAVOURS],
+    ids=[f"{kind}-{flavour}" for kind in KINDS for flavour in FLAVOURS],
+)
+def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
+    kind, flavour = request.param
+    loop = asyncio.new_event_loop() if flavour == "async" else None
+    try:
+        raw, url, durable = build(kind, flavour, tmp_path, loop)
+        store = raw if loop is None else Blocking(raw, loop)
+        prefix = f"ctxw-test-{uuid.uuid4().hex[:12]}-"
+        yield Case(kind, flavour, store, raw, prefix, url, loop)
+        for session_id in store.sessions(prefix=prefix):
+            store.delete(session_id)
+        store.close()
+        if durable is not None:
+            (durable if loop is None else Blocking(durable, loop)).close()
+    finally:
+        if loop is not None:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+
+def entry(text: str = "hello", **fields: Any) -> Entry:
+    return Entry(message={"role": "user", "content": text}, tokens=len(text), seq=0, **fields)
+
+
+def seqs(entries: list[Entry]) -> list[int]:
+    return [stored.seq for stored in entries]
+
+
+def texts(entries: list[Entry]) -> list[str]:
+    return [stored.message["content"] for stored in entries]
+
+
+# --- the contract ------------------------------------------------------------------------
+
+
+def test_sequence_numbers_count_from_one_in_append_order(case: Case) -> None:
+    sid = case.sid()
+    first = case.store.append(sid, [entry("a")])
+    batch = case.store.append(sid, [entry("b"), entry("c"), entry("d")])
+    assert seqs(first) == [1]
+    assert seqs(batch) == [2, 3, 4]
+    assert seqs(case.store.load(sid)) == [1, 2, 3, 4]
+    assert texts(case.store.load(sid)) == ["a", "b", "c", "d"]
+
+
+def test_an_empty_append_stores_nothing(case: Case) -> None:
+    assert case.store.append(case.sid(), []) == []
+    assert case.store.load(case.sid()) == []
+    assert case.sid() not in case.store.sessions(prefix=case.prefix)
+
+
+def test_load_after_and_limit(case: Case) -> None:
+    sid = case.sid()
+    case.store.append(sid, [entry(str(n)) for n in range(1, 11)])
+    assert texts(case.store.load(sid, after=7)) == ["8", "9", "10"]
+    assert texts(case.store.load(sid, after=2, limit=3)) == ["3", "4", "5"]
+    assert texts(case.store.load(sid, limit=2)) == ["1", "2"]
+    assert case.store.load(sid, limit=0) == []
+    assert case.store.load(sid, after=10) == []
+    assert case.store.load(case.sid("unknown")) == []
+
+
+def test_tail(case: Case) -> None:
+    sid = case.sid()
+    case.store.append(sid, [entry(str(n)) for n in range(1, 6)])
+    assert texts(case.store.tail(sid, 2)) == ["4", "5"]
+    assert seqs(case.store.tail(sid, 100)) == [1, 2, 3, 4, 5]
+    assert case.store.tail(sid, 0) == []
+    assert case.store.tail(case.sid("unknown"), 3) == []
+
+
+def test_get_by_id(case: Case) -> None:
+    sid, other = case.sid("a"), case.sid("b")
+    stored = case.store.append(sid, [entry("one"), entry("two")])
+    case.store.append(other, [entry("elsewhere", id="only-in-b")])
+    assert case.store.get(sid, stored[1].id) == stored[1]
+    assert case.store.get(sid, "no-such-id") is None
+    assert case.store.get(sid, "only-in-b") is None
+    assert case.store.get(case.sid("unknown"), stored[0].id) is None
+
+
+def test_delete(case: Case) -> None:
+    sid, kept = case.sid("gone"), case.sid("kept")
+    case.store.append(sid, [entry("a"), entry("b")])
+    case.store.append(kept, [entry("c")])
+    assert case.store.delete(sid) is True
+    assert case.store.delete(sid) is False
+    assert case.store.load(sid) == []
+    assert case.store.tail(sid, 5) == []
+    assert sid not in case.store.sessions(prefix=case.prefix)
+    assert texts(case.store.load(kept)) == ["c"]
+    assert seqs(case.store.append(sid, [entry("again")])) == [1]
+
+
+def test_sessions_are_sorted_and_filtered_by_plain_prefix(case: Case) -> None:
+    names = ["b", "a", "a%b", "a_b", "a*b", "a[b", "axb", "会话", "会话🎉"]
+    for name in names:
+        case.store.append(case.sid(name), [entry(name)])
+    assert case.store.sessions(prefix=case.prefix) == sorted(case.sid(name) for name in names)
+    assert case.store.sessions(prefix=case.sid("a%")) == [case.sid("a%b")]
+    assert case.store.sessions(prefix=case.sid("a_")) == [case.sid("a_b")]
+    assert case.store.sessions(prefix=case.sid("a*")) == [case.sid("a*b")]
+    assert case.store.sessions(prefix=case.sid("a[")) == [case.sid("a[b")]
+    assert case.store.sessions(prefix=case.sid("会")) == [case.sid("会话"), case.sid("会话🎉")]
+    assert set(case.store.sessions(prefix=case.prefix)) <= set(case.store.sessions())
+    assert case.store.sessions(prefix=case.sid("zzz")) == []
+
+
+def test_sessions_are_isolated(case: Case) -> None:
+    a, b = case.sid("a"), case.sid("b")
+    case.store.append(a, [entry("a1")])
+    case.store.append(b, [entry("b1"), entry("b2")])
+    case.store.append(a, [entry("a2")])
+    assert texts(case.store.load(a)) == ["a1", "a2"]
+    assert seqs(case.store.load(a)) == [1, 2]
+    assert seqs(case.store.load(b)) == [1, 2]
+
+
+def test_stored_entries_are_copies(case: Case) -> None:
+    sid = case.sid()
+    given = entry("original", metadata={"tags": ["a"]})
+    returned = case.store.append(sid, [given])[0]
+    assert given.seq == 0  # append does not touch the caller's entry
+    given.message["content"] = "changed by the caller"
+    given.metadata["tags"].append("given")
+    returned.message["content"] = "changed through the returned copy"
+    returned.metadata["tags"].append("returned")
+    loaded = case.store.load(sid)[0]
+    loaded.message["content"] = "changed through a loaded copy"
+    again = case.store.get(sid, given.id)
+    assert again is not None
+    assert again.message["content"] == "original"
+    assert again.metadata == {"tags": ["a"]}
+    assert case.store.load(sid)[0] == again
+
+
+def test_every_field_round_trips(case: Case) -> None:
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "f", "arguments": '{"q":"東京"}'},
+    }
+    entries = [
+        Entry(
+            message={"role": "assistant", "content": None, "tool_calls": [call]},
+            tokens=42,
+            seq=0,
+            id="entry-1",
+            pinned=True,
+            priority=-3,
+            kind="summary",
+            created_at=1714557600.123456,
+            metadata={"source": "test", "nested": {"list": [1, 2.5, None, True], "ja": "日本"}},
+        ),
+        Entry(
+            message={
+                "role": "user",
+                "name": "ann",
+                "content": [
+                    {"type": "text", "text": "look"},
+                    {"type": "image_url", "image_url": {"url": "https://x.invalid/a.png"}},
+                ],
+            },
+            tokens=0,
+            seq=0,
+            created_at=0.1 + 0.2,
+        ),
+    ]
+    expected = [dataclasses.replace(e, seq=seq) for seq, e in enumerate(entries, 1)]
+    assert case.store.append(case.sid(), entries) == expected
+    assert case.store.load(case.sid()) == expected
+    assert case.store.tail(case.sid(), 2) == expected
+    assert case.store.get(case.sid(), "entry-1") == expected[0]
+
+
+def test_large_entries_round_trip(case: Case) -> None:
+    big = "0123456789abcdef" * 65536 + "上下文🎉"  # more than 1 MB
+    stored = case.store.append(case.sid(), [entry(big), entry("small")])
+    assert texts(case.store.load(case.sid())) == [big, "small"]
+    assert case.store.get(case.sid(), stored[0].id) == stored[0]
+    assert texts(case.store.tail(case.sid(), 1)) == ["small"]
+
+
+UNICODE = {
+    "chinese": "上下文窗口：保留重要的信息，而不是静默丢弃。",
+    "japanese": "コンテキストを管理します。ひらがな、カタカナ、漢字。",
+    "emoji": "🎉👍🏽👨‍👩‍👧‍👦🇯🇵🏳️‍🌈",
+    "mixed": "Hello 你好 こんにちは مرحبا שלום Привет 🌍 e\u0301 ﬁ",
+    "controls": "".join(map(chr, range(1, 32))) + "\x7f\u0085\u2028\u2029\ufeff\u200b",
+}
+
+
+def test_unicode_round_trips(case: Case) -> None:
+    for name, text in UNICODE.items():
+        sid = case.sid(f"{name}-{text[:3]}")
+        stored = case.store.append(
+            sid, [entry(text, id=f"{name}-{text[:2]}", metadata={name: text})]
+        )
+        assert case.store.load(sid) == stored
+        assert case.store.get(sid, stored[0].id) == stored[0]
+        assert stored[0].message["content"] == text
+        assert sid in case.store.sessions(prefix=case.prefix)
+
+
+def test_a_retry_with_the_same_idempotency_key_is_a_no_op(case: Case) -> None:
+    sid = case.sid()
+    batch = [entry("a"), entry("b")]
+    first = case.store.append(sid, batch, idempotency_key="request-1")
+    same_objects = case.store.append(sid, batch, idempotency_key="request-1")
+    rebuilt = case.store.append(sid, [entry("a"), entry("b")], idempotency_key="request-1")
+    assert seqs(first) == [1, 2]
+    assert same_objects == first
+    assert rebuilt == first
+    assert case.store.load(sid) == first
+    assert seqs(case.store.append(sid, [entry("c")], idempotency_key="request-2")) == [3]
+    assert seqs(
+        case.store.append(case.sid("other"), [entry("x")], idempotency_key="request-1")
+    ) == [1]
+
+
+def test_concurrent_retries_store_once(case: Case) -> None:
+    sid = case.sid()
+    batch = [entry("a"), entry("b"), entry("c")]
+    if case.flavour == "sync":
+        with ThreadPoolExecutor(8) as pool:
+            results = list(
+                pool.map(lambda _: case.store.append(sid, batch, idempotency_key="k"), range(8))
+            )
+    else:
+
+        async def retries() -> list[list[Entry]]:
+            calls = (case.raw.append(sid, batch, idempotency_key="k") for _ in range(8))
+            return list(await asyncio.gather(*calls))
+
+        results = case.run(retries())
+    assert all(result == results[0] for result in results)
+    assert case.store.load(sid) == results[0]
+
+
+def test_appends_from_many_threads_lose_nothing(case: Case) -> None:
+    sid = case.sid()
+
+    def appends(worker: int) -> list[Entry]:
+        return [case.store.append(sid, [entry(f"{worker}-{n}")])[0] for n in range(50)]
+
+    async def async_appends(worker: int) -> list[Entry]:
+        stored = [await case.raw.append(sid, [entry(f"{worker}-{n}")]) for n in range(50)]
+        return [batch[0] for batch in stored]
+
+    async def all_async() -> list[list[Entry]]:
+        return list(await asyncio.gather(*(async_appends(worker) for worker in range(8))))
+
+    if case.flavour == "sync":
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(appends, range(8)))
+    else:
+        results = case.run(all_async())
+    returned = [stored for result in results for stored in result]
+    loaded = case.store.load(sid)
+    assert seqs(loaded) == list(range(1, 401))
+    assert sorted(seqs(returned)) == list(range(1, 401))
+    assert {stored.id: stored.seq for stored in loaded} == {e.id: e.seq for e in returned}
+    for result in results:  # each worker's appends keep their order
+        assert seqs(result) == sorted(seqs(result))
+
+
+def durable(case: Case) -> None:
+    if case.url is None:
+        pytest.skip("the memory store is not durable and lives in one process")
+
+
+def spawn(case: Case, session_id: str, *flags: str) -> subprocess.Popen[str]:
+    assert case.url is not None
+    args = [sys.executable, str(WORKER), case.url, session_id, *case.worker_flags(), *flags]
+    return subprocess.Popen(
+        args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def test_appends_from_many_processes_lose_nothing(case: Case) -> None:
+    durable(case)
+    sid = case.sid()
+    with contextlib.ExitStack() as stack:
+        workers = [
+            stack.enter_context(spawn(case, sid, "--count", "50", "--wait")) for _ in range(4)
+        ]
+        for worker in workers:  # all connected before any appends: real contention
+            assert worker.stdout is not None
+            assert worker.stdout.readline() == "ready\n", worker.communicate()[1]
+        outputs = [worker.communicate("go\n", timeout=60) for worker in workers]
+    assert all(worker.returncode == 0 for worker in workers), [err for _, err in outputs]
+    reported = dict(line.split() for out, _ in outputs for line in out.splitlines())
+    loaded = case.store.load(sid)
+    assert seqs(loaded) == list(range(1, 201))
+    assert {str(stored.seq): stored.id for stored in loaded} == reported
+
+
+def read_lines(stream: Any, lines: queue.Queue[str]) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put("")
+
+
+def appended_until_killed(worker: subprocess.Popen[str], count: int) -> dict[int, str]:
+    """Read ``SEQ ID`` lines until ``count`` appends have returned, then ``kill -9`` the worker."""
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=read_lines, args=(worker.stdout, lines), daemon=True)
+    reader.start()
+    reported: dict[int, str] = {}
+    try:
+        assert lines.get(timeout=30) == "ready\n"
+        while len(reported) < count:
+            line = lines.get(timeout=30)
+            if not line:
+                pytest.fail(f"the worker stopped: {worker.stderr.read()}")  # type: ignore[union-attr]
+            seq, entry_id = line.split()
+            reported[int(seq)] = entry_id
+    finally:
+        worker.send_signal(signal.SIGKILL)  # mid-run: most likely inside an append
+        worker.wait()
+        reader.join(timeout=10)
+    return reported
+
+
+def test_acknowledged_appends_survive_kill_9(case: Case) -> None:
+    durable(case)
+    sid = case.sid()
+    with spawn(case, sid, "--count", "0") as worker:
+        reported = appended_until_killed(worker, 40)
+    loaded = {stored.seq: stored.id for stored in case.store.load(sid)}
+    assert {seq: loaded.get(seq) for seq in reported} == reported
+    assert list(loaded) == list(range(1, len(loaded) + 1))
+    assert seqs(case.store.append(sid, [entry("after the crash")])) == [len(loaded) + 1]
+
+
+SESSION_OPERATIONS: list[Callable[[Any, Any], Any]] = [
+    lambda store, session_id: store.append(session_id, [entry()]),
+    lambda store, session_id: store.load(session_id),
+    lambda store, session_id: store.tail(session_id, 1),
+    lambda store, session_id: store.get(session_id, "id"),
+    lambda store, session_id: store.delete(session_id),
+]
+
+
+def test_bad_session_ids_raise_store_error(case: Case) -> None:
+    for bad in ["", "x" * 257, None, 42, b"bytes"]:
+        for operation in SESSION_OPERATIONS:
+            with pytest.raises(StoreError):
+                operation(case.store, bad)
+    assert case.store.append("x" * 256, [entry()])[0].seq >= 1  # the longest allowed
+    case.store.delete("x" * 256)
+
+
+BAD_BATCHES: dict[str, Callable[[], Any]] = {
+    "a dict, not an Entry": lambda: [entry("ok"), {"role": "user", "content": "hi"}],
+    "metadata that is not JSON": lambda: [entry("ok"), entry("x", metadata={"o": object()})],
+    "negative tokens": lambda: [entry("ok"), Entry({"role": "user", "content": "x"}, -1, 0)],
+    "an empty id": lambda: [entry("ok"), entry("x", id="")],
+    "a repeated id": lambda: [entry("a", id="same"), entry("b", id="same")],
+    "an id already stored": lambda: [entry("ok"), entry("x", id="first")],
+    "one entry, not a list": lambda: entry("x"),
+    "a string": lambda: "not entries",
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_BATCHES))
+def test_bad_entries_raise_store_error_and_store_nothing(case: Case, what: str) -> None:
+    sid = case.sid()
+    case.store.append(sid, [entry("first", id="first")])
+    with pytest.raises(StoreError):
+        case.store.append(sid, BAD_BATCHES[what]())
+    assert texts(case.store.load(sid)) == ["first"]
+    assert seqs(case.store.append(sid, [entry("next")])) == [2]
+
+
+def test_bad_arguments_raise_store_error(case: Case) -> None:
+    sid = case.sid()
+    case.store.append(sid, [entry()])
+    with pytest.raises(StoreError):
+        case.store.load(sid, limit=-1)
+    with pytest.raises(StoreError):
+        case.store.tail(sid, -1)
+    with pytest.raises(StoreError):
+        case.store.append(sid, [entry()], idempotency_key="")
+
+
+def test_health_is_ok(case: Case) -> None:
+    health = case.store.health()
+    assert health["ok"] is True
+
+
+def test_async_calls_leave_the_event_loop_free(case: Case) -> None:
+    if case.flavour == "sync" or case.kind == "memory":
+        pytest.skip("only stores that wait on files or servers must yield")
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    async def append_while_ticking() -> int:
+        task = asyncio.create_task(ticker())
+        before = ticks
+        await case.raw.append(case.sid(), [entry("x" * 100_000)])
+        task.cancel()
+        return ticks - before
+
+    assert case.run(append_while_ticking()) > 0
+
+
+# --- SQLite: schema migrations, files, errors -------------------------------------------
+
+VERSION_1 = [  # the schema as ctxwindow's first SQLite store wrote it
+    "CREATE TABLE schema_version (version INTEGER NOT NULL)",
+    "INSERT INTO schema_version VALUES (1)",
+    "CREATE TABLE entries (session_id TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL,"
+    " json TEXT NOT NULL, tokens INTEGER NOT NULL, created_at REAL NOT NULL,"
+    " PRIMARY KEY (session_id, seq))",
+    "CREATE UNIQUE INDEX entries_session_id_id ON entries (session_id, id)",
+]
+
+
+def make_database(path: Path, statements: list[str], rows: Sequence[Entry] = ()) -> None:
+    with sqlite3.connect(path) as conn:
+        for statement in statements:
+            conn.execute(statement)
+        for e in rows:
+            values = ("old", e.seq, e.id, entry_to_json(e), e.tokens, e.created_at)
+            conn.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?)", values)
+    conn.close()
+
+
+def test_opening_a_version_1_database_migrates_it(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = dataclasses.replace(entry("from version 1", id="old-1"), seq=1)
+    make_database(path, VERSION_1, [old])
+    with SQLiteStore(path) as store:
+        assert store.health()["schema_version"] == sqlite_module.SCHEMA_VERSION == 2
+        assert store.load("old") == [old]
+        first = store.append("old", [entry("new")], idempotency_key="k")
+        assert store.append("old", [entry("new")], idempotency_key="k") == first
+        assert seqs(store.load("old")) == [1, 2]
+
+
+def test_a_database_from_a_newer_ctxwindow_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    SQLiteStore(path).close()
+    make_database(path, ["UPDATE schema_version SET version = 99"])
+    with pytest.raises(StoreError, match="newer"):
+        SQLiteStore(path)
+
+
+def test_a_failing_migration_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "store.db"
+    SQLiteStore(path).close()
+
+    def broken(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE half_done (x INTEGER)")
+        conn.execute("THIS IS NOT SQL")
+
+    monkeypatch.setitem(sqlite_module.MIGRATIONS, 3, broken)
+    monkeypatch.setattr(sqlite_module, "SCHEMA_VERSION", 3)
+    with pytest.raises(StoreError, match=re.escape(str(path))):
+        SQLiteStore(path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert "half_done" not in tables
+
+
+def test_wal_and_synchronous_are_set(tmp_path: Path) -> None:
+    with (
+        SQLiteStore(tmp_path / "a.db") as normal,
+        SQLiteStore(tmp_path / "b.db", synchronous="FULL") as full,
+    ):
+        assert normal.health()["journal_mode"] == "wal"
+        assert normal.health()["synchronous"] == "NORMAL"
+        assert full.health()["synchronous"] == "FULL"
+    with pytest.raises(ValueError, match="synchronous"):
+        SQLiteStore(tmp_path / "c.db", synchronous="OFF")  # type: ignore[arg-type]
+
+
+def unopenable_paths(tmp_path: Path) -> dict[str, Path]:
+    (tmp_path / "a-file").write_text("not a directory")
+    (tmp_path / "a-directory.db").mkdir()
+    return {
+        "missing directory": tmp_path / "missing" / "store.db",
+        "parent is a file": tmp_path / "a-file" / "store.db",
+        "path is a directory": tmp_path / "a-directory.db",
+    }
+
+
+def test_an_unopenable_path_raises_store_unavailable(tmp_path: Path) -> None:
+    for what, path in unopenable_paths(tmp_path).items():
+        with pytest.raises(StoreUnavailableError, match=re.escape(str(path))):
+            SQLiteStore(path)
+        store = AsyncSQLiteStore(path)
+        health = asyncio.run(store.health())
+        assert health["ok"] is False, what
+        with pytest.raises(StoreUnavailableError):
+            asyncio.run(store.load("s"))
+        asyncio.run(store.close())
+
+
+def test_a_read_only_database_raises_store_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    with SQLiteStore(path) as store:
+        store.append("s", [entry()])
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)  # what a read-only file gives
+    with conn, pytest.raises(sqlite3.Error) as raised:
+        conn.execute("INSERT INTO entries VALUES ('s', 9, 'x', '{}', 0, 0)")
+    conn.close()
+    error = sqlite_module.store_error(raised.value, str(path))
+    assert isinstance(error, StoreUnavailableError)
+    assert str(path) in str(error)
+
+
+def test_a_file_that_is_not_a_database_raises_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "garbage.db"
+    path.write_bytes(b"this is not a SQLite database, only text pretending to be one" * 100)
+    with pytest.raises(StoreError, match="not a database") as raised:
+        SQLiteStore(path)
+    assert not isinstance(raised.value, StoreUnavailableError)
+    assert isinstance(raised.value.__cause__, sqlite3.Error)
+    assert str(path) in str(raised.value)
+
+
+def test_waiting_too_long_for_the_write_lock_raises_store_unavailable(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    with SQLiteStore(path, busy_timeout=0.05) as store:
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreUnavailableError, match="locked"):
+                store.append("s", [entry()])
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert seqs(store.append("s", [entry()])) == [1]
+
+
+def test_a_closed_store_raises_store_error(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "store.db")
+    store.close()
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.load("s")
+    assert store.health()["ok"] is False
+    async_store = AsyncSQLiteStore(tmp_path / "store.db")
+    asyncio.run(async_store.close())
+    with pytest.raises(StoreError, match="closed"):
+        asyncio.run(async_store.load("s"))
+
+
+def test_an_in_memory_database_is_shared_by_threads() -> None:
+    with SQLiteStore(":memory:") as store:
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(lambda n: store.append("s", [entry(str(n))]), range(20)))
+        assert seqs(store.load("s")) == list(range(1, 21))
+        assert store.health()["durable"] is False
+
+
+def test_the_memory_store_says_it_is_not_durable() -> None:
+    health = MemoryStore().health()
+    assert health["ok"] is True
+    assert health["durable"] is False
+
+
+# --- URLs ----------------------------------------------------------------------------------
+
+
+def test_memory_urls() -> None:
+    assert isinstance(open_store("memory://"), MemoryStore)
+    assert isinstance(open_async_store("memory://"), AsyncMemoryStore)
+    with pytest.raises(StoreError, match="memory://"):
+        open_store("memory://somewhere")
+
+
+def test_sqlite_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with open_store("sqlite:///relative.db") as store:
+        assert isinstance(store, SQLiteStore)
+        store.append("s", [entry()])
+    assert (tmp_path / "relative.db").exists()
+    absolute = tmp_path / "with space 空.db"
+    with open_store(sqlite_url(absolute)) as store, open_store(store.url) as again:
+        store.append("s", [entry("shared")])
+        assert isinstance(again, SQLiteStore)
+        assert again.path == str(absolute)
+        assert texts(again.load("s")) == ["shared"]
+    for url in ("sqlite:///:memory:", "sqlite://"):
+        with open_store(url) as store:
+            assert store.health()["durable"] is False
+    assert isinstance(open_async_store(sqlite_url(absolute)), AsyncSQLiteStore)
+
+
+def test_sqlite_url_options(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "store.db") + "?synchronous=full&busy_timeout=1.5"
+    with open_store(url) as store:
+        assert isinstance(store, SQLiteStore)
+        assert (store.synchronous, store.busy_timeout) == ("FULL", 1.5)
+    for bad in ("?synchronous=OFF", "?busy_timeout=soon", "?journal=delete"):
+        with pytest.raises(StoreError, match=re.escape("synchronous=NORMAL|FULL")):
+            open_store(sqlite_url(tmp_path / "store.db") + bad)
+    with pytest.raises(StoreError, match="no host"):
+        open_store("sqlite://host/store.db")
+
+
+@pytest.mark.parametrize("url", ["mysql://db/x", "file:///tmp/x.db", "sessions.db", ""])
+def test_an_unknown_scheme_lists_the_supported_ones(url: str) -> None:
+    for opener in (open_store, open_async_store):
+        with pytest.raises(StoreError) as raised:
+            opener(url)
+        for scheme in ("memory://", "sqlite://", "redis://", "postgresql://"):
+            assert scheme in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "module", "package", "extra"),
+    [
+        ("redis://127.0.0.1:6379/15", "ctxwindow.stores.redis", "redis", "redis"),
+        ("postgresql://127.0.0.1/test", "ctxwindow.stores.postgres", "psycopg", "postgres"),
+    ],
+)
+def test_a_missing_extra_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, url: str, module: str, package: str, extra: str
+) -> None:
+    def missing(*args: Any, **kwargs: Any) -> None:
+        raise ModuleNotFoundError(f"No module named {package!r}", name=package)
+
+    # a store module that needs its package only when a store is built
+    fake = types.ModuleType(module)
+    for name in ("RedisStore", "AsyncRedisStore", "PostgresStore", "AsyncPostgresStore"):
+        setattr(fake, name, missing)
+    monkeypatch.setitem(sys.modules, module, fake)
+    for opener in (open_store, open_async_store):
+        with pytest.raises(ImportError, match=f"pip install 'ctxwindow\\[{extra}\\]'") as raised:
+            opener(url)
+        assert isinstance(raised.value.__cause__, ModuleNotFoundError)
