@@ -37,6 +37,7 @@ check: test
 bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_windows.py
 	$(BIN)/python benchmarks/bench_priority.py
+	$(BIN)/python benchmarks/bench_stores.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

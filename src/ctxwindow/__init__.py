@@ -7,6 +7,7 @@
 True
 """
 
+from ctxwindow.context import AsyncContextManager, ContextManager
 from ctxwindow.errors import (
     BudgetError,
     CompressionError,
@@ -45,10 +46,12 @@ from ctxwindow.tokens import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncContextManager",
     "BudgetError",
     "ChatTokenizer",
     "CompressionError",
     "Context",
+    "ContextManager",
     "CtxWindowError",
     "EncodingDataError",
     "Entry",

@@ -190,44 +190,91 @@ def _mean(sizes: Sequence[_SizeTable], k: int) -> float:
     return sum(s.size(k) for s in sizes) / len(sizes)
 
 
-class HybridStrategy(_WindowStrategy):
-    """``PriorityWindow`` with compression before eviction and a rolling summary.
+class HybridNoRecall(_WindowStrategy):
+    """``PriorityWindow`` with compression before eviction and a rolling summary, no archive.
 
-    Compressors: structured JSON, then extractive, then head/tail truncation,
-    for units above a quarter of the budget (at most 2,000 tokens). The
-    rolling summary (extractive, no model) gets an eighth of the budget (at
-    most 800). A history message larger than the whole budget is compressed,
-    or dropped if even that does not fit.
-    ``entry ids`` survive compression, so a compressed or summarized evidence
-    message counts only when the answer is still in the context.
+    The window ``ctxwindow.context.hybrid_policy`` builds. ``entry ids``
+    survive compression, so a compressed or summarized evidence message counts
+    only when the answer is still in the context.
     """
 
-    name = "hybrid"
+    name = "hybrid_norecall"
     summary = True
 
     def window(self, budget: int, tokenizer: ChatTokenizer) -> Window:
-        from ctxwindow.compress import Chain, Extractive, RollingSummary, Structured, Truncate
-        from ctxwindow.policies import PriorityWindow
+        from ctxwindow.context import hybrid_policy
 
-        compressor = Chain(Structured(tokenizer), Extractive(tokenizer), Truncate(tokenizer))
-        rolling = RollingSummary(Extractive(tokenizer), tokenizer) if self.summary else None
-        return PriorityWindow(
-            budget,
-            model=tokenizer.model,
-            tokenizer=tokenizer,
-            oversize="drop",
-            compressor=compressor,
-            compress_threshold=min(2000, budget // 4),
-            summarizer=rolling.fold if rolling else None,
-            summary_tokens=min(800, budget // 8),
-        )
+        return hybrid_policy(summary=self.summary)(budget, tokenizer)
 
 
-class HybridNoSummary(HybridStrategy):
-    """``hybrid`` without the rolling summary: compression and priorities only."""
+class HybridNoSummary(HybridNoRecall):
+    """The hybrid window without the rolling summary and without recall."""
 
     name = "hybrid_nosummary"
     summary = False
+
+
+class HybridStrategy(Strategy):
+    """The whole hybrid: ``ContextManager`` with the hybrid window and recall from an archive.
+
+    History goes through a ``ContextManager`` (in-memory store, SQLite FTS5
+    archive in memory); what the window evicts is archived, and the question
+    recalls the best archived units into the context, within a quarter of the
+    budget. ``hybrid_dense`` adds dense embeddings (the ``embeddings`` extra)
+    fused with the lexical ranking.
+    """
+
+    name = "hybrid"
+    dense = False
+
+    def prepare(self, case: Case, budget: int | None, tokenizer: ChatTokenizer) -> Any:
+        from ctxwindow.archive.sqlite import SQLiteArchive
+        from ctxwindow.context import ContextManager
+        from ctxwindow.stores.memory import MemoryStore
+
+        assert budget is not None
+        archive = SQLiteArchive(embedder=self._embedder()) if self.dense else SQLiteArchive()
+        manager = ContextManager(
+            MemoryStore(), tokenizer.model, archive=archive, budget=budget, reserve_output=0,
+            prefetch=False,
+        )  # fmt: skip
+        dataset_ids: dict[str, str] = {}
+        for mid, message in case.history:
+            dataset_ids[manager.add("case", message, metadata={"id": mid}).id] = mid
+        return manager, dataset_ids
+
+    def build(self, state: Any, case: Case) -> Built:
+        manager, dataset_ids = state
+        manager.add("case", case.prompt)
+        context = manager.build("case")
+        now = {d.id for d in context.report.decisions if d.action in ("kept", "pinned", "recalled")}
+        compressed = {d.id for d in context.report.decisions if d.action == "compressed"}
+        summarized = {d.id for d in context.report.decisions if d.action == "summarized"}
+        whole = {dataset_ids[i] for i in now - compressed if i in dataset_ids}
+        partial = {dataset_ids[i] for i in (now & compressed) | summarized if i in dataset_ids}
+        return Built(context.messages, frozenset(whole), frozenset(partial - whole))
+
+    def _embedder(self) -> Any:
+        from ctxwindow.archive.embedders import MiniLMEmbedder
+
+        return _shared_embedder(MiniLMEmbedder)
+
+
+class HybridDense(HybridStrategy):
+    """``hybrid`` with lexical and dense recall fused (needs the ``embeddings`` extra)."""
+
+    name = "hybrid_dense"
+    dense = True
+
+
+_embedders: dict[type, Any] = {}
+
+
+def _shared_embedder(kind: type) -> Any:
+    """One embedding model per process: loading it is the slow part."""
+    if kind not in _embedders:
+        _embedders[kind] = kind()
+    return _embedders[kind]
 
 
 # -- the registry -----------------------------------------------------------------
@@ -267,6 +314,8 @@ for _strategy in (
     MessageWindowStrategy,
     TokenWindowStrategy,
     HybridStrategy,
+    HybridDense,
+    HybridNoRecall,
     HybridNoSummary,
     FullHistory,
 ):

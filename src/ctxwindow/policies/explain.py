@@ -8,8 +8,9 @@ reads as a table, so "why did the bot forget X?" takes one look.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from ctxwindow.messages import Entry
 from ctxwindow.policies.rules import Priority, text_of
@@ -48,6 +49,37 @@ class Decision:
         )
 
 
+class Decisions(Sequence[Decision]):
+    """The decisions of a report, made when first read (a build need not pay for them)."""
+
+    def __init__(self, make: Callable[[], list[Decision]]) -> None:
+        self._make: Callable[[], list[Decision]] | None = make
+        self._items: list[Decision] = []
+
+    def _all(self) -> list[Decision]:
+        if self._make is not None:
+            self._items, self._make = self._make(), None
+        return self._items
+
+    @overload
+    def __getitem__(self, index: int) -> Decision: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Decision]: ...
+
+    def __getitem__(self, index: int | slice) -> Decision | list[Decision]:
+        return self._all()[index]
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(self._all())
+
+
 @dataclass(frozen=True)
 class Report:
     """Why the context looks the way it does."""
@@ -57,16 +89,22 @@ class Report:
     reserve_output: int
     tokens_by_category: dict[str, int]
     tokens_by_priority: dict[str, int]
-    decisions: list[Decision] = field(default_factory=list)
+    decisions: Sequence[Decision] = field(default_factory=list)
 
     @property
     def headroom(self) -> int:
         return self.budget - self.used
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["headroom"] = self.headroom
-        return data
+        return {
+            "budget": self.budget,
+            "used": self.used,
+            "headroom": self.headroom,
+            "reserve_output": self.reserve_output,
+            "tokens_by_category": dict(self.tokens_by_category),
+            "tokens_by_priority": dict(self.tokens_by_priority),
+            "decisions": [asdict(d) for d in self.decisions],
+        }
 
     def __str__(self) -> str:
         lines = [

@@ -34,7 +34,7 @@ from typing import Any
 from ctxwindow.errors import PinnedOverBudgetError
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit
 from ctxwindow.policies.base import EvictHook, Given, Oversize
-from ctxwindow.policies.explain import Decision, Report
+from ctxwindow.policies.explain import Decision, Decisions, Report
 from ctxwindow.policies.rules import (
     DEFAULT_RULES,
     Priority,
@@ -550,25 +550,26 @@ class PriorityWindow(TokenWindow):
         return self._report(self._budget, set(), self.total_tokens)
 
     def _report(self, budget: int, left_out: set[int], tokens: int) -> Report:
-        decisions = [_decision(*logged) for logged in self._log]
         by_priority: dict[str, int] = {p.name: 0 for p in reversed(Priority)}
         if self._system is not None:
-            decisions.append(Decision.of(self._system.entries[0], "pinned", "system prompt"))
             by_priority["CRITICAL"] += self._system.size
-        for unit in self.units():
-            for entry in unit.entries:
-                action = "pinned" if unit.pinned else "kept"
-                if unit.seq in left_out:
-                    action = "evicted"
-                decisions.append(
-                    Decision.of(
-                        entry,
-                        action,
-                        "narrower budget for this call" if action == "evicted" else "",
-                    )
-                )
+        units = list(self.units())
+        for unit in units:
             if unit.seq not in left_out:
                 by_priority[Priority(unit.priority).name] += unit.size
+        logged, system = tuple(self._log), self._system
+
+        def decisions() -> list[Decision]:
+            # Built when first read: a build stays O(window) however long the log.
+            out = [_decision(*item) for item in logged]
+            if system is not None:
+                out.append(Decision.of(system.entries[0], "pinned", "system prompt"))
+            for unit in units:
+                action = "evicted" if unit.seq in left_out else "pinned" if unit.pinned else "kept"
+                reason = "narrower budget for this call" if action == "evicted" else ""
+                out.extend(Decision.of(entry, action, reason) for entry in unit.entries)
+            return out
+
         categories = {c: t for c, t in sorted(self._category_tokens.items()) if t}
         return Report(
             budget=budget,
@@ -576,7 +577,7 @@ class PriorityWindow(TokenWindow):
             reserve_output=self.reserve_output,
             tokens_by_category=categories,
             tokens_by_priority=by_priority,
-            decisions=decisions,
+            decisions=Decisions(decisions),
         )
 
 

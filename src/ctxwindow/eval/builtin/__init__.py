@@ -47,7 +47,8 @@ filler=…, seed=0)``:
 ``turns``
     Filler exchanges: a user message and the assistant's reply (for
     ``agent``: a tool step, i.e. one or two calls, their results and the
-    agent's note). Defaults: orders 190, manual 150, agent 10, persona 210.
+    agent's note). Defaults: orders 190, manual 150, agent 10, persona 300 (the
+    longest: its facts are spread over ~22k-28k tokens).
 ``filler``
     Words a filler reply may reach (±30 %, Chinese counting two characters as
     a word). Replies are whole sentences on the user's question, so many stop

@@ -100,7 +100,7 @@ def _persona(chat: _Chat, turns: int, filler: int) -> list[_Question]:
 
 
 def generate_persona(
-    lang: str = "en", *, conversations: int = 1, turns: int = 210, filler: int = 60, seed: int = 0
+    lang: str = "en", *, conversations: int = 1, turns: int = 300, filler: int = 60, seed: int = 0
 ) -> dict[str, Any]:
     """A long chat with personal facts stated early; single- and multi-hop questions late."""
     return _generate("persona", _persona, lang, conversations, turns, filler, seed)

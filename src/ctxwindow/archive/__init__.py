@@ -1,0 +1,28 @@
+"""Where evicted entries go, and come back from (docs/archive.md).
+
+Lexical search always (SQLite FTS5 or PostgreSQL full text, English
+stemming, Chinese and Japanese by bigrams); dense search when an
+``Embedder`` is given; reciprocal-rank fusion of both.
+
+>>> from ctxwindow import Entry
+>>> with SQLiteArchive() as archive:
+...     _ = archive.index("s1", [Entry({"role": "user", "content": "退货政策是30天"}, 9, 1)])
+...     archive.search("s1", "退货政策?")[0].lexical_rank
+1
+"""
+
+from ctxwindow.archive.base import Archive, Hit
+from ctxwindow.archive.embedders import Embedder, MiniLMEmbedder
+from ctxwindow.archive.fusion import reciprocal_rank_fusion
+from ctxwindow.archive.postgres import PostgresArchive
+from ctxwindow.archive.sqlite import SQLiteArchive
+
+__all__ = [
+    "Archive",
+    "Embedder",
+    "Hit",
+    "MiniLMEmbedder",
+    "PostgresArchive",
+    "SQLiteArchive",
+    "reciprocal_rank_fusion",
+]

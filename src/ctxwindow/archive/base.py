@@ -1,0 +1,255 @@
+"""The archive contract: where evicted entries go, and how they are found again.
+
+An archive keeps whole entries per session and finds them by a query:
+
+- ``index(session_id, entries, *, user_id=None) -> int``: store (or replace)
+  entries, keyed by session and entry id; indexing the same entry again
+  changes nothing and costs no embedding. Returns how many were new or changed.
+- ``search(session_id, query, *, k=5, user_id=None) -> list[Hit]``: the best
+  ``k`` entries of the session, or, with ``user_id``, of the session and every
+  session indexed under that user.
+- ``forget(session_id) -> int``, ``close()`` and context-manager support.
+
+``Archive`` owns the pipeline (segmenting text, embedding, ranking, fusion);
+a backend supplies storage and its lexical ranking. Backend failures raise
+``StoreError`` (``StoreUnavailableError`` when the server or file cannot be
+reached).
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+from ctxwindow.archive.embedders import Embedder
+from ctxwindow.archive.fusion import reciprocal_rank_fusion
+from ctxwindow.archive.text import entry_text, index_text, query_terms
+from ctxwindow.archive.vectors import StoredVector, similarities, unit
+from ctxwindow.errors import StoreError
+from ctxwindow.messages import Entry
+from ctxwindow.stores.base import check_session_id, entry_from_json, entry_to_json
+
+TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
+
+
+def check_table_name(table: str) -> str:
+    """Table names are plain SQL names (they are formatted into statements)."""
+    if not isinstance(table, str) or not TABLE_NAME.fullmatch(table):
+        raise ValueError(f"table must be a plain SQL name (letters, digits, _), got {table!r}")
+    return table
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result, best first.
+
+    ``score`` is the backend's lexical relevance (higher is better) when the
+    archive has no embedder, else the reciprocal-rank-fusion score.
+    ``lexical_rank`` and ``dense_rank`` (1 = best) say where each ranking put
+    the entry, ``None`` where it did not rank it. ``session_id`` is the
+    session the entry was archived in (useful in user-wide searches).
+    """
+
+    entry: Entry
+    score: float
+    lexical_rank: int | None
+    dense_rank: int | None
+    session_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What a search looks at: one session, plus a user's sessions when ``user_id`` is set."""
+
+    session_id: str
+    user_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """An entry as a backend writes it."""
+
+    entry_id: str
+    seq: int
+    json: str
+    body: str
+    """The text to index, already segmented (``text.index_text``)."""
+    vector: list[float] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A row a ranking returned: its backend key, sequence number and score."""
+
+    key: int
+    seq: int
+    score: float
+
+
+class Archive(ABC):
+    """Evicted entries, searchable by words (always) and by meaning (with an embedder)."""
+
+    def __init__(
+        self,
+        *,
+        embedder: Embedder | None = None,
+        min_similarity: float = 0.2,
+        dense_weight: float = 1.0,
+        depth: int = 50,
+    ) -> None:
+        if depth < 1:
+            raise ValueError(f"depth must be at least 1, got {depth}")
+        self.embedder = embedder
+        self.min_similarity = min_similarity
+        self.dense_weight = dense_weight
+        self.depth = depth
+
+    def index(
+        self, session_id: str, entries: Iterable[Entry], *, user_id: str | None = None
+    ) -> int:
+        """Archive entries under the session (and user); returns how many were new or changed."""
+        check_session_id(session_id)
+        latest = {entry.id: entry for entry in entries}  # the last copy of an id wins
+        if not latest:
+            return 0
+        stored = self._stored(session_id, list(latest))
+        changed = [
+            (entry, json)
+            for entry, json in ((e, _to_json(e)) for e in latest.values())
+            if stored.get(entry.id) != (json, user_id)
+        ]
+        if changed:
+            self._write(session_id, user_id, self._documents(changed))
+        return len(changed)
+
+    def search(
+        self, session_id: str, query: str, *, k: int = 5, user_id: str | None = None
+    ) -> list[Hit]:
+        """The ``k`` entries that best match ``query``, best first (ties: lower seq first)."""
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        scope = Scope(check_session_id(session_id), user_id)
+        depth = max(k, self.depth)
+        terms = query_terms(query)
+        lexical = self._lexical(scope, terms, depth) if terms else []
+        ranked: list[tuple[int, float, int | None, int | None]]
+        if self.embedder is None:
+            ranked = [(row.key, row.score, rank, None) for rank, row in enumerate(lexical[:k], 1)]
+        else:
+            dense = self._dense(scope, query, depth) if query.strip() else []
+            ranked = _fuse(lexical, dense, k, self.dense_weight)
+        rows = self._load([key for key, *_ in ranked])
+        return [
+            Hit(entry_from_json(rows[key][1]), score, lexical_rank, dense_rank, rows[key][0])
+            for key, score, lexical_rank, dense_rank in ranked
+            if key in rows  # forgotten between ranking and loading
+        ]
+
+    def forget(self, session_id: str) -> int:
+        """Remove everything archived for the session; returns how many entries were removed."""
+        return self._forget(check_session_id(session_id))
+
+    def close(self) -> None:  # noqa: B027 - archives without resources need nothing
+        """Release connections and files."""
+
+    def __enter__(self) -> Archive:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _documents(self, changed: list[tuple[Entry, str]]) -> list[Document]:
+        texts = [entry_text(entry) for entry, _ in changed]
+        vectors = self._embed(texts)
+        return [
+            Document(entry.id, entry.seq, json, index_text(text), vector)
+            for (entry, json), text, vector in zip(changed, texts, vectors, strict=True)
+        ]
+
+    def _embed(self, texts: list[str]) -> list[list[float] | None]:
+        """Unit vectors for the texts that have words; ``None`` for the rest or without embedder."""
+        vectors: list[list[float] | None] = [None] * len(texts)
+        wanted = [i for i, text in enumerate(texts) if text.strip()]
+        if self.embedder is None or not wanted:
+            return vectors
+        embedded = self.embedder.embed([texts[i] for i in wanted])
+        _check_embeddings(self.embedder, embedded, len(wanted))
+        for i, vector in zip(wanted, embedded, strict=True):
+            vectors[i] = unit(vector)
+        return vectors
+
+    def _dense(self, scope: Scope, query: str, depth: int) -> list[Ranked]:
+        assert self.embedder is not None
+        embedded = self.embedder.embed([query])
+        _check_embeddings(self.embedder, embedded, 1)
+        rows = self._vectors(scope)
+        scores = similarities(unit(embedded[0]), [vector for _, _, vector in rows])
+        ranked = [
+            Ranked(key, seq, score)
+            for (key, seq, _), score in zip(rows, scores, strict=True)
+            if score >= self.min_similarity
+        ]
+        ranked.sort(key=lambda row: (-row.score, row.seq, row.key))
+        return ranked[:depth]
+
+    # What a backend supplies.
+
+    @abstractmethod
+    def _stored(self, session_id: str, entry_ids: list[str]) -> dict[str, tuple[str, str | None]]:
+        """For the ids already archived in the session: ``id -> (entry JSON, user_id)``."""
+
+    @abstractmethod
+    def _write(self, session_id: str, user_id: str | None, documents: list[Document]) -> None:
+        """Insert or replace the documents, atomically."""
+
+    @abstractmethod
+    def _lexical(self, scope: Scope, terms: list[str], depth: int) -> list[Ranked]:
+        """The best ``depth`` rows matching any of ``terms``, best first (ties: seq, key)."""
+
+    @abstractmethod
+    def _vectors(self, scope: Scope) -> list[tuple[int, int, StoredVector]]:
+        """``(key, seq, vector)`` for every row of the scope that has a vector."""
+
+    @abstractmethod
+    def _load(self, keys: Sequence[int]) -> dict[int, tuple[str, str]]:
+        """``key -> (session_id, entry JSON)`` for the keys that still exist."""
+
+    @abstractmethod
+    def _forget(self, session_id: str) -> int: ...
+
+
+def _fuse(
+    lexical: list[Ranked], dense: list[Ranked], k: int, dense_weight: float
+) -> list[tuple[int, float, int | None, int | None]]:
+    """``(key, fused score, lexical rank, dense rank)`` for the best ``k``."""
+    lexical_rank = {row.key: rank for rank, row in enumerate(lexical, 1)}
+    dense_rank = {row.key: rank for rank, row in enumerate(dense, 1)}
+    seq = {row.key: row.seq for row in (*lexical, *dense)}
+    fused = reciprocal_rank_fusion(
+        [[row.key for row in lexical], [row.key for row in dense]], weights=[1.0, dense_weight]
+    )
+    best = sorted(fused, key=lambda key: (-fused[key], seq[key], key))[:k]
+    return [(key, fused[key], lexical_rank.get(key), dense_rank.get(key)) for key in best]
+
+
+def _to_json(entry: Entry) -> str:
+    try:
+        json = entry_to_json(entry)
+        json.encode()  # a lone surrogate (from a bad \ud800 escape) cannot be stored
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"entry {entry.id!r} cannot be archived as JSON: {exc}") from exc
+    return json
+
+
+def _check_embeddings(embedder: Embedder, vectors: Sequence[Sequence[float]], count: int) -> None:
+    if len(vectors) != count or any(len(vector) != embedder.dim for vector in vectors):
+        sizes = sorted({len(vector) for vector in vectors})
+        raise ValueError(
+            f"{type(embedder).__name__} returned {len(vectors)} vectors of sizes {sizes} "
+            f"for {count} texts; expected {count} vectors of dim={embedder.dim}"
+        )

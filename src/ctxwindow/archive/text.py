@@ -1,0 +1,147 @@
+"""What an archive indexes and searches for: text made searchable in every script.
+
+Both backends tokenize on spaces and punctuation, which leaves a run of
+Chinese or Japanese characters as one long "word" that nothing but the exact
+run would find. So before indexing, each CJK run is cut into overlapping
+bigrams plus its single characters (``东京都`` → ``东 京 都 东京 京都``), and a
+query's CJK runs into bigrams alone: a two-character word such as ``东京``
+matches wherever it occurs, a longer one matches on each of its bigrams, a
+single character matches on its unigram. Emoji and other symbols become
+tokens (``sym1f389``) so they can be searched too. Text is NFKC-normalized
+(full-width letters and digits, half-width kana) and accents are stripped
+from Latin letters (``café`` = ``cafe``) the same way for every backend.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+
+from ctxwindow.messages import Entry
+from ctxwindow.policies.rules import text_of
+
+MAX_QUERY_TERMS = 128
+"""Longer queries keep their first 128 distinct terms."""
+
+_ENGLISH_STOP_WORDS = """
+    i me my myself we our ours ourselves you your yours yourself yourselves he him his
+    himself she her hers herself it its itself they them their theirs themselves what
+    which who whom this that these those am is are was were be been being have has had
+    having do does did doing a an the and but if or because as until while of at by for
+    with about against between into through during before after above below to from up
+    down in out on off over under again further then once here there when where why how
+    all any both each few more most other some such no nor not only own same so than too
+    very s t can will just don should now
+"""
+
+STOP_WORDS = frozenset(_ENGLISH_STOP_WORDS.split())
+"""English stop words, left out of queries: PostgreSQL's ``english.stop`` (Snowball's list).
+
+They would match nearly every message; with them gone a weak match on "my"
+cannot outrank a strong match by meaning in the fused ranking, and both
+backends drop the same words.
+"""
+
+# Han (with extensions and compatibility ideographs), kana, Hangul; the
+# iteration marks 々〆〇 and the prolonged sound mark ー, but not CJK punctuation.
+_CJK_RUN = re.compile(
+    "[\u3005-\u3007\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u1100-\u11ff\u3131-\u318e\uac00-\ud7af"
+    "\U00020000-\U0003134f]+"
+)
+
+
+def entry_text(entry: Entry) -> str:
+    """The text an entry is found by: its text parts, and the tool calls it makes."""
+    parts = [text_of(entry.message)]
+    for call in entry.message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        parts.append(f"{function.get('name', '')} {_arguments_text(function.get('arguments'))}")
+    return " ".join(part for part in parts if part)
+
+
+def _arguments_text(arguments: object) -> str:
+    if not isinstance(arguments, str):
+        return ""
+    try:
+        return " ".join(_json_strings(json.loads(arguments)))
+    except ValueError:
+        return arguments
+
+
+def _json_strings(value: object) -> list[str]:
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (str(k), *_json_strings(v))]
+    if isinstance(value, list):
+        return [s for item in value for s in _json_strings(item)]
+    return [] if value is None else [str(value)]
+
+
+def normalize(text: str) -> str:
+    """NFKC, with the accents of Latin letters removed (other scripts' marks kept)."""
+    if text.isascii():
+        return text
+    kept: list[str] = []
+    latin = False
+    for ch in unicodedata.normalize("NFKD", text):
+        if unicodedata.combining(ch):
+            if latin:
+                continue  # an accent on a Latin letter: café → cafe
+        else:
+            latin = ch < "\u0250" or "\u1e00" <= ch <= "\u1eff"
+        kept.append(ch)
+    return unicodedata.normalize("NFC", "".join(kept))
+
+
+def index_text(text: str) -> str:
+    """``text`` as it is indexed: normalized, CJK as unigrams + bigrams, symbols as tokens."""
+    return _segment(normalize(text), unigrams=True)
+
+
+def query_terms(query: str) -> list[str]:
+    """The distinct search terms of a query: words (less stop words), CJK bigrams, symbols.
+
+    Terms hold only letters, digits and marks, so no query syntax of any
+    backend survives in them (quotes, ``*``, ``-``, parentheses, ``:``);
+    backends still quote each term and OR them together.
+
+    >>> query_terms('What is the "return policy" (退货政策)?')
+    ['return', 'policy', '退货', '货政', '政策']
+    """
+    segmented = _segment(normalize(query), unigrams=False)
+    terms = dict.fromkeys(t for t in _split_words(segmented) if t.lower() not in STOP_WORDS)
+    return list(terms)[:MAX_QUERY_TERMS]
+
+
+def _segment(text: str, *, unigrams: bool) -> str:
+    text = _symbols_as_tokens(text.replace("\x00", " "))  # PostgreSQL text cannot hold NUL
+    return _CJK_RUN.sub(lambda m: f" {_cjk_tokens(m.group(), unigrams)} ", text)
+
+
+def _cjk_tokens(run: str, unigrams: bool) -> str:
+    if len(run) == 1:
+        return run
+    bigrams = [run[i : i + 2] for i in range(len(run) - 1)]
+    return " ".join([*run, *bigrams] if unigrams else bigrams)
+
+
+def _symbols_as_tokens(text: str) -> str:
+    if text.isascii():
+        return text
+    return "".join(f" sym{ord(ch):x} " if unicodedata.category(ch) == "So" else ch for ch in text)
+
+
+def _split_words(text: str) -> list[str]:
+    """Split on everything but letters, digits and marks (spaces, punctuation, symbols)."""
+    words: list[str] = []
+    word: list[str] = []
+    for ch in text:
+        if unicodedata.category(ch)[0] in "LNM":
+            word.append(ch)
+        elif word:
+            words.append("".join(word))
+            word = []
+    if word:
+        words.append("".join(word))
+    return words

@@ -1,0 +1,521 @@
+"""``ContextManager``: one object that keeps sessions and builds their contexts.
+
+Per session it appends to a store (durably, before anything else), keeps a
+window in memory (hydrated once from the store with the stored token counts),
+archives what the window evicts, and builds the context for a model and a
+budget: the window's messages, plus archived units recalled for the query,
+placed at their original position, with a report of every decision.
+
+``AsyncContextManager`` is the same over an ``AsyncStore`` for servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+from ctxwindow.errors import InvalidMessageError, OrphanToolResultError
+from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
+from ctxwindow.policies import Context, PriorityWindow, Window
+from ctxwindow.policies.explain import Decision, Decisions, Report
+from ctxwindow.policies.rules import text_of
+from ctxwindow.stores.base import AsyncStore, Store
+from ctxwindow.tokens.chat import ChatTokenizer, chat_tokenizer
+from ctxwindow.tokens.models import model_info
+
+Policy = Callable[[int, ChatTokenizer], Window]
+Redactor = Callable[[Message], Message]
+
+
+class ArchiveLike(Protocol):
+    """What the manager needs of an archive (see ``ctxwindow.archive``)."""
+
+    def index(self, session_id: str, entries: Sequence[Entry]) -> object: ...
+
+    def search(self, session_id: str, query: str, *, k: int = 5) -> Sequence[Any]: ...
+
+    def forget(self, session_id: str) -> object: ...
+
+
+def default_budget(model: str, budget: int | float, reserve_output: int) -> int:
+    """An int budget as given; a ratio of the model's context window minus the reply reserve."""
+    if isinstance(budget, int) and not isinstance(budget, bool):
+        if budget < 1:
+            raise ValueError(f"budget must be positive, got {budget}")
+        return budget
+    if not 0 < budget <= 1:
+        raise ValueError(f"a budget ratio must be in (0, 1], got {budget}")
+    return max(1, int(model_info(model).context_window * budget) - reserve_output)
+
+
+def hybrid_policy(summarizer: Any = None, *, summary: bool = True) -> Policy:
+    """The default policy: a PriorityWindow with compressors and a rolling summary.
+
+    Units above a quarter of the budget (at most 2,000 tokens) are compressed
+    (structured JSON, then extractive, then head/tail) before eviction; the
+    rolling summary (``summarizer``, extractive by default) gets an eighth of
+    the budget (at most 800); a message larger than the whole budget is
+    compressed, or dropped if even that does not fit.
+    """
+
+    def make(budget: int, tokenizer: ChatTokenizer) -> Window:
+        from ctxwindow.compress import Chain, Extractive, RollingSummary, Structured, Truncate
+
+        rolling = RollingSummary(summarizer or Extractive(tokenizer), tokenizer)
+        return PriorityWindow(
+            budget,
+            tokenizer.model,
+            tokenizer=tokenizer,
+            oversize="drop",
+            compressor=Chain(Structured(tokenizer), Extractive(tokenizer), Truncate(tokenizer)),
+            compress_threshold=min(2000, budget // 4),
+            summarizer=rolling.fold if summary else None,
+            summary_tokens=min(800, budget // 8),
+        )
+
+    return make
+
+
+class _Session:
+    """A session's window and what the manager knows about it."""
+
+    def __init__(self, window: Window) -> None:
+        self.window = window
+        self.last_seq = 0  # the highest store seq the window has seen
+        self.originals: dict[str, Entry] = {}  # stored entries in the window, by id
+        self.recall: tuple[str, list[Unit]] | None = None  # prefetched for a query
+
+
+class _Core:
+    """What the sync and async managers share: windows, recall, merging, reports."""
+
+    def __init__(
+        self,
+        model: str,
+        policy: Policy | None,
+        archive: ArchiveLike | None,
+        summarizer: Any,
+        redactor: Redactor | None,
+        budget: int | float,
+        reserve_output: int | None,
+        recall_k: int,
+        hot_sessions: int,
+    ) -> None:
+        self.model = model
+        self.tokenizer = chat_tokenizer(model)
+        info = model_info(model)
+        self.reserve_output = (
+            min(4096, info.max_output) if reserve_output is None else reserve_output
+        )
+        self.budget = default_budget(model, budget, self.reserve_output)
+        self.policy = policy or hybrid_policy(summarizer)
+        self.archive = archive
+        self.redactor = redactor
+        self.recall_k = recall_k
+        self.hot_sessions = hot_sessions
+        self.recall_tokens = min(3000, self.budget // 4)
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+
+    # -- sessions in the hot tier ---------------------------------------------------
+
+    def cached(self, session_id: str) -> _Session | None:
+        session = self._sessions.get(session_id)
+        if session is not None:
+            self._sessions.move_to_end(session_id)
+        return session
+
+    def new_session(self, session_id: str, stored: Sequence[Entry]) -> _Session:
+        window = self.policy(self.budget, self.tokenizer)
+        session = _Session(window)
+        window.on_evict = lambda units: self.evicted(session_id, session, units)
+        self.restore(session, stored)
+        self._sessions[session_id] = session
+        while len(self._sessions) > self.hot_sessions:
+            self._sessions.popitem(last=False)
+        return session
+
+    def forget(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+
+    def evicted(self, session_id: str, session: _Session, units: list[Unit]) -> None:
+        """Archive what left the window, as stored (not as compressed in the window)."""
+        originals = [
+            session.originals.pop(e.id)
+            for u in units
+            for e in u.entries
+            if e.id in session.originals
+        ]
+        if self.archive is not None and originals:
+            self.archive.index(session_id, originals)
+
+    def restore(self, session: _Session, stored: Sequence[Entry]) -> None:
+        """Add stored entries the window has not seen, with their stored tokens."""
+        window = session.window
+        for entry in stored:
+            if entry.seq <= session.last_seq:
+                continue  # an idempotent retry returned what the window already has
+            if entry.message["role"] == "tool" and entry.message.get("tool_call_id") not in (
+                window.pending_tool_calls
+            ):
+                session.last_seq = entry.seq
+                continue  # its call is older than what was loaded: never an orphan
+            metadata = {**entry.metadata, "seq": entry.seq}
+            session.originals[entry.id] = entry
+            if entry.message["role"] == "system":
+                window.set_system(entry.message["content"])  # sets or replaces the prompt
+            elif isinstance(window, PriorityWindow):
+                kind = entry.kind if entry.kind not in ("chat", "summary") else None
+                window.add(
+                    entry.message, pin=entry.pinned, metadata=metadata, kind=kind,
+                    tokens=entry.tokens, entry_id=entry.id,
+                )  # fmt: skip
+            else:
+                window.add(
+                    entry.message, pin=entry.pinned, metadata=metadata,
+                    tokens=entry.tokens, entry_id=entry.id,
+                )  # fmt: skip
+            session.last_seq = entry.seq
+
+    # -- adding ----------------------------------------------------------------------
+
+    def prepare(
+        self,
+        session: _Session,
+        message: Mapping[str, Any],
+        pin: bool,
+        metadata: Mapping[str, Any] | None,
+        kind: str | None,
+    ) -> Entry:
+        """Validate, redact and tokenize a new message: the entry to store."""
+        clean = make_message(self.redactor(dict(message)) if self.redactor else message)
+        pending = session.window.pending_tool_calls
+        if clean["role"] == "tool" and clean["tool_call_id"] not in pending:
+            raise OrphanToolResultError(
+                f"tool result for call {clean['tool_call_id']!r} does not answer a waiting call"
+            )
+        if clean["role"] != "tool" and pending:
+            raise InvalidMessageError(
+                f"tool calls {sorted(pending)} have no results yet; add their tool messages first"
+            )
+        entry = Entry(clean, self.tokenizer.message_tokens(clean), 0)
+        entry.pinned = pin or clean["role"] in SYSTEM_ROLES
+        entry.metadata = dict(metadata or {})
+        if kind is not None:
+            entry.kind = kind
+        return entry
+
+    # -- recall ----------------------------------------------------------------------
+
+    def query_of(self, session: _Session, query: str | None) -> str:
+        if query:
+            return query
+        for entry in reversed(session.window.entries()):
+            if entry.message["role"] == "user":
+                return text_of(entry.message)
+        return ""
+
+    def recalled_units(self, units: Sequence[Unit], kept: set[str], budget: int) -> list[Unit]:
+        """The best whole archived units within ``budget`` tokens, none kept already."""
+        chosen: list[Unit] = []
+        used = 0
+        seen: set[str] = set(kept)
+        for unit in units:
+            entries = unit.entries
+            if any(e.id in seen for e in entries) or entries[0].message["role"] == "tool":
+                continue  # kept already, or a tool result without its call
+            size = sum(e.tokens for e in entries)
+            if used + size > budget:
+                continue
+            used += size
+            seen.update(e.id for e in entries)
+            chosen.append(Unit([replace(e, kind="recalled") for e in entries], size))
+        return chosen
+
+    def merge(self, session: _Session, context: Context, recalled: list[Unit]) -> Context:
+        """Recalled units placed at their original position; tokens recounted exactly."""
+        if not recalled:
+            return context
+        position = {
+            id(e.message): float(e.metadata.get("seq", 0)) for e in session.window.entries()
+        }
+        keyed = [(position.get(id(m), -1.0), i, m) for i, m in enumerate(context.messages)]
+        for unit in recalled:
+            for j, entry in enumerate(unit.entries):
+                keyed.append((float(entry.seq) + j * 1e-6, len(keyed), entry.message))
+        messages = [m for _, _, m in sorted(keyed, key=lambda k: (k[0], k[1]))]
+        tokens = self.tokenizer.count(messages)
+        earlier = context.report.decisions
+
+        def decisions() -> list[Decision]:
+            found = [
+                Decision.of(e, "recalled", "matched the query") for u in recalled for e in u.entries
+            ]
+            return [*earlier, *found]
+
+        report = Report(
+            budget=context.report.budget,
+            used=tokens + context.report.reserve_output,
+            reserve_output=context.report.reserve_output,
+            tokens_by_category={
+                **context.report.tokens_by_category,
+                "recalled": sum(u.size for u in recalled),
+            },
+            tokens_by_priority=context.report.tokens_by_priority,
+            decisions=Decisions(decisions),
+        )
+        return Context(messages, tokens, report)
+
+    def build_window(self, session: _Session, budget: int, recalled: list[Unit]) -> Context:
+        room = budget - sum(u.size for u in recalled)
+        window = session.window
+        if isinstance(window, PriorityWindow):
+            context = window.build(max_tokens=room)
+        else:
+            messages = window.messages()
+            context = Context(messages, window.total_tokens, Report(budget, window.used, 0, {}, {}))
+        return self.merge(session, context, recalled)
+
+
+class ContextManager:
+    """Sessions kept in a store, contexts built within a model's budget.
+
+    >>> from ctxwindow.stores.memory import MemoryStore
+    >>> cm = ContextManager(MemoryStore(), model="gpt-4o", budget=2000)
+    >>> _ = cm.add("s1", {"role": "user", "content": "My order is A-1042."})
+    >>> cm.build("s1").messages[-1]["content"]
+    'My order is A-1042.'
+    """
+
+    def __init__(
+        self,
+        store: Store | str = "sqlite:///ctxwindow.db",
+        model: str = "gpt-4o",
+        policy: Policy | None = None,
+        archive: ArchiveLike | None = None,
+        summarizer: Any = None,
+        redactor: Redactor | None = None,
+        *,
+        budget: int | float = 0.75,
+        reserve_output: int | None = None,
+        recall_k: int = 8,
+        prefetch: bool = True,
+        hot_sessions: int = 256,
+    ) -> None:
+        if isinstance(store, str):
+            from ctxwindow.stores.url import open_store
+
+            store = open_store(store)
+        self.store: Store = store
+        self.prefetch = prefetch
+        self._core = _Core(
+            model, policy, archive, summarizer, redactor, budget, reserve_output, recall_k,
+            hot_sessions,
+        )  # fmt: skip
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    @property
+    def budget(self) -> int:
+        """The default context budget in tokens."""
+        return self._core.budget
+
+    def add(
+        self,
+        session_id: str,
+        message: Mapping[str, Any],
+        *,
+        pin: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+        kind: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Entry:
+        """Store a message (durably, first), then add it to the session's window."""
+        with self._lock(session_id):
+            session = self._session(session_id)
+            entry = self._core.prepare(session, message, pin, metadata, kind)
+            stored = self.store.append(session_id, [entry], idempotency_key=idempotency_key)
+            self._core.restore(session, stored)
+            if self.prefetch and entry.message["role"] == "user":
+                self._recall(session_id, session, text_of(entry.message))
+            return stored[0]
+
+    def build(
+        self, session_id: str, query: str | None = None, max_tokens: int | None = None
+    ) -> Context:
+        """The context to send now: window + recalled units, within the budget, with a report."""
+        with self._lock(session_id):
+            session = self._session(session_id)
+            budget = min(max_tokens or self.budget, self.budget)
+            recalled = self._recall(session_id, session, self._core.query_of(session, query))
+            return self._core.build_window(session, budget, recalled)
+
+    def history(self, session_id: str) -> list[Entry]:
+        """Every stored entry of the session, in order."""
+        return self.store.load(session_id)
+
+    def delete(self, session_id: str) -> bool:
+        """Delete the session everywhere: store, window, archive."""
+        with self._lock(session_id):
+            self._core.forget(session_id)
+            if self._core.archive is not None:
+                self._core.archive.forget(session_id)
+            return self.store.delete(session_id)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> ContextManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _session(self, session_id: str) -> _Session:
+        return self._core.cached(session_id) or self._core.new_session(
+            session_id, self.store.load(session_id)
+        )
+
+    def _recall(self, session_id: str, session: _Session, query: str) -> list[Unit]:
+        archive = self._core.archive
+        if archive is None or not query:
+            return []
+        if session.recall is not None and session.recall[0] == query:
+            units = session.recall[1]
+        else:
+            hits = archive.search(session_id, query, k=self._core.recall_k)
+            units = self._whole_units(session_id, hits)
+            session.recall = (query, units)
+        kept = {e.id for e in session.window.entries()}
+        return self._core.recalled_units(units, kept, self._core.recall_tokens)
+
+    def _whole_units(self, session_id: str, hits: Sequence[Any]) -> list[Unit]:
+        """Each hit with the rest of its tool unit (call and results), from the store."""
+        units = []
+        for hit in hits:
+            entry: Entry = hit.entry
+            if entry.message["role"] == "tool" or entry.message.get("tool_calls"):
+                units.append(Unit(self._tool_unit(session_id, entry), entry.tokens))
+            else:
+                units.append(Unit([entry], entry.tokens))
+        return units
+
+    def _tool_unit(self, session_id: str, entry: Entry) -> list[Entry]:
+        around = self.store.load(session_id, after=max(entry.seq - 16, 0), limit=32)
+        return _unit_around(around, entry)
+
+    def _lock(self, session_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks.setdefault(session_id, threading.Lock())
+
+
+class AsyncContextManager:
+    """``ContextManager`` over an ``AsyncStore``, for servers (same behaviour, awaited)."""
+
+    def __init__(
+        self,
+        store: AsyncStore | str = "sqlite:///ctxwindow.db",
+        model: str = "gpt-4o",
+        policy: Policy | None = None,
+        archive: ArchiveLike | None = None,
+        summarizer: Any = None,
+        redactor: Redactor | None = None,
+        *,
+        budget: int | float = 0.75,
+        reserve_output: int | None = None,
+        recall_k: int = 8,
+        hot_sessions: int = 256,
+    ) -> None:
+        if isinstance(store, str):
+            from ctxwindow.stores.url import open_async_store
+
+            store = open_async_store(store)
+        self.store: AsyncStore = store
+        self._core = _Core(
+            model, policy, archive, summarizer, redactor, budget, reserve_output, recall_k,
+            hot_sessions,
+        )  # fmt: skip
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    @property
+    def budget(self) -> int:
+        return self._core.budget
+
+    async def add(
+        self,
+        session_id: str,
+        message: Mapping[str, Any],
+        *,
+        pin: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+        kind: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Entry:
+        async with self._lock(session_id):
+            session = await self._session(session_id)
+            entry = self._core.prepare(session, message, pin, metadata, kind)
+            stored = await self.store.append(session_id, [entry], idempotency_key=idempotency_key)
+            self._core.restore(session, stored)
+            return stored[0]
+
+    async def build(
+        self, session_id: str, query: str | None = None, max_tokens: int | None = None
+    ) -> Context:
+        async with self._lock(session_id):
+            session = await self._session(session_id)
+            budget = min(max_tokens or self.budget, self.budget)
+            recalled = await self._recall(session_id, session, self._core.query_of(session, query))
+            return self._core.build_window(session, budget, recalled)
+
+    async def history(self, session_id: str) -> list[Entry]:
+        return await self.store.load(session_id)
+
+    async def delete(self, session_id: str) -> bool:
+        async with self._lock(session_id):
+            self._core.forget(session_id)
+            if self._core.archive is not None:
+                await asyncio.to_thread(self._core.archive.forget, session_id)
+            return await self.store.delete(session_id)
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def _session(self, session_id: str) -> _Session:
+        cached = self._core.cached(session_id)
+        if cached is not None:
+            return cached
+        return self._core.new_session(session_id, await self.store.load(session_id))
+
+    async def _recall(self, session_id: str, session: _Session, query: str) -> list[Unit]:
+        archive = self._core.archive
+        if archive is None or not query:
+            return []
+        hits = await asyncio.to_thread(archive.search, session_id, query, k=self._core.recall_k)
+        units = []
+        for hit in hits:
+            entry: Entry = hit.entry
+            if entry.message["role"] == "tool" or entry.message.get("tool_calls"):
+                around = await self.store.load(session_id, after=max(entry.seq - 16, 0), limit=32)
+                units.append(Unit(_unit_around(around, entry), entry.tokens))
+            else:
+                units.append(Unit([entry], entry.tokens))
+        kept = {e.id for e in session.window.entries()}
+        return self._core.recalled_units(units, kept, self._core.recall_tokens)
+
+    def _lock(self, session_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(session_id, asyncio.Lock())
+
+
+def _unit_around(entries: Sequence[Entry], hit: Entry) -> list[Entry]:
+    """The tool unit (assistant call + its results) that contains ``hit``."""
+    index = next(i for i, e in enumerate(entries) if e.id == hit.id)
+    start = index
+    while start > 0 and entries[start].message["role"] == "tool":
+        start -= 1
+    end = start + 1
+    while end < len(entries) and entries[end].message["role"] == "tool":
+        end += 1
+    return list(entries[start:end])

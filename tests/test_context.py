@@ -1,0 +1,208 @@
+"""ContextManager: durable adds, hydration without re-tokenizing, recall in place, async twin."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxwindow import InvalidMessageError, OrphanToolResultError, count_tokens
+from ctxwindow.archive.sqlite import SQLiteArchive
+from ctxwindow.context import AsyncContextManager, ContextManager, default_budget
+from ctxwindow.messages import Entry
+from ctxwindow.stores.memory import AsyncMemoryStore, MemoryStore
+from ctxwindow.stores.sqlite import SQLiteStore
+
+
+def chat(cm: ContextManager, session: str, turns: int) -> None:
+    for i in range(turns):
+        cm.add(session, {"role": "user", "content": f"question {i} about delivery times"})
+        cm.add(session, {"role": "assistant", "content": f"answer {i}: usually three days"})
+
+
+def contents(messages: list[dict[str, Any]]) -> list[str]:
+    return [str(m.get("content")) for m in messages]
+
+
+def test_default_budget_is_a_ratio_of_the_context_window_minus_the_reply() -> None:
+    assert default_budget("gpt-4o", 0.75, 4096) == 128_000 * 3 // 4 - 4096
+    assert default_budget("gpt-4o", 5000, 4096) == 5000
+    assert ContextManager(MemoryStore(), model="gpt-4").budget == int(8192 * 0.75) - 4096
+    with pytest.raises(ValueError, match="ratio"):
+        default_budget("gpt-4o", 1.5, 0)
+
+
+def test_add_stores_first_and_build_fits_the_budget(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    cm = ContextManager(store, budget=300)
+    cm.add("s", {"role": "system", "content": "Be brief."})
+    chat(cm, "s", 40)
+    assert len(cm.history("s")) == 81  # everything stays in the store
+    context = cm.build("s")
+    assert context.total_tokens <= 300
+    assert context.total_tokens == count_tokens(context.messages)
+    assert context.messages[0] == {"role": "system", "content": "Be brief."}
+    assert contents(context.messages)[-1] == "answer 39: usually three days"
+    narrow = cm.build("s", max_tokens=120)
+    assert narrow.total_tokens <= 120
+
+
+def test_a_new_system_message_replaces_the_prompt() -> None:
+    cm = ContextManager(MemoryStore(), budget=500)
+    cm.add("s", {"role": "system", "content": "Be brief."})
+    cm.add("s", {"role": "user", "content": "hello there, friend"})
+    cm.add("s", {"role": "system", "content": "Answer in Chinese. 用中文回答。"})
+    messages = cm.build("s").messages
+    assert [m["role"] for m in messages].count("system") == 1
+    assert messages[0]["content"] == "Answer in Chinese. 用中文回答。"
+
+
+def test_bad_tool_order_is_refused_before_anything_is_stored() -> None:
+    cm = ContextManager(MemoryStore(), budget=500)
+    with pytest.raises(OrphanToolResultError):
+        cm.add("s", {"role": "tool", "tool_call_id": "nope", "content": "{}"})
+    cm.add(
+        "s",
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+    )  # fmt: skip
+    with pytest.raises(InvalidMessageError, match="c1"):
+        cm.add("s", {"role": "user", "content": "too early"})
+    assert len(cm.history("s")) == 1
+    cm.add("s", {"role": "tool", "tool_call_id": "c1", "content": '{"ok": true}'})
+    assert [m["role"] for m in cm.build("s").messages] == ["assistant", "tool"]
+
+
+def test_an_idempotent_retry_adds_nothing() -> None:
+    cm = ContextManager(MemoryStore(), budget=500)
+    first = cm.add("s", {"role": "user", "content": "pay invoice 7"}, idempotency_key="k1")
+    again = cm.add("s", {"role": "user", "content": "pay invoice 7"}, idempotency_key="k1")
+    assert first.id == again.id and first.seq == again.seq
+    assert len(cm.history("s")) == 1
+    assert contents(cm.build("s").messages) == ["pay invoice 7"]
+
+
+def test_hydration_uses_the_stored_token_counts(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    # Entries written with a token count no tokenizer would give: if the window
+    # re-tokenized them on load, its total would not be made of these counts.
+    entries = [Entry({"role": "user", "content": f"message {i}"}, 50, 0) for i in range(20)]
+    store.append("s", entries)
+    cm = ContextManager(SQLiteStore(tmp_path / "s.db"), budget=1000)
+    context = cm.build("s")
+    kept = len(context.messages)
+    assert kept < 20  # 50 "tokens" each cannot all fit in 1,000
+    assert cm.history("s")[0].tokens == 50
+
+
+def test_evicted_facts_are_recalled_in_place(tmp_path: Path) -> None:
+    cm = ContextManager(SQLiteStore(tmp_path / "s.db"), budget=400, archive=SQLiteArchive())
+    cm.add("s", {"role": "system", "content": "Be brief."})
+    cm.add("s", {"role": "user", "content": "My tracking id is SF1234567890 for the blue kettle."})
+    cm.add("s", {"role": "user", "content": "我的会员号是 VIP-8848，住在东京。"})
+    chat(cm, "s", 60)
+    cm.add("s", {"role": "user", "content": "What is the tracking id of the blue kettle?"})
+    context = cm.build("s")
+    texts = contents(context.messages)
+    fact = "My tracking id is SF1234567890 for the blue kettle."
+    assert fact in texts
+    assert texts.index(fact) < texts.index("What is the tracking id of the blue kettle?")
+    assert context.total_tokens <= 400
+    assert context.total_tokens == count_tokens(context.messages)
+    recalled = [d for d in context.report.decisions if d.action == "recalled"]
+    assert [d.preview for d in recalled] == [fact]
+    chinese = cm.build("s", query="东京的会员号")
+    assert "我的会员号是 VIP-8848，住在东京。" in contents(chinese.messages)
+    assert len(set(map(str, chinese.messages))) == len(chinese.messages)  # no duplicates
+
+
+def test_delete_removes_the_session_everywhere(tmp_path: Path) -> None:
+    archive = SQLiteArchive()
+    cm = ContextManager(SQLiteStore(tmp_path / "s.db"), budget=200, archive=archive)
+    chat(cm, "s", 30)
+    assert archive.search("s", "delivery", k=3)
+    assert cm.delete("s") is True
+    assert cm.history("s") == []
+    assert archive.search("s", "delivery", k=3) == []
+    assert cm.build("s").messages == []
+
+
+def test_the_async_twin_behaves_the_same() -> None:
+    async def run() -> list[str]:
+        cm = AsyncContextManager(AsyncMemoryStore(), budget=300)
+        await cm.add("s", {"role": "system", "content": "Be brief."})
+        for i in range(30):
+            await cm.add("s", {"role": "user", "content": f"question {i} about delivery times"})
+        context = await cm.build("s")
+        assert context.total_tokens <= 300
+        assert len(await cm.history("s")) == 31
+        return contents(context.messages)
+
+    texts = asyncio.run(run())
+    assert texts[0] == "Be brief." and texts[-1] == "question 29 about delivery times"
+
+
+facts = st.sampled_from(
+    [
+        "My tracking id is SF1234567890.",
+        "我住在东京，会员号 VIP-8848。",
+        "配達は夜がいいです。",
+        "The reset code is RST-9921.",
+        "question about delivery times",
+        "answer: usually three days",
+    ]
+)
+
+
+@settings(max_examples=40)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("msg"), st.sampled_from(["user", "assistant"]), facts),
+            st.tuples(st.just("tool"), facts),
+        ),
+        min_size=1,
+        max_size=60,
+    ),
+    st.integers(120, 600),
+    st.lists(st.sampled_from(["tracking id", "东京 会员号", "配達", "reset code", ""]), max_size=3),
+)
+def test_invariants_hold_with_recall_on(
+    program: list[tuple[str, ...]], budget: int, queries: list[str]
+) -> None:
+    """Budget, exact count, whole tool units, chronological order, no duplicates."""
+    cm = ContextManager(MemoryStore(), budget=budget, archive=SQLiteArchive())
+    cm.add("s", {"role": "system", "content": "Be brief."})
+    for step, op in enumerate(program):
+        if op[0] == "msg":
+            cm.add("s", {"role": op[1], "content": f"{op[2]} (turn {step})"})
+        else:
+            call = {
+                "id": f"c{step}",
+                "type": "function",
+                "function": {"name": "f", "arguments": "{}"},
+            }
+            cm.add("s", {"role": "assistant", "content": None, "tool_calls": [call]})
+            cm.add("s", {"role": "tool", "tool_call_id": f"c{step}", "content": f"{op[1]} #{step}"})
+    order = {m.id: m.seq for m in cm.history("s")}
+    texts = {str(e.message): e.seq for e in cm.history("s")}
+    for query in [*queries, None]:
+        context = cm.build("s", query=query or None)
+        messages = context.messages
+        assert context.total_tokens <= budget
+        assert context.total_tokens == count_tokens(messages)
+        assert messages[0] == {"role": "system", "content": "Be brief."}
+        assert len({str(m) for m in messages}) == len(messages)  # nothing twice
+        seqs = [texts[str(m)] for m in messages if str(m) in texts and m["role"] != "system"]
+        assert seqs == sorted(seqs)  # chronological, recalled units in place
+        for index, message in enumerate(messages):
+            if message["role"] == "tool":
+                assert messages[index - 1].get("tool_calls")
+            if message.get("tool_calls"):
+                assert messages[index + 1]["role"] == "tool"
+        recalled = [d for d in context.report.decisions if d.action == "recalled"]
+        assert all(d.id in order for d in recalled)
