@@ -24,7 +24,7 @@ $(VENV)/.bench: pyproject.toml | $(BIN)/python
 # The main job: evaluate the strategies on the built-in datasets (report in out/demo).
 demo: $(VENV)/.demo
 	$(BIN)/ctxwindow eval --out out/demo \
-		--strategies message_window,token_window,hybrid,hybrid_nosummary,full
+		--strategies message_window,token_window,hybrid,hybrid_norecall,full
 
 test: $(VENV)/.test
 	$(BIN)/ruff check src tests benchmarks examples
