@@ -191,6 +191,31 @@ def eval_command(
         _fail(str(exc))
 
 
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 8000).")] = None,
+    store: Annotated[str | None, typer.Option(help="Store URL (default SQLite).")] = None,
+    upstream: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible base URL to forward to.")
+    ] = None,
+    config: Annotated[Path | None, typer.Option(help="Settings file (JSON or TOML).")] = None,
+) -> None:
+    """Run the OpenAI-compatible context service (docs/server.md).
+
+    Every option can also come from CTXWINDOW_* environment variables; the
+    upstream API key only from the environment.
+    """
+    try:
+        from ctxwindow.server.main import serve_command
+    except ImportError as exc:
+        _fail(f"the server needs its extra: pip install 'ctxwindow[server]' ({exc})")
+    try:
+        serve_command(host, port, store, upstream, config)
+    except (ValueError, CtxWindowError) as exc:
+        _fail(str(exc))
+
+
 def _split(value: str, option: str) -> list[str]:
     items = [item.strip() for item in value.split(",") if item.strip()]
     if not items:

@@ -1,0 +1,86 @@
+"""``create_app(settings)``: the HTTP service as an app factory of small pieces.
+
+>>> app = create_app(Settings(store="memory://"))
+>>> sorted(app.openapi()["paths"])[:3]
+['/healthz', '/metrics', '/readyz']
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, Header, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from ctxwindow.context import ArchiveLike
+from ctxwindow.server import chat, sessions
+from ctxwindow.server.errors import install
+from ctxwindow.server.service import Redactor, Service
+from ctxwindow.server.settings import Settings
+from ctxwindow.stores.base import AsyncStore
+
+
+def create_app(
+    settings: Settings,
+    *,
+    upstream_transport: httpx.AsyncBaseTransport | None = None,
+    store: AsyncStore | None = None,
+    redactor: Redactor | None = None,
+    archive: ArchiveLike | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> FastAPI:
+    """The service for ``settings``.
+
+    The upstream transport, store, redactor (any callable message -> message; its
+    ``counts`` are exported as metrics), archive (recall of evicted turns) and the
+    rate limiter's clock are injectable.
+    """
+    service = Service(
+        settings, store=store, upstream_transport=upstream_transport, redactor=redactor,
+        archive=archive, clock=clock,
+    )  # fmt: skip
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await service.aclose()
+
+    app = FastAPI(title="ctxwindow", version="0.1.0", lifespan=lifespan)
+    app.state.service = service
+    install(app)
+
+    async def tenant(authorization: str | None = Header(None)) -> str:
+        name = service.tenants.authenticate(authorization)
+        service.tenants.admit(name)
+        return name
+
+    app.include_router(chat.router(service, tenant))
+    app.include_router(sessions.router(service, tenant))
+    _add_probes(app, service)
+    return app
+
+
+def _add_probes(app: FastAPI, service: Service) -> None:
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> Any:
+        """The process is up."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["ops"])
+    async def readyz() -> Any:
+        """The store answers and the upstream is reachable."""
+        store = await service.store.health()
+        upstream = await service.upstream.reachable()
+        ready = bool(store.get("ok")) and upstream
+        body = {"ready": ready, "store": bool(store.get("ok")), "upstream": upstream}
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    @app.get("/metrics", tags=["ops"])
+    async def metrics() -> Response:
+        """Prometheus metrics of this app."""
+        return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,272 @@
+"""``POST /v1/chat/completions``: the OpenAI API, with the session's context built in.
+
+The request's ``messages`` are the session's new turns. They are stored first
+(durably), the context is built within the budget, it replaces ``messages`` in
+the body sent upstream, and the reply is stored before the client gets it.
+Without a session id the request passes through, checked against the budget.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import httpx
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import StreamingResponse
+
+from ctxwindow.context import AsyncContextManager
+from ctxwindow.errors import CtxWindowError
+from ctxwindow.messages import Entry
+from ctxwindow.policies import Context
+from ctxwindow.server.errors import APIError, from_library
+from ctxwindow.server.service import Service, check_messages, read_json
+from ctxwindow.server.tenants import scoped
+from ctxwindow.server.upstream import sse_reply
+from ctxwindow.tokens.chat import count_tokens
+
+REPLAY_WINDOW = 64  # how far back a retried request's stored reply is looked for
+REQUEST_SCHEMA = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["model", "messages"],
+                    "properties": {
+                        "model": {"type": "string"},
+                        "messages": {"type": "array", "items": {"type": "object"}},
+                        "stream": {"type": "boolean"},
+                        "max_tokens": {"type": "integer"},
+                        "metadata": {"type": "object"},
+                    },
+                    "additionalProperties": True,
+                }
+            }
+        },
+    }
+}
+
+
+def router(service: Service, tenant: Any) -> APIRouter:
+    api = APIRouter()
+
+    @api.post("/v1/chat/completions", openapi_extra=REQUEST_SCHEMA, tags=["chat"])
+    async def chat_completions(request: Request, tenant: str = Depends(tenant)) -> Response:
+        """An OpenAI chat completion over the session's context (``X-Session-Id``)."""
+        body = await read_json(request, service.settings.max_request_bytes)
+        messages = check_messages(body.get("messages"), service.settings.max_message_chars)
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            raise APIError(400, "'model' must be a model name", param="model")
+        budget = _budget(service, request, body, model)
+        session_id = _session_id(request, body)
+        if session_id is None:
+            return await _stateless(service, body, messages, model, budget)
+        sid = scoped(tenant, session_id)
+        manager = service.manager(model, sid)
+        key = request.headers.get("idempotency-key")
+        await _store_turns(service, manager, sid, messages, key)
+        if key is not None:
+            answered = await _answered(service, sid, key)
+            if answered is not None:
+                return _replay(answered, model, bool(body.get("stream")))
+        context = await _build(manager, sid, budget)
+        evicted, recalled = service.metrics.observe_context(context.report, context.total_tokens)
+        headers = {
+            "X-Context-Tokens": str(context.total_tokens),
+            "X-Context-Evicted": str(evicted),
+            "X-Context-Recalled": str(recalled),
+        }
+        forward = {**_without_session(body), "messages": context.messages}
+        if body.get("stream"):
+            return await _stream(service, manager, sid, forward, key, headers)
+        status, data, raw = await service.upstream.complete(forward)
+        if status < 400:
+            await _store_reply(manager, sid, data["choices"][0].get("message") or {}, key)
+        return Response(raw, status, headers=headers, media_type="application/json")
+
+    return api
+
+
+async def _answered(service: Service, sid: str, key: str) -> Entry | None:
+    """The reply already stored for this Idempotency-Key, if the request completed before."""
+    for entry in reversed(await service.store.tail(sid, REPLAY_WINDOW)):
+        if entry.message["role"] == "assistant" and entry.metadata.get("request") == key:
+            return entry
+    return None
+
+
+def _replay(entry: Entry, model: str, stream: bool) -> Response:
+    """A completed request answered again from the store, without calling upstream."""
+    message = {k: v for k, v in entry.message.items() if k in ("role", "content", "tool_calls")}
+    finish = "tool_calls" if message.get("tool_calls") else "stop"
+    headers = {"X-Context-Replayed": "true"}
+    base = {"id": f"chatcmpl-{entry.id}", "created": int(entry.created_at), "model": model}
+    if not stream:
+        choice = {"index": 0, "message": message, "finish_reason": finish}
+        body = {**base, "object": "chat.completion", "choices": [choice]}
+        return Response(json.dumps(body), headers=headers, media_type="application/json")
+    chunk = {
+        **base, "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": message, "finish_reason": finish}],
+    }  # fmt: skip
+    sse = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
+    return Response(sse, headers=headers, media_type="text/event-stream")
+
+
+def _budget(service: Service, request: Request, body: dict[str, Any], model: str) -> int:
+    reply = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+    if not isinstance(reply, int) or reply < 0:
+        raise APIError(400, "'max_tokens' must be a positive integer", param="max_tokens")
+    try:
+        budget = service.settings.budget_for(model, reply)
+    except CtxWindowError as exc:
+        raise from_library(exc) from exc
+    header = request.headers.get("x-context-max-tokens")
+    if header is not None:
+        if not header.isdigit() or int(header) < 1:
+            raise APIError(400, "X-Context-Max-Tokens must be a positive integer")
+        budget = min(budget, int(header))
+    if budget < 1:
+        raise APIError(
+            400, f"max_tokens={reply} leaves no room for the prompt in {model}'s budget",
+            code="context_length_exceeded", param="max_tokens",
+        )  # fmt: skip
+    return budget
+
+
+def _session_id(request: Request, body: dict[str, Any]) -> str | None:
+    header = request.headers.get("x-session-id")
+    if header is not None:
+        return header
+    metadata = body.get("metadata")
+    value = metadata.get("session_id") if isinstance(metadata, dict) else None
+    if value is not None and not isinstance(value, str):
+        raise APIError(400, "metadata.session_id must be a string", param="metadata.session_id")
+    return value
+
+
+def _without_session(body: dict[str, Any]) -> dict[str, Any]:
+    out = dict(body)
+    metadata = out.get("metadata")
+    if isinstance(metadata, dict) and "session_id" in metadata:
+        rest = {k: v for k, v in metadata.items() if k != "session_id"}
+        if rest:
+            out["metadata"] = rest
+        else:
+            del out["metadata"]
+    return out
+
+
+async def _stateless(
+    service: Service, body: dict[str, Any], messages: list[dict[str, Any]], model: str, budget: int
+) -> Response:
+    try:
+        tokens = count_tokens(messages, model, body.get("tools"))
+    except (CtxWindowError, ValueError) as exc:
+        raise from_library(exc) from exc
+    if tokens > budget:
+        raise APIError(
+            400, f"the messages have {tokens} prompt tokens, over the budget of {budget}",
+            code="context_length_exceeded", param="messages",
+        )  # fmt: skip
+    forward = _without_session(body)
+    headers = {"X-Context-Tokens": str(tokens), "X-Context-Evicted": "0", "X-Context-Recalled": "0"}
+    if body.get("stream"):
+        upstream = await service.upstream.stream(forward)
+        if upstream.status_code >= 400:
+            return _unchanged(upstream, headers)
+        return StreamingResponse(
+            _relay(upstream.aiter_bytes(), upstream.aclose, []), headers=headers,
+            media_type="text/event-stream",
+        )  # fmt: skip
+    status, _, raw = await service.upstream.complete(forward)
+    return Response(raw, status, headers=headers, media_type="application/json")
+
+
+async def _store_turns(
+    service: Service,
+    manager: AsyncContextManager,
+    sid: str,
+    messages: list[dict[str, Any]],
+    key: str | None,
+) -> None:
+    limit = service.settings.max_messages_per_session
+    if await service.session_size(sid) + len(messages) > limit:
+        raise APIError(413, f"the session would have over {limit} messages", code="session_full")
+    for i, message in enumerate(messages):
+        try:
+            await manager.add(
+                sid, message, metadata={"request": key} if key else None,
+                idempotency_key=f"{key}:{i}" if key else None,
+            )  # fmt: skip
+        except CtxWindowError as exc:
+            raise from_library(exc) from exc
+
+
+async def _build(manager: AsyncContextManager, sid: str, budget: int) -> Context:
+    try:
+        return await manager.build(sid, max_tokens=budget)
+    except CtxWindowError as exc:
+        raise from_library(exc) from exc
+
+
+async def _store_reply(
+    manager: AsyncContextManager, sid: str, message: dict[str, Any], key: str | None
+) -> None:
+    reply: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+    if message.get("tool_calls"):
+        reply["tool_calls"] = message["tool_calls"]
+    await manager.add(
+        sid, reply, metadata={"request": key} if key else None,
+        idempotency_key=f"{key}:reply" if key else None,
+    )  # fmt: skip
+
+
+async def _stream(
+    service: Service,
+    manager: AsyncContextManager,
+    sid: str,
+    forward: dict[str, Any],
+    key: str | None,
+    headers: dict[str, str],
+) -> Response:
+    upstream = await service.upstream.stream(forward)
+    if upstream.status_code >= 400:
+        return _unchanged(upstream, headers)
+    parts: list[str] = []
+
+    async def store() -> None:
+        text = "".join(parts)
+        if text:
+            await _store_reply(manager, sid, {"content": text}, key)
+
+    return StreamingResponse(
+        _relay(upstream.aiter_bytes(), upstream.aclose, parts, store), headers=headers,
+        media_type="text/event-stream",
+    )  # fmt: skip
+
+
+def _unchanged(upstream: httpx.Response, headers: dict[str, str]) -> Response:
+    """An upstream error answer (already read), passed on as it came."""
+    media = upstream.headers.get("content-type", "application/json")
+    return Response(upstream.content, upstream.status_code, headers=headers, media_type=media)
+
+
+async def _relay(
+    chunks: AsyncIterator[bytes],
+    close: Callable[[], Awaitable[None]],
+    parts: list[str],
+    done: Callable[[], Awaitable[None]] | None = None,
+) -> AsyncIterator[bytes]:
+    """Upstream SSE bytes unchanged; ``done()`` runs once the stream ended normally."""
+    try:
+        async for chunk in sse_reply(chunks, parts):
+            yield chunk
+    finally:
+        await close()
+    if done is not None:
+        await done()

@@ -1,0 +1,80 @@
+"""OpenAI-style JSON errors: ``{"error": {"message", "type", "param", "code"}}``.
+
+``APIError`` is what route code raises; ``install`` maps it, request validation
+errors and the library's own errors to responses at the boundary.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from ctxwindow.errors import BudgetError, InvalidMessageError, StoreError, UnknownModelError
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+    502: "upstream_error",
+    503: "service_unavailable",
+    504: "upstream_timeout",
+}
+
+
+class APIError(Exception):
+    """An error answered to the client with ``status`` and an OpenAI-style body."""
+
+    def __init__(
+        self, status: int, message: str, *, code: str | None = None, param: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.param = param
+
+    def response(self) -> JSONResponse:
+        body = {
+            "error": {
+                "message": self.message,
+                "type": _TYPES.get(self.status, "api_error"),
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+        return JSONResponse(body, status_code=self.status)
+
+
+def from_library(exc: Exception) -> APIError:
+    """The library's errors as client errors (the message says what to fix)."""
+    if isinstance(exc, UnknownModelError):
+        return APIError(400, str(exc), code="model_not_found", param="model")
+    if isinstance(exc, BudgetError):
+        return APIError(400, str(exc), code="context_length_exceeded", param="messages")
+    if isinstance(exc, (InvalidMessageError, ValueError)):
+        return APIError(400, str(exc), code="invalid_message", param="messages")
+    if isinstance(exc, StoreError):
+        return APIError(503, f"session store unavailable: {exc}", code="store_unavailable")
+    raise exc
+
+
+def install(app: FastAPI) -> None:
+    async def api_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, APIError)
+        return exc.response()
+
+    async def invalid(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        first = exc.errors()[0] if exc.errors() else {}
+        param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
+        return APIError(400, str(first.get("msg", "invalid request")), param=param).response()
+
+    async def store_error(request: Request, exc: Exception) -> JSONResponse:
+        return from_library(exc).response()
+
+    app.add_exception_handler(APIError, api_error)
+    app.add_exception_handler(StoreError, store_error)
+    app.add_exception_handler(RequestValidationError, invalid)

@@ -1,0 +1,38 @@
+"""Run the service: ``serve(settings)`` and the ``ctxwindow serve`` command."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ctxwindow.server.app import create_app
+from ctxwindow.server.settings import Settings, load_settings
+
+log = logging.getLogger("ctxwindow.server")
+
+
+def serve(settings: Settings) -> None:
+    """Run uvicorn; refuses a non-loopback host when no API keys are configured."""
+    import uvicorn
+
+    settings.check_bind()
+    app = create_app(settings)
+    # The key is never logged: only whether one is set.
+    log.info(
+        "serving on %s:%s, store %s, upstream %s (API key %s)",
+        settings.host, settings.port, settings.store_url(), settings.upstream,
+        "set" if settings.upstream_api_key else "not set",
+    )  # fmt: skip
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+
+
+def serve_command(
+    host: str | None = None,
+    port: int | None = None,
+    store: str | None = None,
+    upstream: str | None = None,
+    config: str | Path | None = None,
+) -> None:
+    """``ctxwindow serve``: the config file, then environment, then these flags win."""
+    settings = load_settings(config, host=host, port=port, store=store, upstream=upstream)
+    serve(settings)

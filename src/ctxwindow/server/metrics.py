@@ -1,0 +1,71 @@
+"""Prometheus metrics, one registry per app (so apps and tests never share counters)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ctxwindow.policies.explain import Report
+
+_TOKEN_BUCKETS = (256, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 1048576)
+
+
+class Metrics:
+    """What the service counts: context sizes, what eviction saved, upstream health."""
+
+    def __init__(self, redactor: Callable[..., Any] | None = None) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.prompt_tokens = Histogram(
+            "ctxwindow_prompt_tokens", "Prompt tokens sent upstream", buckets=_TOKEN_BUCKETS,
+            registry=r,
+        )  # fmt: skip
+        self.tokens_saved = Histogram(
+            "ctxwindow_tokens_saved", "Tokens of a context's history left out of it",
+            buckets=_TOKEN_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.evictions = Histogram(
+            "ctxwindow_evicted_entries", "Entries evicted or summarized out of a context",
+            buckets=(0, 1, 10, 100, 1000, 10000), registry=r,
+        )  # fmt: skip
+        self.recall_hits = Counter(
+            "ctxwindow_recall_hits", "Archived entries recalled into contexts", registry=r
+        )
+        self.upstream_latency = Histogram(
+            "ctxwindow_upstream_latency_seconds", "Upstream response time", registry=r
+        )
+        self.upstream_errors = Counter(
+            "ctxwindow_upstream_errors", "Upstream failures by kind", ["kind"], registry=r
+        )
+        counts = getattr(redactor, "counts", None)
+        if isinstance(counts, Mapping):
+            r.register(_Redactions(counts))
+
+    def observe_context(self, report: Report, tokens: int) -> tuple[int, int]:
+        """Record a built context; returns (evicted, recalled) entry counts."""
+        evicted = [d for d in report.decisions if d.action in ("evicted", "summarized")]
+        recalled = sum(1 for d in report.decisions if d.action == "recalled")
+        self.prompt_tokens.observe(tokens)
+        self.evictions.observe(len(evicted))
+        self.tokens_saved.observe(sum(d.tokens for d in evicted))
+        self.recall_hits.inc(recalled)
+        return len(evicted), recalled
+
+
+class _Redactions(Collector):
+    """Reads the redactor's ``counts`` (type -> number) at scrape time."""
+
+    def __init__(self, counts: Mapping[str, int]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "ctxwindow_redactions", "Redacted spans by type", labels=["type"]
+        )
+        for kind, n in sorted(dict(self.counts).items()):
+            family.add_metric([str(kind)], n)
+        yield family

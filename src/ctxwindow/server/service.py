@@ -1,0 +1,132 @@
+"""The service's state: the store, one context manager per model, upstream, metrics, tenants."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+from fastapi import Request
+
+from ctxwindow.context import ArchiveLike, AsyncContextManager
+from ctxwindow.messages import Entry
+from ctxwindow.server.errors import APIError, from_library
+from ctxwindow.server.metrics import Metrics
+from ctxwindow.server.settings import Settings
+from ctxwindow.server.tenants import Tenants
+from ctxwindow.server.upstream import Upstream
+from ctxwindow.stores.base import AsyncStore
+from ctxwindow.stores.url import open_async_store
+from ctxwindow.tokens.models import model_info
+
+Redactor = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class Service:
+    """What the routes share. Sessions of every model live in the one store."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: AsyncStore | None = None,
+        upstream_transport: httpx.AsyncBaseTransport | None = None,
+        redactor: Redactor | None = None,
+        archive: ArchiveLike | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.store = store if store is not None else open_async_store(settings.store_url())
+        self.redactor = redactor
+        self.archive = archive
+        self.metrics = Metrics(redactor)
+        self.upstream = Upstream(settings, self.metrics, upstream_transport)
+        self.tenants = Tenants(settings.api_keys, settings.rate_limit_per_minute, clock)
+        self._managers: dict[str, AsyncContextManager] = {}
+
+    def manager(self, model: str, session_id: str) -> AsyncContextManager:
+        """The manager of ``model``; other models' cached windows of the session are dropped,
+        so a session that changes model is reloaded from the store, never stale."""
+        manager = self._managers.get(model)
+        if manager is None:
+            try:
+                window = model_info(model).context_window
+            except Exception as exc:
+                raise from_library(exc) from exc
+            manager = AsyncContextManager(
+                self.store, model, archive=self.archive, redactor=self.redactor,
+                budget=int(window * self.settings.budget_ratio), reserve_output=0,
+            )  # fmt: skip
+            self._managers[model] = manager
+        for other_model, other in self._managers.items():
+            if other_model != model:
+                other._core.forget(session_id)
+        return manager
+
+    def managers(self) -> list[AsyncContextManager]:
+        return list(self._managers.values())
+
+    async def session_size(self, session_id: str) -> int:
+        """Entries stored so far (sequence numbers start at 1 and have no gaps)."""
+        last = await self.store.tail(session_id, 1)
+        return last[0].seq if last else 0
+
+    async def aclose(self) -> None:
+        await self.upstream.aclose()
+        await self.store.close()
+
+
+async def read_json(request: Request, limit: int) -> dict[str, Any]:
+    """The request's JSON object; 413 above ``limit`` bytes, 400 if it is not an object."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise APIError(413, f"request body over {limit} bytes", code="request_too_large")
+    raw = await request.body()
+    if len(raw) > limit:
+        raise APIError(413, f"request body over {limit} bytes", code="request_too_large")
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise APIError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from exc
+    if not isinstance(data, dict):
+        raise APIError(400, "the body must be a JSON object", code="invalid_json")
+    return data
+
+
+def check_messages(messages: Any, max_chars: int) -> list[dict[str, Any]]:
+    """A non-empty list of message objects, none above ``max_chars`` characters of text."""
+    if not isinstance(messages, list) or not messages:
+        raise APIError(400, "'messages' must be a non-empty array", param="messages")
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise APIError(400, f"messages[{i}] must be an object", param=f"messages.{i}")
+        if _chars(message.get("content")) > max_chars:
+            raise APIError(
+                413, f"messages[{i}] has over {max_chars} characters",
+                code="message_too_large", param=f"messages.{i}.content",
+            )  # fmt: skip
+    return messages
+
+
+def _chars(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(str(p.get("text", ""))) for p in content if isinstance(p, dict))
+    return 0
+
+
+def entry_json(entry: Entry, *, unanswered: bool = False) -> dict[str, Any]:
+    metadata = {**entry.metadata, "unanswered": True} if unanswered else entry.metadata
+    return {
+        "id": entry.id,
+        "seq": entry.seq,
+        "message": entry.message,
+        "tokens": entry.tokens,
+        "pinned": entry.pinned,
+        "kind": entry.kind,
+        "created_at": entry.created_at,
+        "metadata": metadata,
+    }

@@ -1,0 +1,123 @@
+"""The sessions API: append without calling the model, read, inspect the context, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel
+
+from ctxwindow.errors import CtxWindowError
+from ctxwindow.messages import Entry
+from ctxwindow.server.errors import APIError, from_library
+from ctxwindow.server.service import Service, check_messages, entry_json, read_json
+from ctxwindow.server.tenants import scoped
+
+
+class NewMessages(BaseModel):
+    """``POST /v1/sessions/{id}/messages`` body (documented; read with the size limit)."""
+
+    messages: list[dict[str, Any]]
+    model: str = "gpt-4o"
+
+
+def router(service: Service, tenant: Any) -> APIRouter:
+    api = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+
+    async def existing(session_id: str, tenant: str) -> str:
+        sid = scoped(tenant, session_id)
+        if not await service.session_size(sid):
+            raise APIError(404, f"no session {session_id!r}", code="session_not_found")
+        return sid
+
+    @api.post(
+        "/{session_id}/messages",
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": NewMessages.model_json_schema()}},
+            }
+        },
+    )
+    async def append(session_id: str, request: Request, tenant: str = Depends(tenant)) -> Any:
+        """Append messages to the session without calling the model."""
+        body = await read_json(request, service.settings.max_request_bytes)
+        messages = check_messages(body.get("messages"), service.settings.max_message_chars)
+        model = body.get("model", "gpt-4o")
+        sid = scoped(tenant, session_id)
+        limit = service.settings.max_messages_per_session
+        if await service.session_size(sid) + len(messages) > limit:
+            raise APIError(
+                413, f"the session would have over {limit} messages", code="session_full"
+            )
+        manager = service.manager(str(model), sid)
+        key = request.headers.get("idempotency-key")
+        stored: list[Entry] = []
+        for i, message in enumerate(messages):
+            try:
+                stored.append(
+                    await manager.add(sid, message, idempotency_key=f"{key}:{i}" if key else None)
+                )
+            except CtxWindowError as exc:
+                raise from_library(exc) from exc
+        return {"object": "list", "data": [entry_json(e) for e in stored]}
+
+    @api.get("/{session_id}/messages")
+    async def messages(
+        session_id: str,
+        limit: int | None = Query(None, ge=1),
+        after: int = Query(0, ge=0),
+        tenant: str = Depends(tenant),
+    ) -> Any:
+        """Stored messages with ``seq > after``; user turns no reply followed are marked."""
+        sid = await existing(session_id, tenant)
+        entries = await service.store.load(sid, after=after, limit=limit)
+        at_end = limit is None or len(entries) < limit
+        return {"object": "list", "data": _marked(entries, at_end)}
+
+    @api.get("/{session_id}/context")
+    async def context(
+        session_id: str,
+        model: str = "gpt-4o",
+        max_tokens: int | None = Query(None, ge=1),
+        query: str | None = None,
+        tenant: str = Depends(tenant),
+    ) -> Any:
+        """The context a completion would be sent now, with the report of every decision."""
+        sid = await existing(session_id, tenant)
+        manager = service.manager(model, sid)  # a 400 for an unknown model
+        budget = service.settings.budget_for(model)
+        try:
+            built = await manager.build(
+                sid, query=query, max_tokens=min(max_tokens or budget, budget)
+            )
+        except CtxWindowError as exc:
+            raise from_library(exc) from exc
+        return {
+            "messages": built.messages,
+            "total_tokens": built.total_tokens,
+            "report": built.report.to_dict(),
+        }
+
+    @api.delete("/{session_id}")
+    async def delete(session_id: str, tenant: str = Depends(tenant)) -> Any:
+        """Delete the session: store, windows, archive."""
+        sid = await existing(session_id, tenant)
+        for manager in service.managers():
+            await manager.delete(sid)
+        await service.store.delete(sid)
+        return {"id": session_id, "object": "session.deleted", "deleted": True}
+
+    return api
+
+
+def _marked(entries: list[Entry], at_end: bool) -> list[dict[str, Any]]:
+    """Entries as JSON; user turns with no assistant reply after them marked ``unanswered``."""
+    answered = not at_end
+    out: list[dict[str, Any]] = []
+    for entry in reversed(entries):
+        role = entry.message["role"]
+        if role == "assistant":
+            answered = True
+        out.append(entry_json(entry, unanswered=role == "user" and not answered))
+    return out[::-1]

@@ -1,0 +1,130 @@
+"""Server settings: from keyword arguments, ``CTXWINDOW_*`` environment variables or a file.
+
+>>> s = Settings(data_dir="/srv/ctx")
+>>> s.store_url()
+'sqlite:////srv/ctx/sessions.db'
+>>> s.budget_for("gpt-4o", max_tokens=1000)
+95000
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ctxwindow.tokens.models import model_info
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+class Settings(BaseSettings):
+    """Everything the service needs; validated when built (so at start-up)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CTXWINDOW_", populate_by_name=True, extra="forbid", frozen=True
+    )
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    data_dir: Path = Path(".")
+    store: str | None = None  # a store URL; default sqlite:///<data_dir>/sessions.db
+    upstream: str = "https://api.openai.com/v1"
+    upstream_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("upstream_api_key", "CTXWINDOW_UPSTREAM_API_KEY"),
+    )
+    upstream_timeout: float = Field(default=60.0, gt=0)
+    budget_ratio: float = Field(default=0.75, gt=0, le=1)
+    api_keys: dict[str, str] = {}  # API key -> tenant; empty: no auth, loopback only
+    max_request_bytes: int = Field(default=1_000_000, ge=1)
+    max_message_chars: int = Field(default=100_000, ge=1)
+    max_messages_per_session: int = Field(default=10_000, ge=1)
+    rate_limit_per_minute: int = Field(default=0, ge=0)  # per tenant; 0 = unlimited
+
+    @field_validator("upstream")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"the upstream must be an http(s) URL, got {value!r}")
+        return value.rstrip("/")
+
+    @field_validator("api_keys")
+    @classmethod
+    def _tenants(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, tenant in value.items():
+            if not key or not tenant or ":" in tenant:
+                raise ValueError("api_keys maps non-empty keys to tenant names without ':'")
+        return value
+
+    @model_validator(mode="after")
+    def _store_opens(self) -> Settings:
+        from ctxwindow.stores.url import SCHEMES
+
+        scheme = self.store_url().partition(":")[0]
+        if scheme not in SCHEMES:
+            raise ValueError(f"unknown store URL scheme {scheme!r}; use one of {SCHEMES}")
+        return self
+
+    def store_url(self) -> str:
+        if self.store is not None:
+            return self.store
+        path = self.data_dir.expanduser().resolve() / "sessions.db"
+        return f"sqlite:///{path}"
+
+    def budget_for(self, model: str, max_tokens: int = 0) -> int:
+        """``budget_ratio`` of the model's context window minus the reply's ``max_tokens``."""
+        window = model_info(model).context_window
+        return int(window * self.budget_ratio) - max_tokens
+
+    def is_loopback(self) -> bool:
+        if self.host in LOOPBACK_NAMES:
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    def check_bind(self) -> None:
+        """Refuse to serve without API keys on anything but loopback."""
+        if not self.api_keys and not self.is_loopback():
+            raise ValueError(
+                f"refusing to listen on {self.host!r} without API keys: set"
+                ' CTXWINDOW_API_KEYS=\'{"<key>": "<tenant>"}\' or bind to 127.0.0.1'
+            )
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Settings from a JSON or TOML file (if given), then the non-None ``overrides``."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        data = _read_config(Path(path))
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return Settings(**data)
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".toml":
+        loaded: Any = _toml(text)
+    else:
+        loaded = json.loads(text)
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{path}: a config file holds one object of settings")
+    return loaded
+
+
+__all__ = ["Settings", "load_settings"]
+
+
+def _toml(text: str) -> Any:
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        return tomllib.loads(text)
+    raise ValueError("TOML config files need Python 3.11+; use JSON")

@@ -1,0 +1,651 @@
+"""The HTTP service, in-process: the real ``openai`` SDK against the app, a fake upstream.
+
+The upstream is an ``httpx.MockTransport`` that records every body it receives,
+so each test asserts the exact context the model was sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from ctxwindow import count_tokens
+from ctxwindow.server import Settings, create_app
+
+
+class FakeUpstream:
+    """An OpenAI-compatible upstream: answers ``reply`` or fails as ``fail`` says."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[httpx.Headers] = []
+        self.fail: str | None = None  # "500", "connect", "timeout", "malformed", "no-choices"
+        self.reply = "It left the depot this morning."
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/models"):
+            return httpx.Response(200, json={"data": []})
+        body = json.loads(request.content)
+        self.requests.append(body)
+        self.headers.append(request.headers)
+        if self.fail == "connect":
+            raise httpx.ConnectError("refused", request=request)
+        if self.fail == "timeout":
+            raise httpx.ReadTimeout("slow", request=request)
+        if self.fail == "500":
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+        if self.fail == "malformed":
+            return httpx.Response(200, content=b"<html>not json")
+        if self.fail == "400":
+            return httpx.Response(400, json={"error": {"message": "bad temperature"}})
+        if self.fail == "no-choices":
+            return httpx.Response(200, json={"id": "x", "choices": []})
+        if body.get("stream"):
+            return httpx.Response(
+                200, content=_sse(self.reply, body["model"]),
+                headers={"content-type": "text/event-stream"},
+            )  # fmt: skip
+        return httpx.Response(200, json=_completion(self.reply, body["model"]))
+
+    @property
+    def last(self) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = self.requests[-1]["messages"]
+        return messages
+
+
+def _completion(text: str, model: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text},
+             "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }  # fmt: skip
+
+
+def _sse(text: str, model: str) -> bytes:
+    chunks = [text[i : i + 3] for i in range(0, len(text), 3)]
+    events = [
+        {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": model,
+         "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
+        for piece in chunks
+    ]  # fmt: skip
+    lines = [f"data: {json.dumps(e)}\n\n" for e in events] + ["data: [DONE]\n\n"]
+    return "".join(lines).encode()
+
+
+@pytest.fixture
+def upstream() -> FakeUpstream:
+    return FakeUpstream()
+
+
+def make_app(upstream: FakeUpstream, **settings: Any) -> FastAPI:
+    settings.setdefault("store", "memory://")
+    settings.setdefault("upstream", "http://upstream.test/v1")
+    return create_app(Settings(**settings), upstream_transport=upstream.transport())
+
+
+@pytest.fixture
+def http(upstream: FakeUpstream) -> Iterator[TestClient]:
+    with TestClient(make_app(upstream)) as client:
+        yield client
+
+
+def sdk(http: TestClient, **headers: str) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url="http://testserver/v1", api_key="none", http_client=http, max_retries=0,
+        default_headers=headers,
+    )  # fmt: skip
+
+
+def test_sync_sdk_builds_the_context_from_the_stored_session(
+    http: TestClient, upstream: FakeUpstream
+) -> None:
+    """Each request sends only new turns; upstream gets system + whole history."""
+    client = sdk(http, **{"X-Session-Id": "s1"})
+    client.chat.completions.create(
+        model="gpt-4o",
+        messages=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Where is my parcel to Lyon?"},
+        ],
+    )
+    upstream.reply = "second"
+    reply = client.chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "我的订单是 A-1042 🙂"}]
+    )
+    assert reply.choices[0].message.content == "second"
+    assert upstream.last == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Where is my parcel to Lyon?"},
+        {"role": "assistant", "content": "It left the depot this morning."},
+        {"role": "user", "content": "我的订单是 A-1042 🙂"},
+    ]
+
+
+def test_response_headers_report_the_context(http: TestClient, upstream: FakeUpstream) -> None:
+    """X-Context-Tokens is the exact prompt token count of what upstream received."""
+    response = http.post(
+        "/v1/chat/completions",
+        headers={"X-Session-Id": "h"},
+        json={"model": "gpt-4o", "messages": [{"role": "user", "content": "Track order A-7"}]},
+    )
+    assert response.status_code == 200
+    assert response.json() == _completion(upstream.reply, "gpt-4o")
+    assert int(response.headers["X-Context-Tokens"]) == count_tokens(upstream.last, "gpt-4o")
+    assert response.headers["X-Context-Evicted"] == "0"
+    assert response.headers["X-Context-Recalled"] == "0"
+
+
+def test_the_budget_is_kept_and_the_system_prompt_stays(
+    http: TestClient, upstream: FakeUpstream
+) -> None:
+    """With X-Context-Max-Tokens the context fits; old turns go, the system prompt stays."""
+    client = sdk(http, **{"X-Session-Id": "long", "X-Context-Max-Tokens": "300"})
+    client.chat.completions.create(
+        model="gpt-4o",
+        messages=[
+            {"role": "system", "content": "You are a courier assistant."},
+            {"role": "user", "content": "Order A-1 is a blue lamp for Lyon."},
+        ],
+    )
+    for i in range(40):
+        upstream.reply = f"Noted item {i}: parcel number {1000 + i} goes to depot {i % 7}."
+        client.chat.completions.create(
+            model="gpt-4o",
+            messages=[{"role": "user", "content": f"Add item {i}: a crate of {i} tiles, fragile."}],
+        )
+    response = chat(http, "Which order goes to Lyon?", "long", **{"X-Context-Max-Tokens": "300"})
+    assert int(response.headers["X-Context-Evicted"]) > 0
+    sent = upstream.last
+    assert count_tokens(sent, "gpt-4o") <= 300
+    assert int(response.headers["X-Context-Tokens"]) == count_tokens(sent, "gpt-4o")
+    assert sent[0] == {"role": "system", "content": "You are a courier assistant."}
+    assert sent[-1]["content"] == "Which order goes to Lyon?"
+    assert len(sent) < 82
+
+
+def test_max_tokens_narrows_the_budget(upstream: FakeUpstream) -> None:
+    """The budget is the ratio of the window minus the request's max_tokens."""
+    with TestClient(make_app(upstream, budget_ratio=0.001)) as http:  # gpt-4o: 128 tokens
+        ok = {"model": "gpt-4o", "messages": [{"role": "user", "content": "Parcel A-1 status"}]}
+        assert http.post("/v1/chat/completions", json=ok).status_code == 200
+        too_much = {**ok, "max_tokens": 200}
+        response = http.post("/v1/chat/completions", json=too_much)
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_stateless_requests_pass_through_budget_checked(
+    http: TestClient, upstream: FakeUpstream
+) -> None:
+    """Without a session id the messages go upstream as sent; over budget is a 400."""
+    messages = [{"role": "user", "content": "Bonjour, où est mon colis ?"}]
+    reply = sdk(http).chat.completions.create(model="gpt-4o", messages=messages)  # type: ignore[arg-type]
+    assert reply.choices[0].message.content == upstream.reply
+    assert upstream.last == messages
+    big = [{"role": "user", "content": "word " * 2000}]
+    response = http.post(
+        "/v1/chat/completions",
+        headers={"X-Context-Max-Tokens": "100"},
+        json={"model": "gpt-4o", "messages": big},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "context_length_exceeded"
+    assert len(upstream.requests) == 1
+
+
+def test_session_id_from_metadata_is_not_forwarded(
+    http: TestClient, upstream: FakeUpstream
+) -> None:
+    body = {
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": "Parcel B-2 please"}],
+        "metadata": {"session_id": "m1"},
+    }
+    assert http.post("/v1/chat/completions", json=body).status_code == 200
+    assert "metadata" not in upstream.requests[-1]
+    stored = http.get("/v1/sessions/m1/messages").json()["data"]
+    assert [e["message"]["role"] for e in stored] == ["user", "assistant"]
+
+
+def test_streaming_passes_chunks_and_stores_the_reply(
+    http: TestClient, upstream: FakeUpstream
+) -> None:
+    client = sdk(http, **{"X-Session-Id": "st"})
+    upstream.reply = "Your parcel is in Lyon — 到了 🚚"
+    stream = client.chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "Where is parcel C-3?"}], stream=True
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream)
+    assert text == upstream.reply
+    stored = http.get("/v1/sessions/st/messages").json()["data"]
+    assert stored[-1]["message"] == {"role": "assistant", "content": upstream.reply}
+    assert upstream.requests[-1]["stream"] is True
+
+
+def test_async_sdk_through_asgi_transport(upstream: FakeUpstream) -> None:
+    """The async SDK over httpx.ASGITransport, streaming and not."""
+    asyncio.run(_async_conversation(upstream))
+
+
+async def _async_conversation(upstream: FakeUpstream) -> None:
+    app = make_app(upstream)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+        client = openai.AsyncOpenAI(
+            # this openai release is typed against httpx2; a plain httpx client works too
+            base_url="http://testserver/v1", api_key="none", http_client=http,  # type: ignore[arg-type]
+            max_retries=0,
+            default_headers={"X-Session-Id": "a1"},
+        )  # fmt: skip
+        reply = await client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "Parcel D-4 to Kyoto"}]
+        )
+        assert reply.choices[0].message.content == upstream.reply
+        upstream.reply = "京都に着きました"
+        stream = await client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "And now?"}], stream=True
+        )
+        text = "".join([c.choices[0].delta.content or "" async for c in stream])
+        assert text == "京都に着きました"
+        assert [m["role"] for m in upstream.last] == ["user", "assistant", "user"]
+        history = (await http.get("/v1/sessions/a1/messages")).json()["data"]
+        assert history[-1]["message"]["content"] == "京都に着きました"
+
+
+def chat(http: TestClient, content: str, session: str = "s", **headers: str) -> Any:
+    return http.post(
+        "/v1/chat/completions",
+        headers={"X-Session-Id": session, **headers},
+        json={"model": "gpt-4o", "messages": [{"role": "user", "content": content}]},
+    )
+
+
+@pytest.mark.parametrize(
+    ("fail", "status"),
+    [("connect", 502), ("500", 502), ("malformed", 502), ("no-choices", 502), ("timeout", 504)],
+)
+def test_upstream_failures_keep_the_turn_unanswered(
+    http: TestClient, upstream: FakeUpstream, fail: str, status: int
+) -> None:
+    """A failed upstream is a 502/504 with an OpenAI error; the user turn stays stored."""
+    upstream.fail = fail
+    response = chat(http, "Where is parcel E-5?")
+    assert response.status_code == status
+    assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+    stored = http.get("/v1/sessions/s/messages").json()["data"]
+    assert [e["message"]["content"] for e in stored] == ["Where is parcel E-5?"]
+    assert stored[0]["metadata"]["unanswered"] is True
+
+
+def test_sdk_sees_upstream_failure_as_api_error(http: TestClient, upstream: FakeUpstream) -> None:
+    upstream.fail = "500"
+    with pytest.raises(openai.InternalServerError) as caught:
+        sdk(http, **{"X-Session-Id": "x"}).chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "Parcel F-6?"}]
+        )
+    assert caught.value.status_code == 502
+
+
+def test_retry_with_the_same_idempotency_key_duplicates_nothing(
+    http: TestClient, upstream: FakeUpstream
+) -> None:
+    """After an upstream failure, a retry with the same key stores each turn once."""
+    upstream.fail = "connect"
+    assert chat(http, "Parcel G-7 to Osaka?", **{"Idempotency-Key": "k1"}).status_code == 502
+    upstream.fail = None
+    first = chat(http, "Parcel G-7 to Osaka?", **{"Idempotency-Key": "k1"})
+    again = chat(http, "Parcel G-7 to Osaka?", **{"Idempotency-Key": "k1"})
+    assert first.status_code == again.status_code == 200
+    assert again.json()["choices"][0]["message"] == first.json()["choices"][0]["message"]
+    stored = http.get("/v1/sessions/s/messages").json()["data"]
+    assert [e["message"]["role"] for e in stored] == ["user", "assistant"]
+    assert "unanswered" not in stored[0]["metadata"]
+    assert len(upstream.requests) == 2  # the third is answered from the store
+    assert upstream.last == [{"role": "user", "content": "Parcel G-7 to Osaka?"}]
+
+
+@pytest.fixture
+def tenants(upstream: FakeUpstream) -> Iterator[TestClient]:
+    app = make_app(upstream, api_keys={"key-a": "alice", "key-b": "bob"})
+    with TestClient(app) as client:
+        yield client
+
+
+def test_api_keys_are_required_when_configured(tenants: TestClient) -> None:
+    response = chat(tenants, "Parcel H-8?")
+    assert response.status_code == 401
+    assert response.json()["error"]["type"] == "authentication_error"
+    assert chat(tenants, "Parcel H-8?", Authorization="Bearer wrong").status_code == 401
+    assert chat(tenants, "Parcel H-8?", Authorization="Bearer key-a").status_code == 200
+
+
+def test_sessions_are_isolated_per_tenant(tenants: TestClient, upstream: FakeUpstream) -> None:
+    """Bob cannot read, build or delete Alice's session: 404; his own 's' is separate."""
+    alice = {"Authorization": "Bearer key-a"}
+    bob = {"Authorization": "Bearer key-b"}
+    assert chat(tenants, "Alice's secret parcel", **alice).status_code == 200
+    for method, path in [
+        ("GET", "/v1/sessions/s/messages"),
+        ("GET", "/v1/sessions/s/context"),
+        ("DELETE", "/v1/sessions/s"),
+    ]:
+        response = tenants.request(method, path, headers=bob)
+        assert response.status_code == 404, path
+        assert response.json()["error"]["code"] == "session_not_found"
+    assert chat(tenants, "Bob's parcel", **bob).status_code == 200
+    assert upstream.last == [{"role": "user", "content": "Bob's parcel"}]
+    data = tenants.get("/v1/sessions/s/messages", headers=alice).json()["data"]
+    assert data[0]["message"]["content"] == "Alice's secret parcel"
+
+
+def test_request_size_limits(upstream: FakeUpstream) -> None:
+    app = make_app(
+        upstream, max_request_bytes=2000, max_message_chars=100, max_messages_per_session=2
+    )
+    with TestClient(app) as http:
+        response = chat(http, "x" * 3000)
+        assert (response.status_code, response.json()["error"]["code"]) == (
+            413, "request_too_large",
+        )  # fmt: skip
+        response = chat(http, "y" * 101)
+        assert (response.status_code, response.json()["error"]["code"]) == (
+            413, "message_too_large",
+        )  # fmt: skip
+        assert chat(http, "Parcel I-9?").status_code == 200  # 2 messages stored
+        response = chat(http, "Parcel J-10?")
+        assert (response.status_code, response.json()["error"]["code"]) == (413, "session_full")
+
+
+def test_rate_limit_per_tenant(upstream: FakeUpstream) -> None:
+    now = [0.0]
+    settings = Settings(
+        store="memory://", upstream="http://u.test/v1", rate_limit_per_minute=2,
+        api_keys={"ka": "a", "kb": "b"},
+    )  # fmt: skip
+    app = create_app(settings, upstream_transport=upstream.transport(), clock=lambda: now[0])
+    with TestClient(app) as http:
+        a = {"Authorization": "Bearer ka"}
+        assert chat(http, "one", **a).status_code == 200
+        assert chat(http, "two", **a).status_code == 200
+        response = chat(http, "three", **a)
+        assert response.status_code == 429
+        assert response.json()["error"]["type"] == "rate_limit_error"
+        assert chat(http, "other tenant", Authorization="Bearer kb").status_code == 200
+        now[0] = 61.0
+        assert chat(http, "later", **a).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "gpt-4o", "messages": []}, "messages"),
+        ({"model": "gpt-4o"}, "messages"),
+        ({"messages": [{"role": "user", "content": "hi"}]}, "model"),
+        ({"model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]}, "model"),
+        ({"model": "gpt-4o", "messages": [{"role": "wizard", "content": "hi"}]}, "messages"),
+    ],
+)
+def test_invalid_requests_are_400(http: TestClient, body: dict[str, Any], param: str) -> None:
+    response = http.post("/v1/chat/completions", headers={"X-Session-Id": "v"}, json=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["param"] == param
+
+
+def test_invalid_json_is_400(http: TestClient) -> None:
+    response = http.post("/v1/chat/completions", content=b"{not json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_json"
+
+
+def test_sessions_api(http: TestClient, upstream: FakeUpstream) -> None:
+    """Append without the model, page through, inspect the context, delete."""
+    turns = [
+        {"role": "system", "content": "You are a courier assistant."},
+        {"role": "user", "content": "Parcel K-11 goes to Berlin."},
+        {"role": "assistant", "content": "Noted: K-11 to Berlin."},
+    ]
+    response = http.post("/v1/sessions/api/messages", json={"messages": turns})
+    assert response.status_code == 200
+    assert [e["seq"] for e in response.json()["data"]] == [1, 2, 3]
+    assert not upstream.requests
+    page = http.get("/v1/sessions/api/messages", params={"after": 1, "limit": 1}).json()
+    assert [e["message"] for e in page["data"]] == [turns[1]]
+    context = http.get("/v1/sessions/api/context", params={"max_tokens": 500}).json()
+    assert context["messages"] == turns
+    assert context["report"]["budget"] == 500
+    assert context["total_tokens"] == count_tokens(turns, "gpt-4o")
+    assert http.delete("/v1/sessions/api").json()["deleted"] is True
+    assert http.get("/v1/sessions/api/messages").status_code == 404
+    assert http.delete("/v1/sessions/api").status_code == 404
+
+
+def test_health_readiness_metrics_and_openapi(http: TestClient, upstream: FakeUpstream) -> None:
+    assert http.get("/healthz").json() == {"status": "ok"}
+    assert http.get("/readyz").json() == {"ready": True, "store": True, "upstream": True}
+    assert chat(http, "Parcel L-12 to Rome").status_code == 200
+    upstream.fail = "timeout"
+    chat(http, "Parcel L-12 again")
+    text = http.get("/metrics").text
+    assert "ctxwindow_prompt_tokens_count 2.0" in text
+    assert 'ctxwindow_upstream_errors_total{kind="timeout"} 1.0' in text
+    assert "ctxwindow_upstream_latency_seconds_count 1.0" in text
+    paths = set(http.get("/openapi.json").json()["paths"])
+    assert paths >= {
+        "/v1/chat/completions", "/v1/sessions/{session_id}/messages",
+        "/v1/sessions/{session_id}/context", "/v1/sessions/{session_id}", "/healthz",
+        "/readyz", "/metrics",
+    }  # fmt: skip
+
+
+def test_readyz_fails_when_upstream_is_unreachable(upstream: FakeUpstream) -> None:
+    def down(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    app = create_app(
+        Settings(store="memory://", upstream="http://u.test/v1"),
+        upstream_transport=httpx.MockTransport(down),
+    )
+    with TestClient(app) as http:
+        response = http.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["upstream"] is False
+
+
+def test_redactions_are_exported_from_the_redactor_counts(upstream: FakeUpstream) -> None:
+    """Any callable works; its ``counts`` (if any) becomes a labelled counter."""
+    from collections import Counter
+
+    class Masker:
+        def __init__(self) -> None:
+            self.counts: Counter[str] = Counter()
+
+        def __call__(self, message: dict[str, Any]) -> dict[str, Any]:
+            if "sk-" in str(message.get("content")):
+                self.counts["api_key"] += 1
+                return {**message, "content": "[REDACTED:api_key]"}
+            return message
+
+    app = create_app(
+        Settings(store="memory://", upstream="http://u.test/v1"),
+        upstream_transport=upstream.transport(), redactor=Masker(),
+    )  # fmt: skip
+    with TestClient(app) as http:
+        chat(http, "my key is sk-abc123")
+        assert upstream.last == [{"role": "user", "content": "[REDACTED:api_key]"}]
+        assert 'ctxwindow_redactions_total{type="api_key"} 1.0' in http.get("/metrics").text
+
+
+def test_upstream_key_is_sent_and_never_shown(upstream: FakeUpstream) -> None:
+    settings = Settings(
+        store="memory://", upstream="http://u.test/v1", upstream_api_key=SecretStr("sk-secret")
+    )
+    assert "sk-secret" not in repr(settings) and "sk-secret" not in str(settings)
+    with TestClient(create_app(settings, upstream_transport=upstream.transport())) as http:
+        chat(http, "Parcel M-13?")
+    assert upstream.headers[-1]["authorization"] == "Bearer sk-secret"
+
+
+def test_context_of_an_unknown_model_is_400(http: TestClient) -> None:
+    http.post("/v1/sessions/u/messages", json={"messages": [{"role": "user", "content": "A-1"}]})
+    response = http.get("/v1/sessions/u/context", params={"model": "no-such-model"})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "model_not_found"
+
+
+def test_tool_calls_round_trip_through_the_session(
+    http: TestClient, upstream: FakeUpstream
+) -> None:
+    """A reply with tool_calls is stored whole; the next request brings the tool result."""
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "track", "arguments": '{"parcel": "N-14"}'}}  # fmt: skip
+
+    def with_tool_call(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        upstream.requests.append(body)
+        completion = _completion("", body["model"])
+        completion["choices"][0]["message"] = {
+            "role": "assistant", "content": None, "tool_calls": [call],
+        }  # fmt: skip
+        completion["choices"][0]["finish_reason"] = "tool_calls"
+        return httpx.Response(200, json=completion)
+
+    app = create_app(
+        Settings(store="memory://", upstream="http://u.test/v1"),
+        upstream_transport=httpx.MockTransport(with_tool_call),
+    )
+    with TestClient(app) as client:
+        reply = sdk(client, **{"X-Session-Id": "t"}).chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "Track parcel N-14"}]
+        )
+        assert reply.choices[0].message.tool_calls is not None
+        result = {"role": "tool", "tool_call_id": "call_1", "content": '{"at": "Oslo"}'}
+        response = client.post(
+            "/v1/chat/completions", headers={"X-Session-Id": "t"},
+            json={"model": "gpt-4o", "messages": [result]},
+        )  # fmt: skip
+        assert response.status_code == 200
+    assert upstream.last == [
+        {"role": "user", "content": "Track parcel N-14"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        result,
+    ]
+
+
+def test_an_orphan_tool_result_is_400(http: TestClient) -> None:
+    response = http.post(
+        "/v1/chat/completions", headers={"X-Session-Id": "o"},
+        json={"model": "gpt-4o",
+              "messages": [{"role": "tool", "tool_call_id": "nope", "content": "x"}]},
+    )  # fmt: skip
+    assert response.status_code == 400
+
+
+def test_stateless_streaming_passes_through(http: TestClient, upstream: FakeUpstream) -> None:
+    stream = sdk(http).chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "Parcel P-16?"}], stream=True
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in stream) == upstream.reply
+    assert upstream.last == [{"role": "user", "content": "Parcel P-16?"}]
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "many"])
+def test_a_bad_context_max_tokens_header_is_400(http: TestClient, value: str) -> None:
+    response = chat(http, "Parcel Q-17?", **{"X-Context-Max-Tokens": value})
+    assert response.status_code == 400
+
+
+def test_an_idempotent_stream_retry_replays_the_stored_reply(
+    http: TestClient, upstream: FakeUpstream
+) -> None:
+    client = sdk(http, **{"X-Session-Id": "rs", "Idempotency-Key": "k9"})
+    for _ in range(2):
+        stream = client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "Parcel R-18?"}], stream=True
+        )
+        assert "".join(c.choices[0].delta.content or "" for c in stream) == upstream.reply
+    assert len(upstream.requests) == 1
+    stored = http.get("/v1/sessions/rs/messages").json()["data"]
+    assert [e["message"]["role"] for e in stored] == ["user", "assistant"]
+
+
+def test_a_session_can_change_model_without_a_stale_window(
+    http: TestClient, upstream: FakeUpstream
+) -> None:
+    """gpt-4o, then gpt-4, then gpt-4o again: each context has every turn so far."""
+    for model, text in [("gpt-4o", "Parcel S-19?"), ("gpt-4", "And S-20?"), ("gpt-4o", "S-21?")]:
+        response = http.post(
+            "/v1/chat/completions", headers={"X-Session-Id": "models"},
+            json={"model": model, "messages": [{"role": "user", "content": text}]},
+        )  # fmt: skip
+        assert response.status_code == 200
+    assert [m["content"] for m in upstream.last if m["role"] == "user"] == [
+        "Parcel S-19?", "And S-20?", "S-21?",
+    ]  # fmt: skip
+
+
+def test_evicted_turns_are_recalled_from_an_injected_archive(upstream: FakeUpstream) -> None:
+    """A turn evicted long ago comes back when the new question matches it."""
+    from ctxwindow.archive.sqlite import SQLiteArchive
+
+    archive = SQLiteArchive()
+    app = create_app(
+        Settings(store="memory://", upstream="http://u.test/v1", budget_ratio=0.004),
+        upstream_transport=upstream.transport(), archive=archive,
+    )  # fmt: skip
+    with TestClient(app) as http:  # gpt-4o: a window of 512 tokens
+        chat(http, "The gate code for the warehouse in Tromsø is 4471.", "r")
+        for i in range(30):
+            upstream.reply = f"Logged shipment {i} of ceramic tiles to depot {i % 5}."
+            chat(http, f"Log shipment {i}: {i} pallets of ceramic tiles, fragile.", "r")
+        response = chat(http, "What is the gate code for the Tromsø warehouse?", "r")
+    archive.close()
+    assert int(response.headers["X-Context-Recalled"]) > 0
+    assert any("4471" in str(m["content"]) for m in upstream.last)
+    assert count_tokens(upstream.last, "gpt-4o") <= 512
+
+
+def test_a_store_that_is_down_is_503(upstream: FakeUpstream) -> None:
+    from ctxwindow.errors import StoreUnavailableError
+    from ctxwindow.stores.memory import AsyncMemoryStore
+
+    class DownStore(AsyncMemoryStore):
+        async def tail(self, session_id: str, n: int) -> list[Any]:
+            raise StoreUnavailableError("store at memory:// is down")
+
+    app = create_app(
+        Settings(store="memory://", upstream="http://u.test/v1"),
+        upstream_transport=upstream.transport(), store=DownStore(),
+    )  # fmt: skip
+    with TestClient(app) as http:
+        response = chat(http, "Parcel T-22?")
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "store_unavailable"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_upstream_4xx_is_passed_on_unchanged(
+    http: TestClient, upstream: FakeUpstream, stream: bool
+) -> None:
+    upstream.fail = "400"
+    response = http.post(
+        "/v1/chat/completions", headers={"X-Session-Id": "e4"},
+        json={"model": "gpt-4o", "stream": stream,
+              "messages": [{"role": "user", "content": "Parcel U-23?"}]},
+    )  # fmt: skip
+    assert response.status_code == 400
+    assert response.json() == {"error": {"message": "bad temperature"}}

@@ -1,0 +1,101 @@
+"""End to end: the service as a real process on loopback with a SQLite store.
+
+SIGKILL mid-conversation, restart on the same database: every acknowledged turn
+(a request that got its 200) is there, and the conversation continues.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fake_openai import fake_openai
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="uses SIGKILL")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def server(port: int, store: str, upstream: str) -> Iterator[subprocess.Popen[bytes]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXWINDOW_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ctxwindow.server", "--port", str(port), "--store", store,
+         "--upstream", upstream],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        wait_ready(port, process)
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+def wait_ready(port: int, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            error = process.stderr.read().decode(errors="replace") if process.stderr else ""
+            raise RuntimeError(f"server exited: {error}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise TimeoutError("server did not start within 30 s")
+
+
+def turn(port: int, text: str) -> dict[str, Any]:
+    response = httpx.post(
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        headers={"X-Session-Id": "durable"},
+        json={"model": "gpt-4o", "messages": [{"role": "user", "content": text}]},
+        timeout=30,
+    )
+    response.raise_for_status()
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_acknowledged_turns_survive_sigkill(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'sessions.db'}"
+    with fake_openai(lambda body: f"answer to: {body['messages'][-1]['content']}") as upstream:
+        port = free_port()
+        with server(port, store, upstream.base_url) as process:
+            for i in range(5):
+                turn(port, f"Parcel {i} goes to depot {i} — 第{i}号")
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+        port = free_port()
+        with server(port, store, upstream.base_url):
+            turn(port, "Which depot for parcel 3?")
+            url = f"http://127.0.0.1:{port}/v1/sessions/durable/messages"
+            stored = httpx.get(url, timeout=10).json()["data"]
+    texts = [e["message"]["content"] for e in stored]
+    expected = []
+    for i in range(5):
+        asked = f"Parcel {i} goes to depot {i} — 第{i}号"
+        expected += [asked, f"answer to: {asked}"]
+    expected += ["Which depot for parcel 3?", "answer to: Which depot for parcel 3?"]
+    assert texts == expected
+    assert [m["content"] for m in upstream.requests[-1]["messages"]] == expected[:-1]

@@ -1,0 +1,80 @@
+"""Server settings: defaults, environment, config files, start-up validation, the bind rule."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from ctxwindow.server import Settings, load_settings
+from ctxwindow.server.main import serve_command
+
+
+def test_defaults_are_loopback_and_sqlite_in_the_data_dir(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    assert (settings.host, settings.port) == ("127.0.0.1", 8000)
+    assert settings.store_url() == f"sqlite:///{tmp_path.resolve()}/sessions.db"
+    assert settings.budget_for("gpt-4o") == 96_000
+    assert settings.budget_for("gpt-4o", max_tokens=16_000) == 80_000
+
+
+def test_environment_variables_use_the_ctxwindow_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXWINDOW_PORT", "9001")
+    monkeypatch.setenv("CTXWINDOW_API_KEYS", '{"k1": "team-a"}')
+    monkeypatch.setenv("CTXWINDOW_UPSTREAM_API_KEY", "sk-from-env")
+    settings = Settings()
+    assert settings.port == 9001
+    assert settings.api_keys == {"k1": "team-a"}
+    assert settings.upstream_api_key is not None
+    assert settings.upstream_api_key.get_secret_value() == "sk-from-env"
+    assert "sk-from-env" not in repr(settings)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("upstream", "ftp://x", "http(s) URL"),
+        ("store", "mysql://x", "unknown store URL scheme"),
+        ("budget_ratio", 1.5, "less than or equal to 1"),
+        ("port", 70000, "less than or equal to 65535"),
+        ("api_keys", {"k": "a:b"}, "tenant names without ':'"),
+        ("max_request_bytes", 0, "greater than or equal to 1"),
+        ("surprise", 1, "Extra inputs are not permitted"),
+    ],
+)
+def test_bad_settings_fail_at_start_up_with_a_clear_message(
+    field: str, value: Any, says: str
+) -> None:
+    with pytest.raises(ValidationError, match=re.escape(says)):
+        Settings(**{field: value})
+
+
+def test_config_file_then_flags(tmp_path: Path) -> None:
+    config = tmp_path / "server.json"
+    config.write_text(json.dumps({"port": 9100, "store": "memory://", "host": "localhost"}))
+    settings = load_settings(config, port=9200, host=None)
+    assert (settings.port, settings.store, settings.host) == (9200, "memory://", "localhost")
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib is Python 3.11+")
+def test_toml_config(tmp_path: Path) -> None:
+    config = tmp_path / "server.toml"
+    config.write_text('port = 9300\nupstream = "http://127.0.0.1:1/v1"\n')
+    assert load_settings(config).port == 9300
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost", "127.0.0.2"])
+def test_loopback_hosts_need_no_keys(host: str) -> None:
+    Settings(host=host).check_bind()
+
+
+def test_public_host_without_api_keys_is_refused() -> None:
+    """``serve`` refuses before starting anything; with keys it is allowed."""
+    with pytest.raises(ValueError, match=r"refusing to listen on '0\.0\.0\.0' without API keys"):
+        serve_command(host="0.0.0.0", store="memory://")
+    Settings(host="0.0.0.0", api_keys={"k": "t"}).check_bind()
