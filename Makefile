@@ -38,6 +38,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_windows.py
 	$(BIN)/python benchmarks/bench_priority.py
 	$(BIN)/python benchmarks/bench_stores.py
+	$(BIN)/python benchmarks/bench_server.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
