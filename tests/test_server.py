@@ -649,3 +649,42 @@ def test_an_upstream_4xx_is_passed_on_unchanged(
     )  # fmt: skip
     assert response.status_code == 400
     assert response.json() == {"error": {"message": "bad temperature"}}
+
+
+def test_redaction_setting_masks_secrets_before_storage_and_upstream() -> None:
+    """With CTXWINDOW_REDACT the store and the upstream only ever see placeholders."""
+    import httpx as _httpx
+    from fastapi.testclient import TestClient
+
+    from ctxwindow.server.app import create_app
+    from ctxwindow.server.settings import Settings
+
+    seen: list[dict[str, Any]] = []
+
+    def upstream(request: _httpx.Request) -> _httpx.Response:
+        body = json.loads(request.content)
+        seen.append(body)
+        reply = {"role": "assistant", "content": "ok"}
+        return _httpx.Response(200, json={
+            "id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "message": reply, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})  # fmt: skip
+
+    settings = Settings(store="memory://", upstream="http://upstream.test/v1", redact=True)
+    app = create_app(settings, upstream_transport=_httpx.MockTransport(upstream))
+    with TestClient(app) as client:
+        text = "My email is ann@example.com, 密码：hunter22, card 4111 1111 1111 1111."
+        response = client.post(
+            "/v1/chat/completions",
+            json={"model": "gpt-4o", "messages": [{"role": "user", "content": text}]},
+            headers={"X-Session-Id": "s1"},
+        )
+        assert response.status_code == 200
+        stored = client.get("/v1/sessions/s1/messages").json()["data"][0]["message"]["content"]
+        metrics = client.get("/metrics").text
+    sent = seen[0]["messages"][-1]["content"]
+    for content in (stored, sent):
+        assert "ann@example.com" not in content and "hunter22" not in content
+        assert "[EMAIL]" in content and "密码：[PASSWORD]" in content and "[BANK_CARD]" in content
+    assert 'ctxwindow_redactions_total{type="EMAIL"} 1.0' in metrics
+    assert 'ctxwindow_redactions_total{type="PASSWORD"} 1.0' in metrics

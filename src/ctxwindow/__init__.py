@@ -32,6 +32,7 @@ from ctxwindow.policies import (
     TokenWindow,
     Window,
 )
+from ctxwindow.redact import Redactor
 from ctxwindow.tokens import (
     ChatTokenizer,
     EstimateWarning,
@@ -65,6 +66,7 @@ __all__ = [
     "PinnedOverBudgetError",
     "Priority",
     "PriorityWindow",
+    "Redactor",
     "Report",
     "StoreError",
     "StoreUnavailableError",

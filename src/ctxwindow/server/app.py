@@ -40,6 +40,10 @@ def create_app(
     ``counts`` are exported as metrics), archive (recall of evicted turns) and the
     rate limiter's clock are injectable.
     """
+    if redactor is None and settings.redact:
+        from ctxwindow.redact import Redactor as DefaultRedactor
+
+        redactor = DefaultRedactor()  # secrets never reach the store nor the upstream
     service = Service(
         settings, store=store, upstream_transport=upstream_transport, redactor=redactor,
         archive=archive, clock=clock,

@@ -41,9 +41,8 @@ class Metrics:
         self.upstream_errors = Counter(
             "ctxwindow_upstream_errors", "Upstream failures by kind", ["kind"], registry=r
         )
-        counts = getattr(redactor, "counts", None)
-        if isinstance(counts, Mapping):
-            r.register(_Redactions(counts))
+        if isinstance(getattr(redactor, "counts", None), Mapping):
+            r.register(_Redactions(redactor))
 
     def observe_context(self, report: Report, tokens: int) -> tuple[int, int]:
         """Record a built context; returns (evicted, recalled) entry counts."""
@@ -59,13 +58,14 @@ class Metrics:
 class _Redactions(Collector):
     """Reads the redactor's ``counts`` (type -> number) at scrape time."""
 
-    def __init__(self, counts: Mapping[str, int]) -> None:
-        self.counts = counts
+    def __init__(self, redactor: Any) -> None:
+        self.redactor = redactor
 
     def collect(self) -> Iterator[Metric]:
         family = CounterMetricFamily(
             "ctxwindow_redactions", "Redacted spans by type", labels=["type"]
         )
-        for kind, n in sorted(dict(self.counts).items()):
+        # Read at scrape time: a redactor may hand out a snapshot copy.
+        for kind, n in sorted(dict(self.redactor.counts).items()):
             family.add_metric([str(kind)], n)
         yield family

@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     )
     upstream_timeout: float = Field(default=60.0, gt=0)
     budget_ratio: float = Field(default=0.75, gt=0, le=1)
+    # Redact secrets (e-mails, phones, ID and card numbers, API keys, passwords,
+    # IPs) from every new message before it is stored, so also before upstream.
+    redact: bool = False
     api_keys: dict[str, str] = {}  # API key -> tenant; empty: no auth, loopback only
     max_request_bytes: int = Field(default=1_000_000, ge=1)
     max_message_chars: int = Field(default=100_000, ge=1)

@@ -1,0 +1,45 @@
+"""Redaction: secrets in messages replaced by typed placeholders.
+
+A redactor is a pipeline of detectors with one signature (``Detector``:
+``name`` and ``find(text) -> spans``). ``Redactor(message)`` returns a new
+message whose text content and tool-call arguments have each secret, not
+its keyword, replaced by ``[TYPE]``; ``Redactor.counts`` feeds the metrics.
+
+>>> redact = Redactor()
+>>> redact.redact_text("身份证11010519491231002X，卡号4111 1111 1111 1111")[0]
+'身份证[CN_ID]，卡号[BANK_CARD]'
+"""
+
+from ctxwindow.redact.base import Detector, PatternDetector, Span, fold
+from ctxwindow.redact.credentials import ApiKey, Password
+from ctxwindow.redact.detectors import (
+    BankCard,
+    CnId,
+    Email,
+    IPAddress,
+    Phone,
+    cn_id_check_digit,
+    luhn_valid,
+    valid_cn_id,
+)
+from ctxwindow.redact.redactor import DEFAULT_DETECTORS, Redactor, resolve
+
+__all__ = [
+    "DEFAULT_DETECTORS",
+    "ApiKey",
+    "BankCard",
+    "CnId",
+    "Detector",
+    "Email",
+    "IPAddress",
+    "Password",
+    "PatternDetector",
+    "Phone",
+    "Redactor",
+    "Span",
+    "cn_id_check_digit",
+    "fold",
+    "luhn_valid",
+    "resolve",
+    "valid_cn_id",
+]

@@ -1,0 +1,140 @@
+"""``Redactor``: a message in, a new message with its secrets replaced out."""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxwindow.messages import Message
+from ctxwindow.redact.base import Detector, Span
+from ctxwindow.redact.credentials import ApiKey, Password
+from ctxwindow.redact.detectors import BankCard, CnId, Email, IPAddress, Phone
+
+# Order breaks ties between equal spans: the detector that knows more
+# context comes first ("password: 13800138000" is a PASSWORD; an ID that
+# happens to pass Luhn is a CN_ID).
+DEFAULT_DETECTORS: tuple[Detector, ...] = (
+    ApiKey(),
+    Password(),
+    Email(),
+    CnId(),
+    BankCard(),
+    Phone(),
+    IPAddress(),
+)
+
+
+def resolve(found: Sequence[tuple[Span, int]]) -> list[tuple[Span, int]]:
+    """Non-overlapping spans: longer first, then earlier, then detector order.
+
+    ``found`` pairs spans with the index of their detector; the result is in
+    text order.
+
+    >>> resolve([((0, 5), 1), ((3, 12), 0), ((12, 14), 1)])
+    [((3, 12), 0), ((12, 14), 1)]
+    """
+    chosen: list[tuple[Span, int]] = []  # kept sorted and disjoint: neighbours suffice
+    for (start, end), index in sorted(found, key=lambda f: (f[0][0] - f[0][1], f[0][0], f[1])):
+        at = bisect.bisect_left(chosen, ((start, end), index))
+        before_ok = at == 0 or chosen[at - 1][0][1] <= start
+        after_ok = at == len(chosen) or chosen[at][0][0] >= end
+        if before_ok and after_ok:
+            chosen.insert(at, ((start, end), index))
+    return chosen
+
+
+class Redactor:
+    """Replaces secrets with typed placeholders (``[EMAIL]``, ``[CN_ID]``…).
+
+    ``detectors`` run in order (order breaks ties between equal spans);
+    ``placeholders`` maps a detector name to its replacement (default
+    ``[NAME]``). ``redactor(message)`` returns a new message with text
+    content and tool-call arguments redacted; ``counts`` totals what every
+    call replaced, by type, for the metrics.
+
+    >>> redact = Redactor()
+    >>> redact({"role": "user", "content": "我的邮箱是 li@example.com，密码：hunter2"})
+    {'role': 'user', 'content': '我的邮箱是 [EMAIL]，密码：[PASSWORD]'}
+    >>> dict(redact.counts)
+    {'EMAIL': 1, 'PASSWORD': 1}
+    """
+
+    def __init__(
+        self,
+        detectors: Sequence[Detector] = DEFAULT_DETECTORS,
+        placeholders: Mapping[str, str] | None = None,
+    ) -> None:
+        self.detectors = tuple(detectors)
+        self.placeholders = dict(placeholders or {})
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    @property
+    def counts(self) -> Counter[str]:
+        """A snapshot of the replacements made so far, by type."""
+        with self._lock:
+            return Counter(self._counts)
+
+    def placeholder(self, name: str) -> str:
+        return self.placeholders.get(name, f"[{name}]")
+
+    def redact_text(self, text: str) -> tuple[str, dict[str, int]]:
+        """``text`` with its secrets replaced, and how many of each type.
+
+        >>> Redactor().redact_text("call +86 138 0013 8000 or mail a@b.cn")
+        ('call [PHONE] or mail [EMAIL]', {'PHONE': 1, 'EMAIL': 1})
+        """
+        found = [
+            (span, index)
+            for index, detector in enumerate(self.detectors)
+            for span in detector.find(text)
+        ]
+        pieces: list[str] = []
+        counts: Counter[str] = Counter()
+        last = 0
+        for (start, end), index in resolve(found):
+            name = self.detectors[index].name
+            pieces += (text[last:start], self.placeholder(name))
+            counts[name] += 1
+            last = end
+        pieces.append(text[last:])
+        self._add(counts)
+        return "".join(pieces), dict(counts)
+
+    def __call__(self, message: Mapping[str, Any]) -> Message:
+        redacted = dict(message)
+        content = message.get("content")
+        if isinstance(content, str):
+            redacted["content"] = self._text(content)
+        elif isinstance(content, list):
+            redacted["content"] = [self._part(part) for part in content]
+        if message.get("tool_calls"):
+            redacted["tool_calls"] = [self._call(call) for call in message["tool_calls"]]
+        return redacted
+
+    def _text(self, text: str) -> str:
+        return self.redact_text(text)[0]
+
+    def _part(self, part: Any) -> Any:
+        if isinstance(part, Mapping) and part.get("type") == "text":
+            return {**part, "text": self._text(part.get("text", ""))}
+        return part
+
+    def _call(self, call: Any) -> Any:
+        function = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(function.get("arguments"), str):
+            return call
+        # Text-level, not parsed: "password" keys keep their values in reach,
+        # and placeholders hold no quote or backslash, so JSON stays valid.
+        return {**call, "function": {**function, "arguments": self._text(function["arguments"])}}
+
+    def _add(self, counts: Counter[str]) -> None:
+        if counts:
+            with self._lock:
+                self._counts.update(counts)
+
+    def __repr__(self) -> str:
+        return f"Redactor({list(self.detectors)!r})"

@@ -1,0 +1,412 @@
+"""Redaction: the detectors, the Redactor, and precision/recall over a labelled corpus."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxwindow.redact import (
+    DEFAULT_DETECTORS,
+    ApiKey,
+    BankCard,
+    CnId,
+    Detector,
+    Email,
+    IPAddress,
+    Password,
+    PatternDetector,
+    Phone,
+    Redactor,
+    cn_id_check_digit,
+    fold,
+    luhn_valid,
+    resolve,
+    valid_cn_id,
+)
+
+CORPUS = Path(__file__).parent / "data" / "redaction_corpus.jsonl"
+TYPES = ("EMAIL", "PHONE", "CN_ID", "BANK_CARD", "API_KEY", "PASSWORD", "IP")
+
+
+def found(detector: Detector, text: str) -> list[str]:
+    return [text[start:end] for start, end in detector.find(text)]
+
+
+# --- the corpus ------------------------------------------------------------
+
+
+def load_corpus() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines()]
+
+
+def predicted(redactor: Redactor, text: str) -> set[tuple[str, int, int]]:
+    spans = [
+        (span, index)
+        for index, detector in enumerate(redactor.detectors)
+        for span in detector.find(text)
+    ]
+    return {(redactor.detectors[i].name, s, e) for (s, e), i in resolve(spans)}
+
+
+def score(rows: list[dict[str, Any]]) -> dict[str, Counter[str]]:
+    """Exact-span true positives, false positives and false negatives per type."""
+    redactor = Redactor()
+    table: dict[str, Counter[str]] = {name: Counter() for name in TYPES}
+    for row in rows:
+        gold = {(e["type"], e["start"], e["end"]) for e in row["entities"]}
+        pred = predicted(redactor, row["text"])
+        for name, *_ in pred & gold:
+            table[name]["tp"] += 1
+        for name, *_ in pred - gold:
+            table[name]["fp"] += 1
+        for name, *_ in gold - pred:
+            table[name]["fn"] += 1
+    return table
+
+
+def ratio(part: int, whole: int) -> float:
+    return part / whole if whole else 1.0
+
+
+def test_corpus_is_well_formed() -> None:
+    """150+ lines, spans point at their values, negatives and three languages present."""
+    rows = load_corpus()
+    assert len(rows) >= 150
+    assert {row["lang"] for row in rows} == {"en", "zh", "ja"}
+    assert sum(not row["entities"] for row in rows) >= 50
+    for row in rows:
+        for entity in row["entities"]:
+            assert entity["type"] in TYPES
+            assert row["text"][entity["start"] : entity["end"]] == entity["value"]
+    assert {e["type"] for row in rows for e in row["entities"]} == set(TYPES)
+
+
+def test_corpus_precision_and_recall() -> None:
+    """Exact-span precision and recall >= 0.95 overall (the table prints with -s)."""
+    table = score(load_corpus())
+    total: Counter[str] = sum(table.values(), Counter())
+    print(f"\n{'type':<10} {'tp':>4} {'fp':>4} {'fn':>4} {'precision':>10} {'recall':>8}")
+    for name, c in [*table.items(), ("overall", total)]:
+        precision = ratio(c["tp"], c["tp"] + c["fp"])
+        recall = ratio(c["tp"], c["tp"] + c["fn"])
+        print(
+            f"{name:<10} {c['tp']:>4} {c['fp']:>4} {c['fn']:>4} {precision:>10.3f} {recall:>8.3f}"
+        )
+    assert ratio(total["tp"], total["tp"] + total["fp"]) >= 0.95
+    assert ratio(total["tp"], total["tp"] + total["fn"]) >= 0.95
+
+
+# --- detectors ---------------------------------------------------------------
+
+
+def test_every_default_detector_satisfies_the_protocol() -> None:
+    names = [detector.name for detector in DEFAULT_DETECTORS]
+    assert all(isinstance(detector, Detector) for detector in DEFAULT_DETECTORS)
+    assert sorted(names) == sorted(TYPES)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("邮箱：li.lei@example.com。", ["li.lei@example.com"]),
+        ("mail a+b@x.co.uk, or c_d@y.io", ["a+b@x.co.uk", "c_d@y.io"]),
+        ("联系ｌｉ＠ｅｘａｍｐｌｅ．ｃｏｍ吧", ["ｌｉ＠ｅｘａｍｐｌｅ．ｃｏｍ"]),
+        ("@property and pkg@1.2.3 and v2@latest", []),
+        ("https://user@github.com/x and https://bob:pw@example.com", []),
+        ("mailto:x@example.com", ["x@example.com"]),
+    ],
+)
+def test_email(text: str, expected: list[str]) -> None:
+    assert found(Email(), text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("手机13800138000", ["13800138000"]),
+        ("电话：+86 138-0013-8000。", ["+86 138-0013-8000"]),
+        ("0086 15912345678", ["0086 15912345678"]),
+        ("号码１３９１２３４５６７８", ["１３９１２３４５６７８"]),
+        ("座机010-62345678和(0755)86013388", ["010-62345678", "(0755)86013388"]),
+        ("call +44 20 7946 0958 now", ["+44 20 7946 0958"]),
+        ("US (212) 555-0199 or 650-253-0000", ["(212) 555-0199", "650-253-0000"]),
+        ("toll-free 1-800-555-0199", ["1-800-555-0199"]),
+        ("订单号202311291380013800", []),
+        ("运单SF13800138000", []),
+        ("2023-11-29 14:30, v10.2.3, 1701234567890", []),
+        ("12138001380001", []),
+    ],
+)
+def test_phone(text: str, expected: list[str]) -> None:
+    assert found(Phone(), text) == expected
+
+
+def test_cn_id_checksum_and_birth_date() -> None:
+    good = "11010519491231002X"
+    assert cn_id_check_digit(good[:17]) == "X"
+    assert valid_cn_id(good) and valid_cn_id(good.lower())
+    assert not valid_cn_id("110105194912310021")  # check digit
+    first17 = "11010519490230002"  # 30 February
+    assert not valid_cn_id(first17 + cn_id_check_digit(first17))
+    assert found(CnId(), f"身份证{good}号") == [good]
+    assert found(CnId(), "证件110105 19491231 002X") == ["110105 19491231 002X"]
+    assert found(CnId(), f"A{good}") == []
+    assert found(CnId(), f"{good}9") == []
+
+
+def test_cn_id_legacy_15_digits_is_opt_in() -> None:
+    text = "旧证件号110105491231002"
+    assert found(CnId(), text) == []
+    assert found(CnId(legacy=True), text) == ["110105491231002"]
+    assert found(CnId(legacy=True), "订单202311291234567") == []  # month 12, day 34
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("卡号4111111111111111", ["4111111111111111"]),
+        ("card 4111 1111 1111 1111 exp 12/27", ["4111 1111 1111 1111"]),
+        ("amex 3782-822463-10005", ["3782-822463-10005"]),
+        ("two: 4111111111111111 5500000000000004", ["4111111111111111", "5500000000000004"]),
+        ("bad 4111111111111112", []),  # Luhn
+        ("epoch 1701234567890", []),  # issuer prefix
+        ("EAN 6901234567892", []),  # 13 digits, not Visa
+        ("SN4111111111111111 and 4111111111111111.25", []),
+        ("longer run 41111111111111110", []),
+    ],
+)
+def test_bank_card(text: str, expected: list[str]) -> None:
+    assert luhn_valid("4111111111111111")
+    assert found(BankCard(), text) == expected
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sk-" + "a1B2c3D4e5" * 4,
+        "sk-proj-" + "Ab3_-" * 10,
+        "sk-ant-api03-" + "x9Y8z7" * 10,
+        "AKIAIOSFODNN7EXAMPLE",
+        "ghp_" + "a1" * 18,
+        "github_pat_11ABCDE" + "x1" * 20,
+        "xoxb-1234567890-abcdefghij",
+        "AIza" + "Sy" + "A1b2C3d4E5" * 3 + "xyz",
+        "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
+        "rk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    ],
+)
+def test_api_key_formats(key: str) -> None:
+    assert found(ApiKey(), f"这是key：{key}，别外传") == [key]
+
+
+def test_bearer_keeps_the_keyword() -> None:
+    token = "abcDEF0123456789ghiJKL"
+    assert found(ApiKey(), f"Authorization: Bearer {token}") == [token]
+    assert found(ApiKey(), "uses a Bearer token in the header") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a risk-assessment by the task-force", "sk-learn", "Replace sk-xxxxxxxxxxxxxxxxxxxxxxxx"],
+)
+def test_api_key_look_alikes(text: str) -> None:
+    assert found(ApiKey(), text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("password: hunter2", "hunter2"),
+        ("Password = 'P@ss w0rd'", "P@ss w0rd"),
+        ('{"password": "s3cret"}', "s3cret"),
+        ("pwd:qwerty123 (temp)", "qwerty123"),
+        ("your passcode is 482913.", "482913"),
+        ("密码：abc123，请勿外传", "abc123"),
+        ("密码是Zhang@2024", "Zhang@2024"),
+        ("口令：Open-42", "Open-42"),
+        ("パスワード：himitsu99", "himitsu99"),
+        ("パスワードは「秘密の合言葉」です", "秘密の合言葉"),
+        ("redis://:s3cret-pw@127.0.0.1:6379/0", "s3cret-pw"),
+        ("WiFi：MyHome 密码 12345678", "12345678"),
+        ("Meeting passcode 482913", "482913"),
+        ("https://bob:Hunter2@example.com/x", "Hunter2"),
+    ],
+)
+def test_password_value_only(text: str, value: str) -> None:
+    assert found(Password(), text) == [value]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Click the password reset link.",
+        "The password is incorrect.",
+        "password_reset: true",
+        "忘记密码？",
+        "密码错误",
+        "Password:",
+        "password=*** and postgresql://app:***@db/prod",
+    ],
+)
+def test_password_look_alikes(text: str) -> None:
+    assert found(Password(), text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("服务器192.168.1.10，端口22", ["192.168.1.10"]),
+        ("http://10.0.0.7:8000/", ["10.0.0.7"]),
+        ("v6 2001:db8::8a2e:370:7334 and fe80::1", ["2001:db8::8a2e:370:7334", "fe80::1"]),
+        ("mapped ::ffff:192.0.2.128.", ["::ffff:192.0.2.128"]),
+        ("version 1.2.3.4, v1.2.3.4, 版本：2.0.1.3", []),
+        ("1.2.3, 3.14, 256.1.1.1, 01.02.03.04", []),
+        ("12:30:45, 00:1A:2B:3C:4D:5E, std::vector, a[1::2]", []),
+    ],
+)
+def test_ip(text: str, expected: list[str]) -> None:
+    assert found(IPAddress(), text) == expected
+
+
+def test_loopback_and_unspecified_are_kept_unless_asked() -> None:
+    text = "bind 127.0.0.1, ::1 or 0.0.0.0"
+    assert found(IPAddress(), text) == []
+    assert found(IPAddress(loopback=True), text) == ["127.0.0.1", "::1", "0.0.0.0"]
+
+
+def test_fold_keeps_length() -> None:
+    text = "１２３：ＡＢＣ　＋８６"
+    assert fold(text) == "123:ABC +86"
+    assert len(fold(text)) == len(text)
+
+
+# --- the Redactor ------------------------------------------------------------
+
+
+def test_redact_text_replaces_the_secret_and_keeps_the_keyword() -> None:
+    text, counts = Redactor().redact_text("登录密码：hunter2，邮箱a@b.cn 🙂")
+    assert text == "登录密码：[PASSWORD]，邮箱[EMAIL] 🙂"
+    assert counts == {"PASSWORD": 1, "EMAIL": 1}
+
+
+def test_overlaps_longer_then_earlier_then_detector_order() -> None:
+    """An e-mail wins over the phone inside it; equal spans go to the first detector."""
+    redact = Redactor()
+    assert redact.redact_text("13800138000@139.com")[0] == "[EMAIL]"
+    assert redact.redact_text("password: 13800138000")[0] == "password: [PASSWORD]"
+    assert resolve([((0, 4), 1), ((0, 4), 0)]) == [((0, 4), 0)]
+    assert resolve([((2, 6), 0), ((0, 4), 1)]) == [((0, 4), 1)]
+
+
+def test_custom_detectors_and_placeholders() -> None:
+    order = PatternDetector("ORDER", r"ORD-[0-9]{8}")
+    redact = Redactor([order, Email()], placeholders={"EMAIL": "<email>"})
+    assert redact.redact_text("ORD-20231129 to x@y.io")[0] == "[ORDER] to <email>"
+
+
+def test_call_returns_a_new_message_and_never_mutates() -> None:
+    message = {
+        "role": "user",
+        "name": "alice@example.com",  # not content: left alone
+        "content": [
+            {"type": "text", "text": "卡号4111111111111111"},
+            {"type": "image_url", "image_url": {"url": "https://x/1.png"}},
+        ],
+    }
+    before = copy.deepcopy(message)
+    out = Redactor()(message)
+    assert message == before
+    assert out["content"][0] == {"type": "text", "text": "卡号[BANK_CARD]"}
+    assert out["content"][1] is message["content"][1]
+    assert out["name"] == "alice@example.com"
+
+
+def test_string_content_and_none_content() -> None:
+    redact = Redactor()
+    assert redact({"role": "user", "content": "ip 8.8.8.8"})["content"] == "ip [IP]"
+    assert redact({"role": "assistant", "content": None}) == {"role": "assistant", "content": None}
+
+
+def test_tool_call_arguments_are_redacted_and_stay_json() -> None:
+    arguments = json.dumps({"user": "bob@example.com", "password": "s3cret!"})
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "login", "arguments": arguments}}
+        ],
+    }
+    before = copy.deepcopy(message)
+    out = Redactor()(message)
+    assert message == before
+    assert json.loads(out["tool_calls"][0]["function"]["arguments"]) == {
+        "user": "[EMAIL]",
+        "password": "[PASSWORD]",
+    }
+    assert out["tool_calls"][0]["id"] == "c1"
+
+
+def test_counts_accumulate_across_calls_and_threads() -> None:
+    redact = Redactor()
+    message = {"role": "user", "content": "a@b.cn 13800138000 a@b.cn"}
+
+    def work() -> None:
+        for _ in range(50):
+            redact(message)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert redact.counts == Counter({"EMAIL": 800, "PHONE": 400})
+    redact.counts["EMAIL"] = 0  # a snapshot: changing it changes nothing
+    assert redact.counts["EMAIL"] == 800
+
+
+@given(st.text())
+def test_redaction_never_raises_and_is_deterministic(text: str) -> None:
+    first = Redactor().redact_text(text)
+    assert Redactor().redact_text(text) == first
+    assert sum(first[1].values()) <= len(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a." * 20000 + "@",
+        "x" * 50000,
+        "eyJabcdef." * 5000,
+        "1234 " * 10000,
+        "password: " * 10000,
+        "1:" * 20000,
+    ],
+)
+def test_long_repetitive_input_is_handled(text: str) -> None:
+    """Inputs that made early patterns quadratic (seconds to minutes); now linear."""
+    Redactor().redact_text(text)
+
+
+def naive_resolve(found: list[tuple[tuple[int, int], int]]) -> list[tuple[tuple[int, int], int]]:
+    chosen: list[tuple[tuple[int, int], int]] = []
+    for (start, end), index in sorted(found, key=lambda f: (f[0][0] - f[0][1], f[0][0], f[1])):
+        if all(end <= s or start >= e for (s, e), _ in chosen):
+            chosen.append(((start, end), index))
+    return sorted(chosen)
+
+
+spans = st.tuples(st.integers(0, 40), st.integers(1, 10)).map(lambda p: (p[0], p[0] + p[1]))
+
+
+@given(st.lists(st.tuples(spans, st.integers(0, 6)), max_size=30))
+def test_resolve_matches_the_obvious_quadratic_rule(found: list[Any]) -> None:
+    assert resolve(found) == naive_resolve(found)
