@@ -8,6 +8,7 @@ Without a session id the request passes through, checked against the budget.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -269,4 +270,6 @@ async def _relay(
     finally:
         await close()
     if done is not None:
-        await done()
+        # The client may disconnect right after the last chunk, which cancels
+        # this generator: the reply is stored by a task that is not cancelled.
+        await asyncio.shield(asyncio.ensure_future(done()))
