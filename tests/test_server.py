@@ -688,3 +688,22 @@ def test_redaction_setting_masks_secrets_before_storage_and_upstream() -> None:
         assert "[EMAIL]" in content and "密码：[PASSWORD]" in content and "[BANK_CARD]" in content
     assert 'ctxwindow_redactions_total{type="EMAIL"} 1.0' in metrics
     assert 'ctxwindow_redactions_total{type="PASSWORD"} 1.0' in metrics
+
+
+def test_recall_works_out_of_the_box_with_the_default_archive(
+    upstream: FakeUpstream, tmp_path: Any
+) -> None:
+    """No archive injected: the service keeps one beside the store and recalls from it."""
+    settings = Settings(data_dir=tmp_path, upstream="http://u.test/v1", budget_ratio=0.004)
+    app = create_app(settings, upstream_transport=upstream.transport())
+    with TestClient(app) as http:
+        chat(http, "The gate code for the warehouse in Tromsø is 4471.", "r")
+        for i in range(30):
+            upstream.reply = f"Logged shipment {i} of ceramic tiles to depot {i % 5}."
+            chat(http, f"Log shipment {i}: {i} pallets of ceramic tiles, fragile.", "r")
+        response = chat(http, "What is the gate code for the Tromsø warehouse?", "r")
+    assert int(response.headers["X-Context-Recalled"]) > 0
+    assert any("4471" in str(m["content"]) for m in upstream.last)
+    assert (tmp_path / "archive.db").exists() and (tmp_path / "sessions.db").exists()
+    off = Settings(data_dir=tmp_path, upstream="http://u.test/v1", archive="off")
+    assert off.archive_path() is None

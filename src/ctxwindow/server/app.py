@@ -40,6 +40,11 @@ def create_app(
     ``counts`` are exported as metrics), archive (recall of evicted turns) and the
     rate limiter's clock are injectable.
     """
+    owned = None
+    if archive is None and (path := settings.archive_path()) is not None:
+        from ctxwindow.archive.sqlite import SQLiteArchive
+
+        archive = owned = SQLiteArchive(path)
     if redactor is None and settings.redact:
         from ctxwindow.redact import Redactor as DefaultRedactor
 
@@ -53,6 +58,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         await service.aclose()
+        if owned is not None:
+            owned.close()
 
     app = FastAPI(title="ctxwindow", version="0.1.0", lifespan=lifespan)
     app.state.service = service

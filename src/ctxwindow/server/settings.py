@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     # Redact secrets (e-mails, phones, ID and card numbers, API keys, passwords,
     # IPs) from every new message before it is stored, so also before upstream.
     redact: bool = False
+    # The SQLite FTS5 archive that evicted turns go to and are recalled from:
+    # a file path, or "off". Default <data_dir>/archive.db.
+    archive: str | None = None
     api_keys: dict[str, str] = {}  # API key -> tenant; empty: no auth, loopback only
     max_request_bytes: int = Field(default=1_000_000, ge=1)
     max_message_chars: int = Field(default=100_000, ge=1)
@@ -73,6 +76,23 @@ class Settings(BaseSettings):
         if scheme not in SCHEMES:
             raise ValueError(f"unknown store URL scheme {scheme!r}; use one of {SCHEMES}")
         return self
+
+    def archive_path(self) -> str | None:
+        """Where the recall archive lives: ``archive``, else beside the store.
+
+        ``archive.db`` beside a SQLite store, ``<data_dir>/archive.db`` for a
+        server store, in memory with an in-memory store; None when ``"off"``.
+        """
+        if self.archive == "off":
+            return None
+        if self.archive is not None:
+            return str(Path(self.archive).expanduser())
+        store = self.store_url()
+        if store.startswith("memory:") or store in ("sqlite://", "sqlite:///:memory:"):
+            return ":memory:"
+        if store.startswith("sqlite:///"):
+            return str(Path(store.removeprefix("sqlite:///").split("?")[0]).with_name("archive.db"))
+        return str(self.data_dir.expanduser().resolve() / "archive.db")
 
     def store_url(self) -> str:
         if self.store is not None:
