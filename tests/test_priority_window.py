@@ -287,3 +287,15 @@ def test_tool_units_stay_whole() -> None:
             assert messages[index - 1].get("tool_calls")
         if message.get("tool_calls"):
             assert messages[index + 1]["role"] == "tool"
+
+
+def test_report_totals_match_the_decisions_without_reading_them() -> None:
+    window = PriorityWindow(150, reserve_recent=0)
+    fill(window, 12)
+    report = window.build().report
+    evicted = [d for d in report.decisions if d.action == "evicted"]
+    assert report.evicted_entries == len(evicted) > 0
+    assert report.evicted_tokens == sum(d.tokens for d in evicted)
+    narrow = window.build(max_tokens=60).report
+    assert narrow.evicted_entries > report.evicted_entries
+    assert narrow.evicted_entries == sum(1 for d in narrow.decisions if d.action == "evicted")

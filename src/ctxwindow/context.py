@@ -266,6 +266,9 @@ class _Core:
             },
             tokens_by_priority=context.report.tokens_by_priority,
             decisions=Decisions(decisions),
+            evicted_entries=context.report.evicted_entries,
+            evicted_tokens=context.report.evicted_tokens,
+            recalled_entries=sum(len(u.entries) for u in recalled),
         )
         return Context(messages, tokens, report)
 

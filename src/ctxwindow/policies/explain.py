@@ -90,6 +90,10 @@ class Report:
     tokens_by_category: dict[str, int]
     tokens_by_priority: dict[str, int]
     decisions: Sequence[Decision] = field(default_factory=list)
+    # Running totals, cheap to read (unlike ``decisions``, built on first use):
+    evicted_entries: int = 0  # entries of the history left out of this context
+    evicted_tokens: int = 0  # their tokens: what sending the full history would add
+    recalled_entries: int = 0  # archived entries brought back into this context
 
     @property
     def headroom(self) -> int:
@@ -103,6 +107,9 @@ class Report:
             "reserve_output": self.reserve_output,
             "tokens_by_category": dict(self.tokens_by_category),
             "tokens_by_priority": dict(self.tokens_by_priority),
+            "evicted_entries": self.evicted_entries,
+            "evicted_tokens": self.evicted_tokens,
+            "recalled_entries": self.recalled_entries,
             "decisions": [asdict(d) for d in self.decisions],
         }
 

@@ -124,6 +124,8 @@ class PriorityWindow(TokenWindow):
         # What left or changed, as (action, entry, reason, extra); turned into
         # Decisions only when a report is asked for, so adding stays cheap.
         self._log: deque[_Logged] = deque(maxlen=log_size)
+        self._evicted_entries = 0
+        self._evicted_tokens = 0
         self._cause = "over budget"
         super().__init__(
             max_tokens,
@@ -399,6 +401,8 @@ class PriorityWindow(TokenWindow):
 
     def _evicted(self, units: list[Unit]) -> None:
         cause, self._cause = self._cause, "over budget"
+        self._evicted_entries += sum(len(unit.entries) for unit in units)
+        self._evicted_tokens += sum(unit.size for unit in units)
         for unit in units:
             reason = (cause, unit.priority, unit.size)
             for entry in unit.entries:
@@ -494,6 +498,7 @@ class PriorityWindow(TokenWindow):
         self._category_tokens = {"system": self._system.size} if self._system else {}
         self._latest_user = self._small_talk = self._summary = None
         self._unfolded, self._unfolded_tokens = [], 0
+        self._evicted_entries = self._evicted_tokens = 0
 
     # -- building ----------------------------------------------------------------
 
@@ -571,6 +576,7 @@ class PriorityWindow(TokenWindow):
             return out
 
         categories = {c: t for c, t in sorted(self._category_tokens.items()) if t}
+        narrowed = [unit for unit in units if unit.seq in left_out]
         return Report(
             budget=budget,
             used=tokens + self.reserve_output,
@@ -578,6 +584,8 @@ class PriorityWindow(TokenWindow):
             tokens_by_category=categories,
             tokens_by_priority=by_priority,
             decisions=Decisions(decisions),
+            evicted_entries=self._evicted_entries + sum(len(u.entries) for u in narrowed),
+            evicted_tokens=self._evicted_tokens + sum(u.size for u in narrowed),
         )
 
 

@@ -45,14 +45,16 @@ class Metrics:
             r.register(_Redactions(redactor))
 
     def observe_context(self, report: Report, tokens: int) -> tuple[int, int]:
-        """Record a built context; returns (evicted, recalled) entry counts."""
-        evicted = [d for d in report.decisions if d.action in ("evicted", "summarized")]
-        recalled = sum(1 for d in report.decisions if d.action == "recalled")
+        """Record a built context; returns (evicted, recalled) entry counts.
+
+        Reads the report's running totals, not its decision list: a request
+        costs the same however long the session's eviction history is.
+        """
         self.prompt_tokens.observe(tokens)
-        self.evictions.observe(len(evicted))
-        self.tokens_saved.observe(sum(d.tokens for d in evicted))
-        self.recall_hits.inc(recalled)
-        return len(evicted), recalled
+        self.evictions.observe(report.evicted_entries)
+        self.tokens_saved.observe(report.evicted_tokens)
+        self.recall_hits.inc(report.recalled_entries)
+        return report.evicted_entries, report.recalled_entries
 
 
 class _Redactions(Collector):
