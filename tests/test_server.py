@@ -707,3 +707,43 @@ def test_recall_works_out_of_the_box_with_the_default_archive(
     assert (tmp_path / "archive.db").exists() and (tmp_path / "sessions.db").exists()
     off = Settings(data_dir=tmp_path, upstream="http://u.test/v1", archive="off")
     assert off.archive_path() is None
+
+
+def test_a_streamed_tool_call_is_stored_whole() -> None:
+    """Tool-call deltas are assembled by index into the stored assistant message."""
+
+    def tool_stream(request: httpx.Request) -> httpx.Response:
+        pieces = [
+            {"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                             "function": {"name": "track", "arguments": ""}}]},
+            {"tool_calls": [{"index": 0, "function": {"arguments": '{"order": '}}]},
+            {"tool_calls": [{"index": 0, "function": {"arguments": '"A-1042"}'}}]},
+            {"tool_calls": [{"index": 1, "id": "call_2", "type": "function",
+                             "function": {"name": "eta", "arguments": "{}"}}]},
+        ]  # fmt: skip
+        events = [
+            {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "gpt-4o",
+             "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+            for delta in pieces
+        ]  # fmt: skip
+        body = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        return httpx.Response(
+            200, content=body.encode(), headers={"content-type": "text/event-stream"}
+        )
+
+    settings = Settings(store="memory://", upstream="http://u.test/v1")
+    with TestClient(
+        create_app(settings, upstream_transport=httpx.MockTransport(tool_stream))
+    ) as http:
+        client = sdk(http, **{"X-Session-Id": "t"})
+        stream = client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "Track A-1042"}], stream=True
+        )
+        assert sum(1 for _ in stream) == 4
+        stored = http.get("/v1/sessions/t/messages").json()["data"][-1]["message"]
+    assert stored["role"] == "assistant" and stored["content"] is None
+    assert stored["tool_calls"] == [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "track", "arguments": '{"order": "A-1042"}'}},
+        {"id": "call_2", "type": "function", "function": {"name": "eta", "arguments": "{}"}},
+    ]  # fmt: skip

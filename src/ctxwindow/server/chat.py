@@ -24,7 +24,7 @@ from ctxwindow.policies import Context
 from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.service import Service, check_messages, read_json
 from ctxwindow.server.tenants import scoped
-from ctxwindow.server.upstream import sse_reply
+from ctxwindow.server.upstream import StreamedReply, sse_reply
 from ctxwindow.tokens.chat import count_tokens
 
 REPLAY_WINDOW = 64  # how far back a retried request's stored reply is looked for
@@ -181,7 +181,7 @@ async def _stateless(
         if upstream.status_code >= 400:
             return _unchanged(upstream, headers)
         return StreamingResponse(
-            _relay(upstream.aiter_bytes(), upstream.aclose, []), headers=headers,
+            _relay(upstream.aiter_bytes(), upstream.aclose, StreamedReply()), headers=headers,
             media_type="text/event-stream",
         )  # fmt: skip
     status, _, raw = await service.upstream.complete(forward)
@@ -238,15 +238,14 @@ async def _stream(
     upstream = await service.upstream.stream(forward)
     if upstream.status_code >= 400:
         return _unchanged(upstream, headers)
-    parts: list[str] = []
+    reply = StreamedReply()
 
     async def store() -> None:
-        text = "".join(parts)
-        if text:
-            await _store_reply(manager, sid, {"content": text}, key)
+        if not reply.empty:
+            await _store_reply(manager, sid, reply.message(), key)
 
     return StreamingResponse(
-        _relay(upstream.aiter_bytes(), upstream.aclose, parts, store), headers=headers,
+        _relay(upstream.aiter_bytes(), upstream.aclose, reply, store), headers=headers,
         media_type="text/event-stream",
     )  # fmt: skip
 
@@ -260,12 +259,12 @@ def _unchanged(upstream: httpx.Response, headers: dict[str, str]) -> Response:
 async def _relay(
     chunks: AsyncIterator[bytes],
     close: Callable[[], Awaitable[None]],
-    parts: list[str],
+    reply: StreamedReply,
     done: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[bytes]:
     """Upstream SSE bytes unchanged; ``done()`` runs once the stream ended normally."""
     try:
-        async for chunk in sse_reply(chunks, parts):
+        async for chunk in sse_reply(chunks, reply):
             yield chunk
     finally:
         await close()

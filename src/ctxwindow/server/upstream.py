@@ -104,29 +104,63 @@ def _is_completion(data: Any) -> bool:
     return isinstance(choices[0].get("message"), dict)
 
 
-async def sse_reply(chunks: AsyncIterator[bytes], into: list[str]) -> AsyncIterator[bytes]:
-    """Pass SSE bytes through unchanged while collecting the reply text into ``into``."""
+class StreamedReply:
+    """The assistant message that a stream of ``chat.completion.chunk`` events adds up to:
+    the content deltas joined, and tool calls assembled from their deltas by index."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+
+    def feed(self, line: bytes) -> None:
+        delta = _delta(line)
+        self.text.append(str(delta.get("content") or ""))
+        for piece in delta.get("tool_calls") or ():
+            call = self.calls.setdefault(
+                int(piece.get("index", 0)),
+                {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+            )
+            call["id"] = piece.get("id") or call["id"]
+            function = piece.get("function") or {}
+            call["function"]["name"] += function.get("name") or ""
+            call["function"]["arguments"] += function.get("arguments") or ""
+
+    @property
+    def empty(self) -> bool:
+        return not "".join(self.text) and not self.calls
+
+    def message(self) -> dict[str, Any]:
+        """``{"content": ..., "tool_calls": [...]}`` as a non-streamed reply would have it."""
+        message: dict[str, Any] = {"content": "".join(self.text) or None}
+        if self.calls:
+            message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+        return message
+
+
+async def sse_reply(chunks: AsyncIterator[bytes], into: StreamedReply) -> AsyncIterator[bytes]:
+    """Pass SSE bytes through unchanged while collecting the reply into ``into``."""
     buffer = b""
     async for chunk in chunks:
         yield chunk
         buffer += chunk
         *lines, buffer = buffer.split(b"\n")
         for line in lines:
-            into.append(_delta_text(line))
-    into.append(_delta_text(buffer))
+            into.feed(line)
+    into.feed(buffer)
 
 
-def _delta_text(line: bytes) -> str:
+def _delta(line: bytes) -> dict[str, Any]:
     line = line.strip()
     if not line.startswith(b"data:"):
-        return ""
+        return {}
     payload = line[5:].strip()
     if payload == b"[DONE]":
-        return ""
+        return {}
     try:
         choices = json.loads(payload).get("choices") or []
     except (ValueError, AttributeError):
-        return ""
-    if not choices:
-        return ""
-    return str((choices[0].get("delta") or {}).get("content") or "")
+        return {}
+    if not choices or not isinstance(choices[0], dict):
+        return {}
+    delta = choices[0].get("delta") or {}
+    return delta if isinstance(delta, dict) else {}
