@@ -155,13 +155,13 @@ def pg_execute(url: str, query: str, params: Sequence[Any] = ()) -> list[tuple[A
     ],
 )
 def test_urls_are_shown_without_their_password(url: str, shown: str) -> None:
-    from ctxwindow.stores.redis import redact_url
+    from ctxwindow.stores.base import redact_url
 
     assert redact_url(url) == shown
 
 
 def test_error_texts_lose_the_password_in_any_spelling() -> None:
-    from ctxwindow.stores.redis import scrub
+    from ctxwindow.stores.base import scrub
 
     url = "redis://user:p%40ss-word@h/1"
     text = scrub(f"failed to reach {url} with p@ss-word or p%40ss-word", url)

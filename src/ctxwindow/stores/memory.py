@@ -23,59 +23,13 @@ from ctxwindow.messages import Entry
 from ctxwindow.stores.base import (
     AsyncStore,
     Store,
+    check_count,
+    check_entries,
+    check_idempotency_key,
     check_session_id,
+    encode_entry,
     entry_from_json,
-    entry_to_json,
 )
-
-
-def check_entries(entries: Sequence[Entry]) -> None:
-    """Raise ``StoreError`` unless ``entries`` is a sequence of entries a store can keep.
-
-    Shared by the stores so that they reject the same input with the same words:
-    each item is an ``Entry`` with a non-empty string id (unique in the batch),
-    a message dict, a non-negative integer token count and a numeric
-    ``created_at``.
-    """
-    if not isinstance(entries, Sequence) or isinstance(entries, (str, bytes)):
-        raise StoreError(f"append takes a sequence of entries, got {type(entries).__name__}")
-    seen: set[str] = set()
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, Entry):
-            raise StoreError(
-                f"entries[{i}]: a store keeps Entry objects, got {type(entry).__name__}"
-            )
-        if not isinstance(entry.id, str) or not entry.id:
-            raise StoreError(f"entries[{i}]: an entry id must be a non-empty string")
-        if entry.id in seen:
-            raise StoreError(f"entries[{i}]: entry id {entry.id!r} appears twice in the batch")
-        seen.add(entry.id)
-        if not isinstance(entry.message, dict):
-            raise StoreError(f"entries[{i}]: the message must be a dict")
-        if type(entry.tokens) is not int or entry.tokens < 0:
-            raise StoreError(
-                f"entries[{i}]: tokens must be a non-negative int, got {entry.tokens!r}"
-            )
-        if isinstance(entry.created_at, bool) or not isinstance(entry.created_at, (int, float)):
-            raise StoreError(f"entries[{i}]: created_at must be a number of seconds")
-
-
-def encode_entry(entry: Entry, seq: int) -> str:
-    """The JSON document of ``entry`` stored at ``seq``; ``StoreError`` if it is not JSON."""
-    try:
-        return entry_to_json(dataclasses.replace(entry, seq=seq))
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"entry {entry.id!r} cannot be stored as JSON: {exc}") from exc
-
-
-def check_idempotency_key(key: str | None) -> None:
-    if key is not None and (not isinstance(key, str) or not key):
-        raise StoreError("an idempotency key must be a non-empty string")
-
-
-def check_count(name: str, value: int | None) -> None:
-    if value is not None and (type(value) is not int or value < 0):
-        raise StoreError(f"{name} must be a non-negative int, got {value!r}")
 
 
 @dataclasses.dataclass

@@ -34,16 +34,15 @@ from ctxwindow.messages import Entry
 from ctxwindow.stores.base import (
     AsyncStore,
     Store,
-    check_session_id,
-    entry_from_json,
-)
-from ctxwindow.stores.memory import (
     check_count,
     check_entries,
     check_idempotency_key,
+    check_session_id,
     encode_entry,
+    entry_from_json,
+    redact_url,
+    scrub,
 )
-from ctxwindow.stores.redis import redact_url, scrub
 
 if TYPE_CHECKING:
     import psycopg

@@ -29,18 +29,22 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import (
     AsyncStore,
     Store,
+    check_count,
+    check_entries,
+    check_idempotency_key,
     check_session_id,
     entry_from_json,
     entry_to_json,
+    redact_url,
+    scrub,
 )
-from ctxwindow.stores.memory import check_count, check_entries, check_idempotency_key
 
 if TYPE_CHECKING:
     import redis
@@ -105,27 +109,6 @@ local seq = redis.call('HGET', KEYS[2], ARGV[1])
 if not seq then return false end
 return redis.call('LINDEX', KEYS[1], tonumber(seq) - 1)
 """
-
-_PASSWORD_PARAM = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)")
-
-
-def redact_url(url: str) -> str:
-    """The URL with its password (in the user info or a ``password=`` parameter) as ``***``."""
-    parts = urlsplit(url)
-    if parts.password is not None:
-        user, host = parts.username or "", parts.netloc.rpartition("@")[2]
-        url = parts._replace(netloc=f"{user}:***@{host}").geturl()
-    return _PASSWORD_PARAM.sub(r"\1***", url)
-
-
-def scrub(text: str, url: str) -> str:
-    """``text`` (an error message) without the passwords that ``url`` holds."""
-    secrets = [urlsplit(url).password or ""]
-    secrets += [match.group(2).strip("'") for match in _PASSWORD_PARAM.finditer(url)]
-    text = text.replace(url, redact_url(url))
-    for secret in {s for raw in secrets for s in (raw, unquote(raw)) if len(s) > 2}:
-        text = text.replace(secret, "***")  # shorter ones would mangle ordinary words
-    return text
 
 
 def _redis() -> Any:

@@ -41,12 +41,15 @@ from typing import Any, Literal, TypeVar
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import AsyncStore, Store, check_session_id, entry_from_json
-from ctxwindow.stores.memory import (
+from ctxwindow.stores.base import (
+    AsyncStore,
+    Store,
     check_count,
     check_entries,
     check_idempotency_key,
+    check_session_id,
     encode_entry,
+    entry_from_json,
 )
 
 T = TypeVar("T")

@@ -43,11 +43,11 @@ from ctxwindow.messages import Entry
 from ctxwindow.stores.base import (
     AsyncStore,
     Store,
+    check_count,
     check_session_id,
     entry_from_json,
     entry_to_json,
 )
-from ctxwindow.stores.memory import check_count
 
 logger = logging.getLogger("ctxwindow.stores")
 
