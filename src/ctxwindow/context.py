@@ -399,16 +399,11 @@ class ContextManager:
         """Each hit with the rest of its tool unit (call and results), from the store."""
         units = []
         for hit in hits:
-            entry: Entry = hit.entry
-            if entry.message["role"] == "tool" or entry.message.get("tool_calls"):
-                units.append(Unit(self._tool_unit(session_id, entry), entry.tokens))
-            else:
-                units.append(Unit([entry], entry.tokens))
+            around = None
+            if _in_tool_unit(hit.entry):
+                around = self.store.load(session_id, after=_after(hit.entry), limit=_AROUND)
+            units.append(_unit_of(hit.entry, around))
         return units
-
-    def _tool_unit(self, session_id: str, entry: Entry) -> list[Entry]:
-        around = self.store.load(session_id, after=max(entry.seq - 16, 0), limit=32)
-        return _unit_around(around, entry)
 
     def _lock(self, session_id: str) -> threading.Lock:
         with self._locks_guard:
@@ -499,17 +494,32 @@ class AsyncContextManager:
         hits = await asyncio.to_thread(archive.search, session_id, query, k=self._core.recall_k)
         units = []
         for hit in hits:
-            entry: Entry = hit.entry
-            if entry.message["role"] == "tool" or entry.message.get("tool_calls"):
-                around = await self.store.load(session_id, after=max(entry.seq - 16, 0), limit=32)
-                units.append(Unit(_unit_around(around, entry), entry.tokens))
-            else:
-                units.append(Unit([entry], entry.tokens))
+            around = None
+            if _in_tool_unit(hit.entry):
+                around = await self.store.load(session_id, after=_after(hit.entry), limit=_AROUND)
+            units.append(_unit_of(hit.entry, around))
         kept = {e.id for e in session.window.entries()}
         return self._core.recalled_units(units, kept, self._core.recall_tokens)
 
     def _lock(self, session_id: str) -> asyncio.Lock:
         return self._locks.setdefault(session_id, asyncio.Lock())
+
+
+_AROUND = 32  # stored entries read around a recalled tool message to find its unit
+
+
+def _in_tool_unit(entry: Entry) -> bool:
+    return entry.message["role"] == "tool" or bool(entry.message.get("tool_calls"))
+
+
+def _after(entry: Entry) -> int:
+    return max(entry.seq - _AROUND // 2, 0)
+
+
+def _unit_of(entry: Entry, around: Sequence[Entry] | None) -> Unit:
+    """A recalled entry as a whole unit: with its call and results when ``around`` is given."""
+    entries = [entry] if around is None else _unit_around(around, entry)
+    return Unit(entries, sum(e.tokens for e in entries))
 
 
 def _unit_around(entries: Sequence[Entry], hit: Entry) -> list[Entry]:
