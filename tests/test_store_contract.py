@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import importlib
+import logging
 import os
 import queue
 import re
@@ -25,6 +26,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 import types
 import urllib.parse
 import uuid
@@ -35,7 +37,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from ctxwindow.errors import StoreError, StoreUnavailableError
+from ctxwindow.errors import SessionBusyError, StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
 from ctxwindow.stores import (
     AsyncMemoryStore,
@@ -44,6 +46,7 @@ from ctxwindow.stores import (
     MemoryStore,
     SQLiteStore,
     entry_to_json,
+    locks,
     open_async_store,
     open_store,
 )
@@ -59,6 +62,7 @@ SERVERS = {
     "postgresql": ("PostgreSQL", POSTGRES_URL, "ctxwindow.stores.postgres", 5432),
 }
 WORKER = Path(__file__).with_name("store_worker.py")
+LOCK_WORKER = Path(__file__).with_name("lock_worker.py")
 
 KINDS = ("memory", "sqlite", "redis", "postgresql", "tiered")
 FLAVOURS = ("sync", "async")
@@ -137,6 +141,22 @@ class Blocking:
 
     def health(self) -> Any:
         return self.run(self.store.health())
+
+    def replayed(self, session_id: Any, idempotency_key: Any) -> Any:
+        return self.run(self.store.replayed(session_id, idempotency_key))
+
+    @contextlib.contextmanager
+    def lock(self, session_id: Any, *, timeout: Any = None) -> Iterator[None]:
+        """The async lock, entered and left on this loop, as a plain ``with`` block."""
+        held = self.store.lock(session_id, timeout=timeout)
+        self.run(held.__aenter__())
+        try:
+            yield
+        except BaseException as exc:
+            if not self.run(held.__aexit__(type(exc), exc, exc.__traceback__)):
+                raise
+        else:
+            self.run(held.__aexit__(None, None, None))
 
     def close(self) -> None:
         self.run(self.store.close())
@@ -468,6 +488,18 @@ def spawn(case: Case, session_id: str, *flags: str) -> subprocess.Popen[str]:
     )
 
 
+def run_together(workers: list[subprocess.Popen[str]]) -> list[tuple[str, str]]:
+    """Wait until every worker is ready, start them all at once, then collect their output."""
+    for worker in workers:  # all connected before any starts: real contention
+        assert worker.stdout is not None
+        assert worker.stdout.readline() == "ready\n", worker.communicate()[1]
+    for worker in workers:
+        assert worker.stdin is not None
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+    return [worker.communicate(timeout=120) for worker in workers]
+
+
 def test_appends_from_many_processes_lose_nothing(case: Case) -> None:
     durable(case)
     sid = case.sid()
@@ -475,10 +507,7 @@ def test_appends_from_many_processes_lose_nothing(case: Case) -> None:
         workers = [
             stack.enter_context(spawn(case, sid, "--count", "50", "--wait")) for _ in range(4)
         ]
-        for worker in workers:  # all connected before any appends: real contention
-            assert worker.stdout is not None
-            assert worker.stdout.readline() == "ready\n", worker.communicate()[1]
-        outputs = [worker.communicate("go\n", timeout=60) for worker in workers]
+        outputs = run_together(workers)
     assert all(worker.returncode == 0 for worker in workers), [err for _, err in outputs]
     reported = dict(line.split() for out, _ in outputs for line in out.splitlines())
     loaded = case.store.load(sid)
@@ -599,6 +628,209 @@ def test_async_calls_leave_the_event_loop_free(case: Case) -> None:
         return ticks - before
 
     assert case.run(append_while_ticking()) > 0
+
+
+# --- replaying an idempotency key --------------------------------------------------------
+
+
+def test_replayed_gives_what_the_keyed_append_returned(case: Case) -> None:
+    sid, key = case.sid(), "请求-リクエスト-🔑"
+    assert case.store.replayed(sid, key) is None  # an unknown session
+    case.store.append(sid, [entry("before")])
+    batch = [entry(UNICODE["chinese"]), entry(UNICODE["japanese"]), entry(UNICODE["emoji"])]
+    stored = case.store.append(sid, batch, idempotency_key=key)
+    case.store.append(sid, [entry("after")], idempotency_key="later")
+    assert case.store.replayed(sid, key) == stored
+    assert seqs(stored) == [2, 3, 4]
+    assert texts(case.store.replayed(sid, key)) == [e.message["content"] for e in batch]
+    assert texts(case.store.replayed(sid, "later")) == ["after"]
+    assert case.store.replayed(sid, "never-used") is None
+    assert case.store.replayed(case.sid("other"), key) is None  # keys are per session
+    case.store.delete(sid)
+    assert case.store.replayed(sid, key) is None
+
+
+def test_replayed_rejects_bad_input(case: Case) -> None:
+    for bad_session in ["", "x" * 257, None, 42, b"bytes"]:
+        with pytest.raises(StoreError):
+            case.store.replayed(bad_session, "key")
+    for bad_key in ["", None, 42, b"key"]:
+        with pytest.raises(StoreError):
+            case.store.replayed(case.sid(), bad_key)
+
+
+# --- session locks -----------------------------------------------------------------------
+
+
+def try_lock(case: Case, store: Any, session_id: str, timeout: float) -> bool:
+    """Whether ``store.lock(session_id, timeout=…)`` is had (then left at once).
+
+    Sync stores try from another thread, as a concurrent request would.
+    """
+
+    def take() -> bool:
+        try:
+            with store.lock(session_id, timeout=timeout):
+                return True
+        except SessionBusyError:
+            return False
+
+    if case.flavour == "async":
+        return take()
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(take).result()
+
+
+def shared(case: Case) -> None:
+    if case.url is None:
+        pytest.skip("the memory store lives in one process: no other process can share it")
+
+
+def open_again(case: Case) -> Any:
+    """A second store object over the case's data, as another process would open it."""
+    assert case.url is not None
+    url = case.url
+
+    def opened() -> Any:
+        durable = (open_store if case.flavour == "sync" else open_async_store)(url)
+        return tiered_class(case.flavour)(durable, hot_size=8) if case.kind == "tiered" else durable
+
+    if case.loop is None:
+        return opened()
+
+    async def opened_on_the_loop() -> Any:
+        return opened()
+
+    return Blocking(case.run(opened_on_the_loop()), case.loop)
+
+
+def test_the_lock_keeps_read_modify_write_whole(case: Case) -> None:
+    """Holders that read a counter, pause, and write it plus one lose no update."""
+    sid, counter = case.sid(), [0]
+
+    def bump() -> None:
+        for _ in range(5):
+            with case.raw.lock(sid):
+                value = counter[0]
+                time.sleep(0.002)
+                counter[0] = value + 1
+
+    async def async_bump() -> None:
+        for _ in range(5):
+            async with case.raw.lock(sid):
+                value = counter[0]
+                await asyncio.sleep(0.002)
+                counter[0] = value + 1
+
+    async def all_async() -> None:
+        await asyncio.gather(*(async_bump() for _ in range(6)))
+
+    if case.flavour == "sync":
+        with ThreadPoolExecutor(6) as pool:
+            for done in [pool.submit(bump) for _ in range(6)]:
+                done.result()
+    else:
+        case.run(all_async())
+    assert counter[0] == 30
+
+
+def test_holding_one_session_does_not_block_another(case: Case) -> None:
+    with case.store.lock(case.sid("a")):
+        assert try_lock(case, case.store, case.sid("b"), 0.5)
+
+
+def test_a_held_session_times_out_other_holders(case: Case) -> None:
+    sid = case.sid()
+    with case.store.lock(sid):
+        assert not try_lock(case, case.store, sid, 0.2)
+        assert not try_lock(case, case.store, sid, 0)  # the holder still has it
+        with pytest.raises(SessionBusyError, match="held"), case.store.lock(sid, timeout=0):
+            pass
+    assert try_lock(case, case.store, sid, 0)  # free: timeout=0 takes it at the first try
+
+
+def test_bad_lock_arguments_raise_store_error(case: Case) -> None:
+    for bad_timeout in [-1, -0.5, "1", float("nan"), True]:
+        with pytest.raises(StoreError), case.store.lock(case.sid(), timeout=bad_timeout):
+            pass
+    for bad_session in ["", "x" * 257, None, 42]:
+        with pytest.raises(StoreError), case.store.lock(bad_session):
+            pass
+    assert try_lock(case, case.store, case.sid(), 0)
+
+
+def test_unicode_session_ids_lock(case: Case) -> None:
+    sid = case.sid("会话-セッション-🙂")
+    with case.store.lock(sid, timeout=5):
+        assert not try_lock(case, case.store, sid, 0)
+        assert try_lock(case, case.store, case.sid("会话-セッション-🙃"), 0.5)
+    assert try_lock(case, case.store, sid, 0)
+
+
+def test_the_lock_is_released_when_the_block_raises(case: Case) -> None:
+    sid = case.sid()
+    with pytest.raises(RuntimeError, match="in the block"), case.store.lock(sid):
+        raise RuntimeError("in the block")
+    assert try_lock(case, case.store, sid, 0)
+    if case.url is not None:  # released across processes too
+        with contextlib.closing(open_again(case)) as other:
+            assert try_lock(case, other, sid, 0)
+
+
+def test_another_store_object_on_the_same_data_is_excluded(case: Case) -> None:
+    shared(case)
+    sid = case.sid()
+    with contextlib.closing(open_again(case)) as other:
+        with case.store.lock(sid):
+            assert not try_lock(case, other, sid, 0.2)
+            assert try_lock(case, other, case.sid("another session"), 0.5)
+        with other.lock(sid, timeout=0):
+            assert not try_lock(case, case.store, sid, 0)
+        assert try_lock(case, case.store, sid, 0)
+
+
+def spawn_locker(case: Case, session_id: str, counter: Path, *flags: str) -> subprocess.Popen[str]:
+    assert case.url is not None
+    args = [sys.executable, str(LOCK_WORKER), case.url, session_id, str(counter), *flags]
+    return subprocess.Popen(
+        [*args, *case.worker_flags()],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_the_lock_excludes_other_processes(case: Case, tmp_path: Path) -> None:
+    """4 processes each add 1 to a counter file 10 times under the lock: the file says 40."""
+    shared(case)
+    sid, counter = case.sid(), tmp_path / "counter"
+    counter.write_text("0")
+    with contextlib.ExitStack() as stack:
+        workers = [
+            stack.enter_context(spawn_locker(case, sid, counter, "--count", "10")) for _ in range(4)
+        ]
+        outputs = run_together(workers)
+    assert all(worker.returncode == 0 for worker in workers), [err for _, err in outputs]
+    assert [out for out, _ in outputs] == ["done\n"] * 4
+    assert counter.read_text() == "40"
+
+
+def test_a_holder_killed_with_sigkill_does_not_keep_the_session(case: Case, tmp_path: Path) -> None:
+    """SQLite and PostgreSQL free the session at once; Redis when the lease (1 s here) ends."""
+    shared(case)
+    sid = case.sid()
+    lease = ["--lock-ttl", "1"] if case.kind == "redis" else []
+    with spawn_locker(case, sid, tmp_path / "unused", "--hold", *lease) as holder:
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline() == "ready\n", holder.communicate()[1]
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline() == "held\n", holder.communicate()[1]
+        assert not try_lock(case, case.store, sid, 0.2)
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert try_lock(case, case.store, sid, 10)  # waits until the session is free
 
 
 # --- SQLite: schema migrations, files, errors -------------------------------------------
@@ -760,6 +992,148 @@ def test_the_memory_store_says_it_is_not_durable() -> None:
     health = MemoryStore().health()
     assert health["ok"] is True
     assert health["durable"] is False
+
+
+def test_sqlite_locks_one_byte_of_a_file_beside_the_database(tmp_path: Path) -> None:
+    if locks.OFD_SETLK is None:
+        pytest.skip("no open-file-description locks on this system (64-bit Linux only)")
+    path = tmp_path / "store.db"
+    offset = locks.session_hash("会话") & (2**63 - 1)
+    with SQLiteStore(path) as store, store.lock("会话"):
+        fd = locks.open_lock_file(str(path) + "-lock")  # as another process would
+        try:
+            assert not locks.try_lock_byte(fd, offset)
+            assert locks.try_lock_byte(fd, offset - 1)  # the neighbours stand for other sessions
+            assert locks.try_lock_byte(fd, offset + 1)
+        finally:
+            os.close(fd)
+    with SQLiteStore(":memory:") as memory, memory.lock("会话", timeout=0):
+        pass
+
+
+def test_without_ofd_locks_sqlite_holds_sessions_within_the_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fallback where ``F_OFD_SETLK`` does not exist (not Linux): docs/stores.md."""
+    monkeypatch.setattr(sqlite_module, "OFD_SETLK", None)
+    path = tmp_path / "store.db"
+    with SQLiteStore(path) as store, SQLiteStore(path) as other, store.lock("s"):
+        with pytest.raises(SessionBusyError), store.lock("s", timeout=0):
+            pass
+        with other.lock("s", timeout=0):  # not excluded: only the process's own lock
+            pass
+    assert not (tmp_path / "store.db-lock").exists()
+
+
+# --- session locks: hashes, Redis leases, PostgreSQL lock connections --------------------
+
+
+def test_session_hashes_are_the_same_in_every_process() -> None:
+    """Processes must agree on the byte or key that stands for a session (unlike ``hash()``)."""
+    assert locks.session_hash("会话-セッション-🙂") == -5973015763248839973
+    assert locks.session_hash("") == -1970711489451281740
+
+
+def taken_now(store: Any, session_id: str) -> bool:
+    try:
+        with store.lock(session_id, timeout=0):
+            return True
+    except SessionBusyError:
+        return False
+
+
+def eventually(check: Callable[[], bool], seconds: float = 10) -> bool:
+    """Whether ``check()`` became true within ``seconds`` (polled)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_redis_lock_ttl_must_be_positive_seconds() -> None:
+    redis_module = pytest.importorskip("ctxwindow.stores.redis", reason="redis-py not installed")
+    for cls in (redis_module.RedisStore, redis_module.AsyncRedisStore):
+        for bad in (0, -1, "30", True, None):
+            with pytest.raises(ValueError, match="lock_ttl"):
+                cls(REDIS_URL, lock_ttl=bad)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_redis_lease_is_renewed_while_held(flavour: str) -> None:
+    """Held for 2.5 leases of 1 s, the session is still held: the lease was renewed."""
+    url = require_server("redis")
+    from ctxwindow.stores.redis import AsyncRedisStore, RedisStore
+
+    prefix = f"ctxw-test-{uuid.uuid4().hex[:12]}"
+
+    async def hold_async(other: Any) -> bool:
+        async with AsyncRedisStore(url, prefix=prefix, lock_ttl=1) as store, store.lock("s"):
+            await asyncio.sleep(2.5)
+            return taken_now(other, "s")
+
+    with RedisStore(url, prefix=prefix) as other:
+        if flavour == "sync":
+            with RedisStore(url, prefix=prefix, lock_ttl=1) as store, store.lock("s"):
+                time.sleep(2.5)
+                assert not taken_now(other, "s")
+        else:
+            assert not asyncio.run(hold_async(other))
+        assert taken_now(other, "s")  # released at the end of the block
+
+
+def test_a_lost_redis_lease_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    url = require_server("redis")
+    import redis
+
+    from ctxwindow.stores.redis import RedisStore
+
+    caplog.set_level(logging.WARNING, logger="ctxwindow.stores")
+    prefix = f"ctxw-test-{uuid.uuid4().hex[:12]}"
+    key = f"{prefix}:lock:会话"
+    with RedisStore(url, prefix=prefix, lock_ttl=0.3) as store, redis.Redis.from_url(url) as client:
+        with store.lock("会话"):
+            token = client.get(key)
+            assert token is not None
+            client.delete(key)  # as if the lease had expired
+            assert eventually(lambda: "was lost" in caplog.text)
+        assert token.decode() not in caplog.text
+        assert taken_now(store, "会话")
+
+
+def advisory_holders(conn: Any, key: int) -> list[int]:
+    """Backends holding the session-level advisory lock ``key`` (a signed bigint)."""
+    unsigned = key & (2**64 - 1)
+    rows = conn.execute(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        " AND classid::bigint = %s AND objid::bigint = %s AND objsubid = 1",
+        (unsigned >> 32, unsigned & 0xFFFFFFFF),
+    ).fetchall()
+    return [pid for (pid,) in rows]
+
+
+def test_a_broken_postgres_lock_connection_is_replaced(caplog: pytest.LogCaptureFixture) -> None:
+    """The server drops the locks of a connection that ends; the next lock reconnects."""
+    url = require_server("postgresql")
+    import psycopg
+
+    from ctxwindow.stores.postgres import PostgresStore, advisory_key
+
+    caplog.set_level(logging.WARNING, logger="ctxwindow.stores")
+    sid = f"ctxw-test-{uuid.uuid4().hex[:12]}-会话"
+    key = advisory_key(None, sid)
+    assert not -(2**31) <= key < 2**31  # apart from the appends' hashtext() locks
+    with PostgresStore(url) as store, psycopg.connect(url, autocommit=True) as admin:
+        with store.lock(sid):
+            holders = advisory_holders(admin, key)
+            assert len(holders) == 1
+            admin.execute("SELECT pg_terminate_backend(%s)", holders)
+            assert eventually(lambda: not advisory_holders(admin, key))
+        assert "could not unlock" in caplog.text
+        with store.lock(sid, timeout=5):
+            assert len(advisory_holders(admin, key)) == 1
+        assert advisory_holders(admin, key) == []
 
 
 # --- URLs ----------------------------------------------------------------------------------

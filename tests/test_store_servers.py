@@ -641,6 +641,10 @@ class Spy(Store):
         self._call("sessions")
         return self.inner.sessions(prefix=prefix)
 
+    def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        self._call("replayed")
+        return self.inner.replayed(session_id, idempotency_key)
+
     def health(self) -> dict[str, Any]:
         if self.down:
             return {"ok": False, "url": self.url, "error": "down (test)"}

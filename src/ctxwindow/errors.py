@@ -11,7 +11,8 @@
     ├── CompressionError           a compressor cannot work at all (bad config, failing LLM
     │                              endpoint, a budget below one empty message)
     └── StoreError                 a session store failed (bad input, a backend error)
-        └── StoreUnavailableError  the store's server or file cannot be reached
+        ├── StoreUnavailableError  the store's server or file cannot be reached
+        └── SessionBusyError       a session stayed locked longer than the caller would wait
 
 Errors of third-party libraries are converted at the boundary with
 ``raise ... from exc``, so callers only ever catch these.
@@ -69,3 +70,7 @@ class StoreError(CtxWindowError):
 
 class StoreUnavailableError(StoreError):
     """The store's server or file cannot be reached (connection refused, timeout)."""
+
+
+class SessionBusyError(StoreError):
+    """A session stayed locked by another holder for longer than the caller would wait."""

@@ -14,6 +14,15 @@ classes; neither blocks on the other.
   order; ``tail(session_id, n)``: the last ``n``; ``get(session_id, id)``;
   ``delete(session_id) -> bool``; ``sessions(prefix=None)``; ``health()``;
   ``close()`` and context-manager support.
+- ``replayed(session_id, idempotency_key)``: the entries an earlier append
+  with that key stored, or None (the key's append never happened).
+- ``lock(session_id, timeout=None)``: a context manager (async with for the
+  async stores) that holds the session exclusively until the block ends:
+  against every other holder in this process and, for a store that processes
+  share (SQLite file, Redis, PostgreSQL), in every other process using it. It
+  waits up to ``timeout`` seconds (None: as long as it takes), then raises
+  ``SessionBusyError``. It is not reentrant. A holder that dies never leaves
+  the session locked for good (see each store for how long it can last).
 - Token counts are stored with each entry: loading never re-tokenizes.
 - A store that is down raises ``StoreUnavailableError``; other failures of the
   backend raise ``StoreError``; both are mapped at the boundary.
@@ -21,16 +30,20 @@ classes; neither blocks on the other.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import re
+import threading
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from types import TracebackType
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ctxwindow.errors import StoreError
+from ctxwindow.errors import SessionBusyError, StoreError
 from ctxwindow.messages import Entry
 
 MAX_SESSION_ID = 256
@@ -114,6 +127,27 @@ class Store(ABC):
     def health(self) -> dict[str, Any]:
         """``{"ok": bool, ...}`` with backend details."""
 
+    @abstractmethod
+    def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        """The entries an earlier append with ``idempotency_key`` stored, or None."""
+
+    @contextmanager
+    def lock(self, session_id: str, *, timeout: float | None = None) -> Iterator[None]:
+        """Hold the session exclusively (see the module docs); ``SessionBusyError`` on timeout."""
+        check_session_id(session_id)
+        check_timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        locks: LocalLocks | None = self.__dict__.get("_session_locks")
+        if locks is None:
+            locks = self.__dict__.setdefault("_session_locks", LocalLocks())
+        with locks.hold(session_id, deadline), self._hold(session_id, deadline):
+            yield
+
+    @contextmanager
+    def _hold(self, session_id: str, deadline: float | None) -> Iterator[None]:
+        """The lock across processes, once this process holds the session (none by default)."""
+        yield
+
     def close(self) -> None:  # noqa: B027 - stores without resources need nothing
         """Release connections and files."""
 
@@ -156,6 +190,26 @@ class AsyncStore(ABC):
     @abstractmethod
     async def health(self) -> dict[str, Any]: ...
 
+    @abstractmethod
+    async def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None: ...
+
+    @asynccontextmanager
+    async def lock(self, session_id: str, *, timeout: float | None = None) -> AsyncIterator[None]:
+        """Hold the session exclusively (see the module docs); ``SessionBusyError`` on timeout."""
+        check_session_id(session_id)
+        check_timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        locks: AsyncLocalLocks | None = self.__dict__.get("_session_locks")
+        if locks is None:
+            locks = self.__dict__.setdefault("_session_locks", AsyncLocalLocks())
+        async with locks.hold(session_id, deadline), self._hold(session_id, deadline):
+            yield
+
+    @asynccontextmanager
+    async def _hold(self, session_id: str, deadline: float | None) -> AsyncIterator[None]:
+        """The lock across processes, once this process holds the session (none by default)."""
+        yield
+
     async def close(self) -> None:  # noqa: B027 - stores without resources need nothing
         """Release connections and files."""
 
@@ -166,6 +220,80 @@ class AsyncStore(ABC):
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close()
+
+
+# -- session locks within one process -------------------------------------------------
+
+
+class LocalLocks:
+    """One ``threading.Lock`` per session held or waited for; forgotten when nobody needs it."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, tuple[threading.Lock, int]] = {}
+
+    @contextmanager
+    def hold(self, session_id: str, deadline: float | None) -> Iterator[None]:
+        with self._guard:
+            lock, users = self._locks.get(session_id, (None, 0))
+            lock = lock or threading.Lock()
+            self._locks[session_id] = (lock, users + 1)
+        try:
+            wait = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+            if not lock.acquire(timeout=wait):
+                raise busy(session_id)
+            try:
+                yield
+            finally:
+                lock.release()
+        finally:
+            with self._guard:
+                lock, users = self._locks[session_id]
+                if users == 1:
+                    del self._locks[session_id]
+                else:
+                    self._locks[session_id] = (lock, users - 1)
+
+
+class AsyncLocalLocks:
+    """One ``asyncio.Lock`` per session held or waited for; forgotten when nobody needs it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, session_id: str, deadline: float | None) -> AsyncIterator[None]:
+        lock, users = self._locks.get(session_id, (None, 0))
+        lock = lock or asyncio.Lock()
+        self._locks[session_id] = (lock, users + 1)
+        try:
+            # At least 1 ms: before Python 3.12, wait_for(…, 0) gives up before the first try.
+            wait = None if deadline is None else max(0.001, deadline - time.monotonic())
+            try:
+                await asyncio.wait_for(lock.acquire(), wait)
+            except asyncio.TimeoutError:
+                raise busy(session_id) from None
+            try:
+                yield
+            finally:
+                lock.release()
+        finally:
+            lock, users = self._locks[session_id]
+            if users == 1:
+                del self._locks[session_id]
+            else:
+                self._locks[session_id] = (lock, users - 1)
+
+
+def busy(session_id: str) -> SessionBusyError:
+    return SessionBusyError(f"session {session_id!r} is held by another request; gave up waiting")
+
+
+def check_timeout(timeout: float | None) -> None:
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0
+    ):
+        raise StoreError(f"a lock timeout must be None or seconds >= 0, got {timeout!r}")
 
 
 # -- shared by every store: input checks, and URLs in error messages ---------------
@@ -211,7 +339,13 @@ def encode_entry(entry: Entry, seq: int) -> str:
 
 
 def check_idempotency_key(key: str | None) -> None:
-    if key is not None and (not isinstance(key, str) or not key):
+    if key is not None:
+        check_replay_key(key)
+
+
+def check_replay_key(key: str) -> None:
+    """``replayed`` needs a key (``append`` also takes None: no key)."""
+    if not isinstance(key, str) or not key:
         raise StoreError("an idempotency key must be a non-empty string")
 
 

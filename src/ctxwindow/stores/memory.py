@@ -26,6 +26,7 @@ from ctxwindow.stores.base import (
     check_count,
     check_entries,
     check_idempotency_key,
+    check_replay_key,
     check_session_id,
     encode_entry,
     entry_from_json,
@@ -116,6 +117,16 @@ class MemoryStore(Store):
         with self._lock:
             return sorted(s for s in self._sessions if prefix is None or s.startswith(prefix))
 
+    def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        check_session_id(session_id)
+        check_replay_key(idempotency_key)
+        with self._lock:
+            session = self._sessions.get(session_id)
+            seqs = session.seqs_by_key.get(idempotency_key) if session else None
+            if session is None or seqs is None:
+                return None
+            return _decode(session.documents[seqs[0] - 1 : seqs[1]])
+
     def health(self) -> dict[str, Any]:
         with self._lock:
             entries = sum(len(session.documents) for session in self._sessions.values())
@@ -172,3 +183,6 @@ class AsyncMemoryStore(AsyncStore):
 
     async def health(self) -> dict[str, Any]:
         return self._store.health()
+
+    async def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        return self._store.replayed(session_id, idempotency_key)

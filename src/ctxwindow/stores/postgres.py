@@ -17,10 +17,23 @@ An append is one transaction: it takes ``pg_advisory_xact_lock`` on the
 session, numbers the entries from ``max(seq) + 1``, inserts them and the
 idempotency key, and commits before returning, so an acknowledged append is
 on disk (with the server's default ``synchronous_commit = on``).
+
+Session locks. ``lock(session_id)`` also holds the session against every
+other process using the database: a session-level advisory lock
+(``pg_try_advisory_lock``, polled until the timeout) on a connection each
+store object keeps for its locks, released with ``pg_advisory_unlock``. The
+server releases it when that connection ends, so a holder that dies
+(``kill -9``) frees its sessions as soon as the server notices the closed
+connection. The key is a 64-bit hash of the schema and the session id, kept
+outside the 32-bit range of the per-append ``hashtext`` locks. Session-level
+locks need a real server connection: behind a pooler in transaction mode
+(PgBouncer) they do not hold.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import select
 import threading
 import time
@@ -37,16 +50,20 @@ from ctxwindow.stores.base import (
     check_count,
     check_entries,
     check_idempotency_key,
+    check_replay_key,
     check_session_id,
     encode_entry,
     entry_from_json,
     redact_url,
     scrub,
 )
+from ctxwindow.stores.locks import async_poll, poll, session_hash
 
 if TYPE_CHECKING:
     import psycopg
     from psycopg import sql
+
+logger = logging.getLogger("ctxwindow.stores")
 
 INSTALL_HINT = "pip install 'ctxwindow[postgres]'"
 
@@ -126,6 +143,12 @@ _DELETE = (
     "DELETE FROM {s}ctxwindow_sessions WHERE session_id = %s",
 )
 _SESSIONS = "SELECT session_id FROM {s}ctxwindow_sessions WHERE starts_with(session_id, %s)"
+_REPLAYED = """SELECT e.doc::text FROM {s}ctxwindow_idempotency AS k
+    JOIN {s}ctxwindow_entries AS e
+    ON e.session_id = k.session_id AND e.seq BETWEEN k.first_seq AND k.last_seq
+    WHERE k.session_id = %s AND k.key = %s ORDER BY e.seq"""
+_TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
+_UNLOCK = "SELECT pg_advisory_unlock(%s)"
 
 
 def _psycopg() -> Any:
@@ -289,6 +312,41 @@ def _check_prefix(prefix: str | None) -> str:
     return prefix or ""
 
 
+def _replay_args(session_id: str, key: str) -> tuple[str, str]:
+    check_session_id(session_id)
+    check_replay_key(key)
+    return session_id, key
+
+
+def _replayed(rows: Sequence[tuple[Any, ...]]) -> list[Entry] | None:
+    return _entries(rows) if rows else None  # a recorded key always covers some entries
+
+
+def advisory_key(schema: str | None, session_id: str) -> int:
+    """The advisory-lock key of a session: a signed 64-bit hash of the schema and the id.
+
+    Appends lock ``hashtext(session_id)``, a 32-bit value in the same key
+    space; keeping these keys out of that range means a held session never
+    stalls an append of another (or its own).
+    """
+    key = session_hash(f"{schema or ''}\0{session_id}")  # no schema name holds a NUL
+    return key ^ (1 << 62) if -(2**31) <= key < 2**31 else key
+
+
+def _unlock_failed(session_id: str, exc: StoreError) -> None:
+    logger.warning(
+        "could not unlock session %r (it is released when the lock connection ends): %s",
+        session_id,
+        exc,
+    )
+
+
+def _lock_lost(session_id: str, url: str) -> None:
+    logger.warning(
+        "the lock of session %r at %s was lost while held (its connection ended)", session_id, url
+    )
+
+
 def _alive(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
     """False for an idle connection the server has closed (restart, idle timeout, kill).
 
@@ -314,6 +372,82 @@ def _entries(rows: Sequence[tuple[Any, ...]]) -> list[Entry]:
     return [entry_from_json(row[0]) for row in rows]
 
 
+class _LockConnection:
+    """The connection that holds a ``PostgresStore``'s session locks, one call at a time.
+
+    Opened by the first lock; one found closed (a server restart, a network
+    failure: the server then released its locks) is replaced at the next one.
+    """
+
+    def __init__(self, q: _Queries, psycopg: Any) -> None:
+        self._q, self._psycopg = q, psycopg
+        self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._guard = threading.Lock()
+
+    def try_lock(self, key: int) -> bool:
+        with self._guard:
+            if self._conn is None or not _alive(self._conn):
+                self._reconnect()
+            assert self._conn is not None
+            return bool(_row(self._conn.execute(_TRY_LOCK, (key,)).fetchone())[0])
+
+    def unlock(self, key: int) -> bool:
+        """False if the lock was not held any more (its connection ended)."""
+        with self._guard:
+            if self._conn is None or self._conn.closed:
+                return False
+            return bool(_row(self._conn.execute(_UNLOCK, (key,)).fetchone())[0])
+
+    def close(self) -> None:
+        with self._guard:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _reconnect(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        self._conn = self._psycopg.connect(self._q.raw_url, **self._q.connect_options())
+
+
+class _AsyncLockConnection:
+    """``_LockConnection`` for ``AsyncPostgresStore``."""
+
+    def __init__(self, q: _Queries, psycopg: Any) -> None:
+        self._q, self._psycopg = q, psycopg
+        self._conn: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
+        self._guard = asyncio.Lock()
+
+    async def try_lock(self, key: int) -> bool:
+        async with self._guard:
+            if self._conn is None or not _alive(self._conn):
+                await self._reconnect()
+            assert self._conn is not None
+            cursor = await self._conn.execute(_TRY_LOCK, (key,))
+            return bool(_row(await cursor.fetchone())[0])
+
+    async def unlock(self, key: int) -> bool:
+        async with self._guard:
+            if self._conn is None or self._conn.closed:
+                return False
+            cursor = await self._conn.execute(_UNLOCK, (key,))
+            return bool(_row(await cursor.fetchone())[0])
+
+    async def close(self) -> None:
+        async with self._guard:
+            if self._conn is not None:
+                await self._conn.close()
+                self._conn = None
+
+    async def _reconnect(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+        options = self._q.connect_options()
+        self._conn = await self._psycopg.AsyncConnection.connect(self._q.raw_url, **options)
+
+
 class PostgresStore(Store):
     """Sessions in PostgreSQL: durable, shared by every process that opens the database.
 
@@ -334,6 +468,7 @@ class PostgresStore(Store):
         self._pool_size = pool_size
         self._lock = threading.Lock()
         self._closed = False
+        self._lock_conn = _LockConnection(self._q, self._psycopg)
         try:
             with self._q.errors("open"), self._connection() as conn:
                 self._migrate(conn)
@@ -389,6 +524,11 @@ class PostgresStore(Store):
             rows = conn.execute(self._q(_SESSIONS), (_check_prefix(prefix),)).fetchall()
         return sorted(row[0] for row in rows)
 
+    def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        args = _replay_args(session_id, idempotency_key)
+        with self._q.errors(f"replay a key of session {session_id!r}"), self._connection() as c:
+            return _replayed(c.execute(self._q(_REPLAYED), args).fetchall())
+
     def health(self) -> dict[str, Any]:
         started = time.perf_counter()
         try:
@@ -405,6 +545,30 @@ class PostgresStore(Store):
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+        self._lock_conn.close()
+
+    @contextmanager
+    def _hold(self, session_id: str, deadline: float | None) -> Iterator[None]:
+        """A session-level advisory lock on the lock connection, polled until ``deadline``."""
+        self._q.check_open(self._closed)
+        key = advisory_key(self.schema, session_id)
+        with self._q.errors(f"lock session {session_id!r}"):
+            poll(lambda: self._lock_conn.try_lock(key), deadline, session_id)
+        try:
+            yield
+        finally:
+            self._unlock(key, session_id)
+
+    def _unlock(self, key: int, session_id: str) -> None:
+        """Release the lock; a failure is only logged (the connection ending releases it)."""
+        try:
+            with self._q.errors(f"unlock session {session_id!r}"):
+                released = self._lock_conn.unlock(key)
+        except StoreError as exc:
+            _unlock_failed(session_id, exc)
+            return
+        if not released:
+            _lock_lost(session_id, self.url)
 
     def _migrate(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
         with conn.transaction():
@@ -469,6 +633,7 @@ class AsyncPostgresStore(AsyncStore):
         self._pool_size = pool_size
         self._closed = False
         self._migrated = False
+        self._lock_conn = _AsyncLockConnection(self._q, self._psycopg)
 
     async def append(
         self, session_id: str, entries: Sequence[Entry], *, idempotency_key: str | None = None
@@ -521,6 +686,11 @@ class AsyncPostgresStore(AsyncStore):
         rows = await self._fetch("list sessions", _SESSIONS, (_check_prefix(prefix),))
         return sorted(row[0] for row in rows)
 
+    async def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        args = _replay_args(session_id, idempotency_key)
+        action = f"replay a key of session {session_id!r}"
+        return _replayed(await self._fetch(action, _REPLAYED, args))
+
     async def health(self) -> dict[str, Any]:
         started = time.perf_counter()
         try:
@@ -537,6 +707,29 @@ class AsyncPostgresStore(AsyncStore):
         idle, self._idle = self._idle, []
         for conn in idle:
             await conn.close()
+        await self._lock_conn.close()
+
+    @asynccontextmanager
+    async def _hold(self, session_id: str, deadline: float | None) -> AsyncIterator[None]:
+        """As ``PostgresStore._hold``, on the store's async lock connection."""
+        self._q.check_open(self._closed)
+        key = advisory_key(self.schema, session_id)
+        with self._q.errors(f"lock session {session_id!r}"):
+            await async_poll(lambda: self._lock_conn.try_lock(key), deadline, session_id)
+        try:
+            yield
+        finally:
+            await self._unlock(key, session_id)
+
+    async def _unlock(self, key: int, session_id: str) -> None:
+        try:
+            with self._q.errors(f"unlock session {session_id!r}"):
+                released = await self._lock_conn.unlock(key)
+        except StoreError as exc:
+            _unlock_failed(session_id, exc)
+            return
+        if not released:
+            _lock_lost(session_id, self.url)
 
     async def _fetch(self, action: str, query: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         with self._q.errors(action):

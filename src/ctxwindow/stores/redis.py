@@ -13,6 +13,16 @@ processes never collide, and a retried key returns the first call's entries.
 With ``ttl`` (seconds), every append refreshes the expiry of the session's
 keys: the store is then a cache (the warm tier of a ``TieredStore``).
 
+Session locks. ``lock(session_id)`` also holds the session against every
+other process using the server: a lease, ``SET P:lock:<session> <token> NX PX
+<lock_ttl>``, renewed every ``lock_ttl / 3`` while the block runs (by a
+thread, or an asyncio task) and deleted at the end only if it still holds
+this holder's random token. A holder that dies without releasing it (``kill
+-9``) keeps the session locked until the lease expires: at most ``lock_ttl``
+seconds (30 by default). A lease found lost while held (the block outlived
+it, say because the renewal could not reach the server) is logged as a
+warning.
+
 Durability is the server's: an append that returned is in Redis memory, and
 on disk only as the server's persistence is configured (``appendonly yes``
 with ``appendfsync always`` for every write; the default ``everysec`` can lose
@@ -22,11 +32,15 @@ could be applied twice); callers retry with an idempotency key.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import re
+import secrets
+import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -39,16 +53,20 @@ from ctxwindow.stores.base import (
     check_count,
     check_entries,
     check_idempotency_key,
+    check_replay_key,
     check_session_id,
     entry_from_json,
     entry_to_json,
     redact_url,
     scrub,
 )
+from ctxwindow.stores.locks import async_poll, poll
 
 if TYPE_CHECKING:
     import redis
     import redis.asyncio
+
+logger = logging.getLogger("ctxwindow.stores")
 
 INSTALL_HINT = "pip install 'ctxwindow[redis]'"
 SCHEMES = ("redis", "rediss", "unix")
@@ -111,6 +129,24 @@ return redis.call('LINDEX', KEYS[1], tonumber(seq) - 1)
 """
 
 
+_REPLAYED = """
+local done = redis.call('HGET', KEYS[2], ARGV[1])
+if not done then return false end
+local first, last = string.match(done, '^(%d+):(%d+)$')
+return redis.call('LRANGE', KEYS[1], tonumber(first) - 1, tonumber(last) - 1)
+"""
+
+# A lease is extended or deleted only by the holder whose token it still carries.
+_RENEW_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+_DROP_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
 def _redis() -> Any:
     try:
         import redis
@@ -120,7 +156,7 @@ def _redis() -> Any:
     return redis
 
 
-def _check_options(url: str, prefix: str, ttl: float | None) -> None:
+def _check_options(url: str, prefix: str, ttl: float | None, lock_ttl: float) -> None:
     scheme = urlsplit(url).scheme if isinstance(url, str) else ""
     if scheme not in SCHEMES:
         raise ValueError(
@@ -130,6 +166,8 @@ def _check_options(url: str, prefix: str, ttl: float | None) -> None:
         raise ValueError("prefix must be a non-empty string")
     if ttl is not None and not ttl > 0:
         raise ValueError(f"ttl must be None or a positive number of seconds, got {ttl!r}")
+    if isinstance(lock_ttl, bool) or not isinstance(lock_ttl, (int, float)) or not lock_ttl > 0:
+        raise ValueError(f"lock_ttl must be a positive number of seconds, got {lock_ttl!r}")
 
 
 def _glob_escape(text: str) -> str:
@@ -167,17 +205,51 @@ def _checked_count(n: int) -> int:
 class _Layout:
     """Key names, script arguments and replies, shared by the sync and async stores."""
 
-    def __init__(self, url: str, prefix: str, ttl: float | None) -> None:
-        _check_options(url, prefix, ttl)
+    def __init__(self, url: str, prefix: str, ttl: float | None, lock_ttl: float) -> None:
+        _check_options(url, prefix, ttl, lock_ttl)
         self.raw_url = url
         self.url = redact_url(url)
         self.prefix = prefix
         self.ttl = ttl
         self.ttl_ms = 0 if ttl is None else max(1, round(ttl * 1000))
+        self.lock_ttl = lock_ttl
+        self.lock_ttl_ms = max(1, round(lock_ttl * 1000))
 
     def keys(self, session_id: str) -> list[str]:
         check_session_id(session_id)
         return [f"{self.prefix}:{kind}:{session_id}" for kind in "eik"]
+
+    def lease_key(self, session_id: str) -> str:
+        return f"{self.prefix}:lock:{session_id}"
+
+    def replay_args(self, session_id: str, key: str) -> tuple[list[str], list[str]]:
+        """The keys and arguments of ``_REPLAYED``: the entries list and the keys hash."""
+        check_replay_key(key)
+        entries, _, keys = self.keys(session_id)
+        return [entries, keys], [key]
+
+    def still_leased(self, session_id: str, renewed: Any) -> bool:
+        """Whether a renewal found the lease still ours; a lost one is logged."""
+        if int(renewed) == 1:
+            return True
+        logger.warning(
+            "the lock of session %r at %s was lost (its lease expired or was taken over)"
+            " while the session was held",
+            session_id,
+            self.url,
+        )
+        return False
+
+    def renewal_failed(self, session_id: str, exc: StoreError) -> None:
+        logger.warning("could not renew the lock of session %r (retrying): %s", session_id, exc)
+
+    def release_failed(self, session_id: str, exc: StoreError) -> None:
+        logger.warning(
+            "could not release the lock of session %r; it expires within %s s: %s",
+            session_id,
+            self.lock_ttl,
+            exc,
+        )
 
     def match(self, prefix: str | None) -> str:
         if prefix is not None and not isinstance(prefix, str):
@@ -264,6 +336,9 @@ class _Layout:
 class RedisStore(Store):
     """Sessions in Redis; ``ttl`` (seconds) makes it a cache whose sessions expire when idle.
 
+    ``lock_ttl`` is the lease of a session lock, in seconds: how long a holder
+    that died keeps the session locked (see the module docs).
+
     Example: ``RedisStore("redis://127.0.0.1:6379/0", ttl=3600)``.
     """
 
@@ -274,8 +349,9 @@ class RedisStore(Store):
         prefix: str = "ctxwindow",
         ttl: float | None = None,
         timeout: float = 5.0,
+        lock_ttl: float = 30.0,
     ) -> None:
-        self._layout = _Layout(url, prefix, ttl)
+        self._layout = _Layout(url, prefix, ttl, lock_ttl)
         self.url = self._layout.url
         self.prefix, self.ttl = prefix, ttl
         lib = _redis()
@@ -284,6 +360,9 @@ class RedisStore(Store):
         self._append = self._client.register_script(_APPEND)
         self._fill = self._client.register_script(_FILL)
         self._get = self._client.register_script(_GET)
+        self._replayed = self._client.register_script(_REPLAYED)
+        self._renew_lease = self._client.register_script(_RENEW_LEASE)
+        self._drop_lease = self._client.register_script(_DROP_LEASE)
         self._closed = False
 
     def append(
@@ -351,6 +430,13 @@ class RedisStore(Store):
             keys = list(self._client.scan_iter(match=match, count=1000))
         return sorted({self._layout.session_of(key) for key in keys})
 
+    def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        self._layout.check_open(self._closed)
+        keys, args = self._layout.replay_args(session_id, idempotency_key)
+        with self._layout.errors(f"replay a key of session {session_id!r}"):
+            docs = self._replayed(keys=keys, args=args)
+        return None if docs is None else [entry_from_json(doc) for doc in docs]
+
     def health(self) -> dict[str, Any]:
         started = time.perf_counter()
         try:
@@ -364,6 +450,51 @@ class RedisStore(Store):
     def close(self) -> None:
         self._closed = True
         self._client.close()
+
+    @contextmanager
+    def _hold(self, session_id: str, deadline: float | None) -> Iterator[None]:
+        """A lease on the session, renewed by a daemon thread until the block ends."""
+        self._layout.check_open(self._closed)
+        key, token = self._layout.lease_key(session_id), secrets.token_hex(16)
+        poll(lambda: self._take_lease(key, token, session_id), deadline, session_id)
+        stop = threading.Event()
+        renewer = threading.Thread(
+            target=self._keep_lease,
+            args=(key, token, session_id, stop),
+            name="ctxwindow-redis-lease",
+            daemon=True,
+        )
+        renewer.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            renewer.join()
+            self._release_lease(key, token, session_id)
+
+    def _take_lease(self, key: str, token: str, session_id: str) -> bool:
+        with self._layout.errors(f"lock session {session_id!r}"):
+            return bool(self._client.set(key, token, nx=True, px=self._layout.lock_ttl_ms))
+
+    def _keep_lease(self, key: str, token: str, session_id: str, stop: threading.Event) -> None:
+        """Renew every ``lock_ttl / 3`` until ``stop``; give up once the lease is lost."""
+        while not stop.wait(self._layout.lock_ttl / 3):
+            try:
+                with self._layout.errors(f"renew the lock of session {session_id!r}"):
+                    renewed = self._renew_lease(keys=[key], args=[token, self._layout.lock_ttl_ms])
+            except StoreError as exc:
+                self._layout.renewal_failed(session_id, exc)
+                continue
+            if not self._layout.still_leased(session_id, renewed):
+                return
+
+    def _release_lease(self, key: str, token: str, session_id: str) -> None:
+        """Delete the lease if it is still ours; a failure is logged (the lease expires)."""
+        try:
+            with self._layout.errors(f"unlock session {session_id!r}"):
+                self._drop_lease(keys=[key], args=[token])
+        except StoreError as exc:
+            self._layout.release_failed(session_id, exc)
 
     def _keys(self, session_id: str) -> list[str]:
         self._layout.check_open(self._closed)
@@ -380,8 +511,9 @@ class AsyncRedisStore(AsyncStore):
         prefix: str = "ctxwindow",
         ttl: float | None = None,
         timeout: float = 5.0,
+        lock_ttl: float = 30.0,
     ) -> None:
-        self._layout = _Layout(url, prefix, ttl)
+        self._layout = _Layout(url, prefix, ttl, lock_ttl)
         self.url = self._layout.url
         self.prefix, self.ttl = prefix, ttl
         lib = _redis()
@@ -390,6 +522,9 @@ class AsyncRedisStore(AsyncStore):
         self._append = self._client.register_script(_APPEND)
         self._fill = self._client.register_script(_FILL)
         self._get = self._client.register_script(_GET)
+        self._replayed = self._client.register_script(_REPLAYED)
+        self._renew_lease = self._client.register_script(_RENEW_LEASE)
+        self._drop_lease = self._client.register_script(_DROP_LEASE)
         self._closed = False
 
     async def append(
@@ -454,6 +589,13 @@ class AsyncRedisStore(AsyncStore):
             keys = [key async for key in self._client.scan_iter(match=match, count=1000)]
         return sorted({self._layout.session_of(key) for key in keys})
 
+    async def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        self._layout.check_open(self._closed)
+        keys, args = self._layout.replay_args(session_id, idempotency_key)
+        with self._layout.errors(f"replay a key of session {session_id!r}"):
+            docs = await self._replayed(keys=keys, args=args)
+        return None if docs is None else [entry_from_json(doc) for doc in docs]
+
     async def health(self) -> dict[str, Any]:
         started = time.perf_counter()
         try:
@@ -467,6 +609,50 @@ class AsyncRedisStore(AsyncStore):
     async def close(self) -> None:
         self._closed = True
         await self._client.aclose()
+
+    @asynccontextmanager
+    async def _hold(self, session_id: str, deadline: float | None) -> AsyncIterator[None]:
+        """A lease on the session, renewed by an asyncio task until the block ends."""
+        self._layout.check_open(self._closed)
+        key, token = self._layout.lease_key(session_id), secrets.token_hex(16)
+
+        async def attempt() -> bool:
+            return await self._take_lease(key, token, session_id)
+
+        await async_poll(attempt, deadline, session_id)
+        renewer = asyncio.create_task(self._keep_lease(key, token, session_id))
+        try:
+            yield
+        finally:
+            renewer.cancel()
+            await asyncio.gather(renewer, return_exceptions=True)
+            await self._release_lease(key, token, session_id)
+
+    async def _take_lease(self, key: str, token: str, session_id: str) -> bool:
+        with self._layout.errors(f"lock session {session_id!r}"):
+            return bool(await self._client.set(key, token, nx=True, px=self._layout.lock_ttl_ms))
+
+    async def _keep_lease(self, key: str, token: str, session_id: str) -> None:
+        """Renew every ``lock_ttl / 3`` until cancelled; give up once the lease is lost."""
+        while True:
+            await asyncio.sleep(self._layout.lock_ttl / 3)
+            try:
+                with self._layout.errors(f"renew the lock of session {session_id!r}"):
+                    args = [token, self._layout.lock_ttl_ms]
+                    renewed = await self._renew_lease(keys=[key], args=args)
+            except StoreError as exc:
+                self._layout.renewal_failed(session_id, exc)
+                continue
+            if not self._layout.still_leased(session_id, renewed):
+                return
+
+    async def _release_lease(self, key: str, token: str, session_id: str) -> None:
+        """Delete the lease if it is still ours; a failure is logged (the lease expires)."""
+        try:
+            with self._layout.errors(f"unlock session {session_id!r}"):
+                await self._drop_lease(keys=[key], args=[token])
+        except StoreError as exc:
+            self._layout.release_failed(session_id, exc)
 
     def _keys(self, session_id: str) -> list[str]:
         self._layout.check_open(self._closed)

@@ -14,6 +14,14 @@ seconds, after which the store raises ``StoreUnavailableError``. Each thread
 uses its own connection (borrowed from a small pool); ``":memory:"`` has one
 connection shared under a lock.
 
+Session locks. ``lock(session_id)`` of a file store also holds the session
+against other processes (and other store objects) using the file: an
+open-file-description lock (Linux ``F_OFD_SETLK``) on one byte of
+``<path>-lock``, at an offset hashed from the session id. The kernel releases
+it when the holder closes it or dies (``kill -9`` included), at once. Where
+such locks do not exist (not Linux), and for ``":memory:"``, the lock holds
+within the process only.
+
 Schema. ``MIGRATIONS`` maps each schema version to the function that brings a
 database from the previous version to it; opening a store applies the missing
 ones in one transaction and records the version in ``schema_version``.
@@ -34,7 +42,7 @@ import sqlite3
 import threading
 import urllib.parse
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, Literal, TypeVar
@@ -47,9 +55,19 @@ from ctxwindow.stores.base import (
     check_count,
     check_entries,
     check_idempotency_key,
+    check_replay_key,
     check_session_id,
     encode_entry,
     entry_from_json,
+)
+from ctxwindow.stores.locks import (
+    OFD_SETLK,
+    async_poll,
+    open_lock_file,
+    poll,
+    session_hash,
+    try_lock_byte,
+    unlock_byte,
 )
 
 T = TypeVar("T")
@@ -190,6 +208,54 @@ class _Connections:
             conn.close()
 
 
+class _LockFile:
+    """The lock file beside a database: byte ``n`` locked means the session hashed to ``n`` is held.
+
+    Every acquisition opens its own descriptor, so that two store objects in
+    one process exclude each other as two processes do, and closes it when
+    the session is released.
+    """
+
+    def __init__(self, db_path: str) -> None:
+        self.db_path = db_path
+        self.path = os.path.abspath(db_path) + "-lock"
+
+    @classmethod
+    def beside(cls, db_path: str) -> _LockFile | None:
+        """The lock file of a database file; None when only the in-process lock applies."""
+        return None if db_path == ":memory:" or OFD_SETLK is None else cls(db_path)
+
+    def open(self) -> int:
+        with self._errors():
+            return open_lock_file(self.path)
+
+    def try_lock(self, fd: int, session_id: str) -> bool:
+        with self._errors():
+            return try_lock_byte(fd, _offset(session_id))
+
+    def release(self, fd: int, session_id: str) -> None:
+        """Unlock the session's byte (if held) and close ``fd``; never raises."""
+        try:
+            with contextlib.suppress(OSError):
+                unlock_byte(fd, _offset(session_id))
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            raise StoreUnavailableError(
+                f"SQLite store at {self.db_path!r}: cannot lock {self.path!r}: {exc}"
+            ) from exc
+
+
+def _offset(session_id: str) -> int:
+    """The byte of the lock file that stands for ``session_id``: a 63-bit hash of it."""
+    return session_hash(session_id) & (2**63 - 1)
+
+
 class SQLiteStore(Store):
     """A durable store in one SQLite file (WAL mode; see the module docs for the guarantees).
 
@@ -213,6 +279,7 @@ class SQLiteStore(Store):
         connect = partial(_connect, self.path, synchronous, busy_timeout)
         self._connections = _Connections(connect, single=self.path == ":memory:", path=self.path)
         weakref.finalize(self, self._connections.close)  # a store left open closes when collected
+        self._lock_file = _LockFile.beside(self.path)
         self._check_directory()
         try:
             self.schema_version = self._migrate()
@@ -292,6 +359,13 @@ class SQLiteStore(Store):
             rows = conn.execute(sql + " ORDER BY session_id", params).fetchall()
         return [session_id for (session_id,) in rows]
 
+    def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        check_session_id(session_id)
+        check_replay_key(idempotency_key)
+        with self._reading() as conn:
+            documents = self._replay(conn, session_id, idempotency_key)
+        return None if documents is None else [entry_from_json(text) for text in documents]
+
     def health(self) -> dict[str, Any]:
         report: dict[str, Any] = {"store": "sqlite", "path": self.path, "url": self.url}
         try:
@@ -312,6 +386,22 @@ class SQLiteStore(Store):
 
     def close(self) -> None:
         self._connections.close()
+
+    @contextlib.contextmanager
+    def _hold(self, session_id: str, deadline: float | None) -> Iterator[None]:
+        """The session's byte of the lock file, polled until ``deadline``."""
+        if self._connections.closed:
+            raise StoreError(f"SQLite store at {self.path!r} is closed")
+        lock_file = self._lock_file
+        if lock_file is None:
+            yield
+            return
+        fd = lock_file.open()
+        try:
+            poll(lambda: lock_file.try_lock(fd, session_id), deadline, session_id)
+            yield
+        finally:
+            lock_file.release(fd, session_id)
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
@@ -455,6 +545,7 @@ class AsyncSQLiteStore(AsyncStore):
         self._open = partial(
             SQLiteStore, self.path, synchronous=synchronous, busy_timeout=busy_timeout
         )
+        self._lock_file = _LockFile.beside(self.path)
         self._store: SQLiteStore | None = None
         self._opening = threading.Lock()
         self._closed = False
@@ -484,6 +575,9 @@ class AsyncSQLiteStore(AsyncStore):
     async def sessions(self, *, prefix: str | None = None) -> list[str]:
         return await self._run(lambda s: s.sessions(prefix=prefix))
 
+    async def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        return await self._run(lambda s: s.replayed(session_id, idempotency_key))
+
     async def health(self) -> dict[str, Any]:
         try:
             return await self._run(lambda s: s.health())
@@ -496,6 +590,26 @@ class AsyncSQLiteStore(AsyncStore):
         self._closed = True
         await asyncio.get_running_loop().run_in_executor(self._executor, self._close_store)
         self._executor.shutdown(wait=False)
+
+    @contextlib.asynccontextmanager
+    async def _hold(self, session_id: str, deadline: float | None) -> AsyncIterator[None]:
+        """As ``SQLiteStore._hold``; the lock calls never block, so they run on the loop."""
+        if self._closed:
+            raise StoreError(f"SQLite store at {self.path!r} is closed")
+        lock_file = self._lock_file
+        if lock_file is None:
+            yield
+            return
+        fd = lock_file.open()
+
+        async def attempt() -> bool:
+            return lock_file.try_lock(fd, session_id)
+
+        try:
+            await async_poll(attempt, deadline, session_id)
+            yield
+        finally:
+            lock_file.release(fd, session_id)
 
     async def _run(self, call: Callable[[SQLiteStore], T]) -> T:
         if self._closed:

@@ -23,6 +23,9 @@ Example::
   dropped from the warm store when it is back, so it never serves what it
   missed; writes of other processes during the outage are bounded by the
   warm store's TTL.
+- ``replayed`` and ``lock`` are the durable store's: it is the source of
+  truth, so a session held through a ``TieredStore`` is held against every
+  user of that durable store, in this process and in others.
 - The hot tier keeps each entry as its JSON text and decodes a fresh copy for
   every reader, so no caller can change what it holds.
 """
@@ -34,7 +37,8 @@ import threading
 import time
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -224,6 +228,11 @@ def _unhealthy(store: Store | AsyncStore, exc: StoreError) -> dict[str, Any]:
     return {"ok": False, "url": store.url, "error": str(exc)}
 
 
+def _time_left(deadline: float | None) -> float | None:
+    """A ``lock`` timeout that ends at ``deadline`` (a ``time.monotonic()`` value)."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
 class TieredStore(Store):
     """Hot in-process LRU → ``warm`` store (normally ``RedisStore(ttl=…)``) → ``durable`` store.
 
@@ -282,6 +291,9 @@ class TieredStore(Store):
     def sessions(self, *, prefix: str | None = None) -> list[str]:
         return self.durable.sessions(prefix=prefix)
 
+    def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        return self.durable.replayed(session_id, idempotency_key)
+
     def health(self) -> dict[str, Any]:
         try:
             report = _report(self.durable.health(), self._hot)
@@ -298,6 +310,12 @@ class TieredStore(Store):
                 self.warm.close()
         finally:
             self.durable.close()
+
+    @contextmanager
+    def _hold(self, session_id: str, deadline: float | None) -> Iterator[None]:
+        """The durable store's lock on the session, within what is left of the timeout."""
+        with self.durable.lock(session_id, timeout=_time_left(deadline)):
+            yield
 
     def _session(self, session_id: str) -> list[_Doc]:
         """The whole session, from the highest tier that has it current."""
@@ -445,6 +463,9 @@ class AsyncTieredStore(AsyncStore):
     async def sessions(self, *, prefix: str | None = None) -> list[str]:
         return await self.durable.sessions(prefix=prefix)
 
+    async def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        return await self.durable.replayed(session_id, idempotency_key)
+
     async def health(self) -> dict[str, Any]:
         try:
             report = _report(await self.durable.health(), self._hot)
@@ -461,6 +482,12 @@ class AsyncTieredStore(AsyncStore):
                 await self.warm.close()
         finally:
             await self.durable.close()
+
+    @asynccontextmanager
+    async def _hold(self, session_id: str, deadline: float | None) -> AsyncIterator[None]:
+        """The durable store's lock on the session, within what is left of the timeout."""
+        async with self.durable.lock(session_id, timeout=_time_left(deadline)):
+            yield
 
     async def _session(self, session_id: str) -> list[_Doc]:
         cached = self._hot.get(session_id)
