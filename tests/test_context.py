@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwindow import InvalidMessageError, OrphanToolResultError, count_tokens
+from ctxwindow import (
+    InvalidMessageError,
+    OrphanToolResultError,
+    SessionBusyError,
+    TokenWindow,
+    count_tokens,
+)
 from ctxwindow.archive.sqlite import SQLiteArchive
 from ctxwindow.context import AsyncContextManager, ContextManager, default_budget
 from ctxwindow.messages import Entry
@@ -206,3 +215,197 @@ def test_invariants_hold_with_recall_on(
                 assert messages[index + 1]["role"] == "tool"
         recalled = [d for d in context.report.decisions if d.action == "recalled"]
         assert all(d.id in order for d in recalled)
+
+
+# -- turns: several managers (or processes) on one store --------------------------------
+
+
+def token_window(budget: int, tokenizer: Any) -> TokenWindow:
+    return TokenWindow(budget, tokenizer.model, tokenizer=tokenizer)
+
+
+def test_a_manager_catches_up_with_what_another_stored() -> None:
+    store = MemoryStore()
+    first, second = ContextManager(store, budget=400), ContextManager(store, budget=400)
+    first.add("s", {"role": "system", "content": "Be brief."})
+    first.add("s", {"role": "user", "content": "我的订单号是 A-1042。"})
+    assert first.build("s").messages[-1]["content"] == "我的订单号是 A-1042。"
+    second.add("s", {"role": "assistant", "content": "承知しました 🙂"})
+    second.add("s", {"role": "user", "content": "Where is it?"})
+    assert contents(first.build("s").messages) == [
+        "Be brief.", "我的订单号是 A-1042。", "承知しました 🙂", "Where is it?",
+    ]  # fmt: skip
+    assert first.build("s").messages == second.build("s").messages
+
+
+def test_a_session_deleted_and_rebuilt_elsewhere_is_reloaded() -> None:
+    store = MemoryStore()
+    first, second = ContextManager(store, budget=400), ContextManager(store, budget=400)
+    first.add("s", {"role": "user", "content": "old secret plan"})
+    first.build("s")
+    second.delete("s")
+    assert first.build("s").messages == []
+    second.add("s", {"role": "user", "content": "a new start"})
+    assert contents(first.build("s").messages) == ["a new start"]
+    second.delete("s")
+    second.add("s", {"role": "user", "content": "same length, other text"})
+    assert contents(first.build("s").messages) == ["same length, other text"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.sampled_from(["user", "assistant"]), facts), max_size=40
+    ),
+    st.integers(40, 300),
+)
+def test_managers_sharing_a_store_build_what_a_fresh_one_builds(
+    program: list[tuple[int, str, str]], budget: int
+) -> None:
+    """Whoever added what, every manager's window equals one loaded fresh from the store."""
+    store = MemoryStore()
+    managers = [ContextManager(store, budget=budget, policy=token_window) for _ in range(3)]
+    for step, (who, role, text) in enumerate(program):
+        managers[who].add("s", {"role": role, "content": f"{text} ({step})"})
+        managers[(who + 1) % 3].build("s")
+    fresh = ContextManager(store, budget=budget, policy=token_window).build("s").messages
+    for manager in managers:
+        assert manager.build("s").messages == fresh
+
+
+def test_a_turn_holds_the_session_against_other_threads() -> None:
+    cm = ContextManager(MemoryStore(), budget=400, lock_timeout=0.1)
+    with cm.turn("s"):
+        cm.add("s", {"role": "user", "content": "inside my own turn"})  # no self-deadlock
+        outcome: list[BaseException] = []
+        worker = threading.Thread(
+            target=lambda: _catching(outcome, cm.add, "s", {"role": "user", "content": "x"})
+        )
+        worker.start()
+        worker.join()
+        assert isinstance(outcome[0], SessionBusyError)
+        cm.add("other", {"role": "user", "content": "other sessions are free"})
+    assert contents(cm.build("s").messages) == [
+        "inside my own turn"
+    ]  # the refused add stored nothing
+    cm.add("s", {"role": "user", "content": "after the turn"})
+    assert len(cm.history("s")) == 2
+
+
+def _catching(outcome: list[BaseException], call: Any, *args: Any) -> None:
+    try:
+        call(*args)
+    except BaseException as exc:
+        outcome.append(exc)
+
+
+def test_concurrent_async_turns_never_interleave() -> None:
+    async def one_turn(cm: AsyncContextManager, n: int) -> None:
+        async with cm.turn("s"):
+            await cm.add("s", {"role": "user", "content": f"question {n}"})
+            await asyncio.sleep(0.001 * (n % 3))  # the upstream call
+            await cm.build("s")
+            await cm.add("s", {"role": "assistant", "content": f"answer {n}"})
+
+    async def run() -> list[Entry]:
+        store = AsyncMemoryStore()
+        managers = [AsyncContextManager(store, budget=400) for _ in range(2)]
+        await asyncio.gather(*(one_turn(managers[n % 2], n) for n in range(20)))
+        return await managers[0].history("s")
+
+    history = asyncio.run(run())
+    pairs = [
+        (history[i].message["content"], history[i + 1].message["content"]) for i in range(0, 40, 2)
+    ]
+    assert sorted(pairs) == sorted((f"question {n}", f"answer {n}") for n in range(20))
+
+
+def test_an_async_turn_can_end_in_another_task() -> None:
+    """A streamed reply is stored by the response's task, after the handler returned."""
+
+    async def run() -> list[str]:
+        cm = AsyncContextManager(AsyncMemoryStore(), budget=400, lock_timeout=0.05)
+        stack = contextlib.AsyncExitStack()
+        await stack.enter_async_context(cm.turn("s"))
+        await cm.add("s", {"role": "user", "content": "streamed question"})
+
+        async def finish() -> None:
+            await cm.add("s", {"role": "assistant", "content": "streamed answer"})
+            await stack.aclose()
+
+        intruder = cm.add("s", {"role": "user", "content": "too early"})
+        with pytest.raises(SessionBusyError):  # another request's task (not started in the turn)
+            await contextvars.Context().run(asyncio.ensure_future, intruder)
+        await asyncio.create_task(finish())
+        await cm.add("s", {"role": "user", "content": "next question"})
+        return [e.message["content"] for e in await cm.history("s")]
+
+    assert asyncio.run(run()) == ["streamed question", "streamed answer", "next question"]
+
+
+# -- redaction of contexts, not of the store ----------------------------------------------
+
+
+def test_redact_context_keeps_the_store_as_sent_and_masks_what_is_sent() -> None:
+    from ctxwindow.redact import Redactor
+
+    store = MemoryStore()
+    cm = ContextManager(store, budget=400, redactor=Redactor(), redact="context")
+    cm.add("s", {"role": "system", "content": "Support bot. 管理员邮箱 admin@example.com"})
+    cm.add("s", {"role": "user", "content": "我的卡号是 4111 1111 1111 1111，密码：hunter2"})
+    stored = [e.message["content"] for e in cm.history("s")]
+    assert "4111 1111 1111 1111" in stored[1] and "hunter2" in stored[1]
+    context = cm.build("s")
+    sent = contents(context.messages)
+    assert sent == ["Support bot. 管理员邮箱 [EMAIL]", "我的卡号是 [BANK_CARD]，密码：[PASSWORD]"]
+    assert context.total_tokens == count_tokens(context.messages) <= 400
+    assert context.report.used == context.total_tokens
+
+
+class Expanding:
+    """Replaces each digit by a long placeholder, and counts the messages it saw."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.calls += 1
+        text = "".join(
+            "[A_VERY_LONG_PLACEHOLDER]" if c.isdigit() else c for c in message["content"]
+        )
+        return {**message, "content": text}
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.sampled_from(["订单 7", "ok", "code 12345", "配達 3 日", "🙂"]), max_size=25),
+    st.integers(60, 300),
+)
+def test_a_redacted_context_fits_the_budget_even_when_placeholders_are_longer(
+    texts: list[str], budget: int
+) -> None:
+    cm = ContextManager(
+        MemoryStore(), budget=budget, redactor=Expanding(), redact="context", policy=token_window
+    )
+    for i, text in enumerate(texts):
+        cm.add("s", {"role": "user" if i % 2 else "assistant", "content": text})
+    context = cm.build("s")
+    assert context.total_tokens == count_tokens(context.messages) <= budget
+    assert all(not any(c.isdigit() for c in m["content"]) for m in context.messages)
+
+
+def test_each_message_of_a_context_is_redacted_once() -> None:
+    redactor = Expanding()
+    cm = ContextManager(MemoryStore(), budget=2000, redactor=redactor, redact="context")
+    chat(cm, "s", 5)
+    cm.build("s")
+    cm.build("s")
+    assert redactor.calls == 10  # the second build reused every redacted copy
+    cm.add("s", {"role": "user", "content": "one more 1"})
+    cm.build("s")
+    assert redactor.calls == 11
+
+
+def test_an_unknown_redact_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="redact must be one of"):
+        ContextManager(MemoryStore(), redact="upstream")  # type: ignore[arg-type]

@@ -12,13 +12,14 @@ placed at their original position, with a report of every decision.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
-from ctxwindow.errors import InvalidMessageError, OrphanToolResultError
+from ctxwindow.errors import BudgetError, InvalidMessageError, OrphanToolResultError
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
 from ctxwindow.policies import Context, PriorityWindow, Window
 from ctxwindow.policies.explain import Decision, Decisions, Report
@@ -29,6 +30,12 @@ from ctxwindow.tokens.models import model_info
 
 Policy = Callable[[int, ChatTokenizer], Window]
 Redactor = Callable[[Message], Message]
+
+RedactAt = Literal["storage", "context"]
+REDACT_AT = ("storage", "context")
+
+# The sessions the current thread or task holds a turn of: (id of the store, session id).
+_HELD: ContextVar[frozenset[tuple[int, str]]] = ContextVar("ctxwindow_held", default=frozenset())
 
 
 class ArchiveLike(Protocol):
@@ -86,8 +93,12 @@ class _Session:
     def __init__(self, window: Window) -> None:
         self.window = window
         self.last_seq = 0  # the highest store seq the window has seen
+        self.last_id = ""  # the id of that entry (a session deleted and rebuilt differs)
         self.originals: dict[str, Entry] = {}  # stored entries in the window, by id
         self.recall: tuple[str, list[Unit]] | None = None  # prefetched for a query
+        # With redact="context": message id -> (message, redacted copy, token change),
+        # for the messages of the last context (each message is redacted once).
+        self.redacted: dict[int, tuple[Message, Message, int]] = {}
 
 
 class _Core:
@@ -104,7 +115,10 @@ class _Core:
         reserve_output: int | None,
         recall_k: int,
         hot_sessions: int,
+        redact: RedactAt = "storage",
     ) -> None:
+        if redact not in REDACT_AT:
+            raise ValueError(f"redact must be one of {REDACT_AT}, got {redact!r}")
         self.model = model
         self.tokenizer = chat_tokenizer(model)
         info = model_info(model)
@@ -115,6 +129,7 @@ class _Core:
         self.policy = policy or hybrid_policy(summarizer)
         self.archive = archive
         self.redactor = redactor
+        self.redact_context = redactor is not None and redact == "context"
         self.recall_k = recall_k
         self.hot_sessions = hot_sessions
         self.recall_tokens = min(3000, self.budget // 4)
@@ -141,6 +156,28 @@ class _Core:
     def forget(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
 
+    def stale(self, session: _Session, last: Sequence[Entry]) -> int | None:
+        """Where to read what others stored since the window last saw the store.
+
+        ``last`` is the store's last entry (or nothing). None: the window is
+        current. Otherwise the ``after`` to load from: it includes the window's
+        own last entry, so ``catch_up`` can check the session was not rebuilt.
+        """
+        if last and last[0].seq == session.last_seq and last[0].id == session.last_id:
+            return None
+        if not last and session.last_seq == 0:
+            return None
+        return max(session.last_seq - 1, 0)
+
+    def catch_up(self, session_id: str, session: _Session, newer: Sequence[Entry]) -> None:
+        """Add what others stored to the window; forget a window that no longer matches."""
+        if session.last_seq == 0:
+            self.restore(session, newer)
+        elif newer and newer[0].seq == session.last_seq and newer[0].id == session.last_id:
+            self.restore(session, newer[1:])
+        else:
+            self.forget(session_id)  # deleted or rebuilt meanwhile: reloaded on next use
+
     def evicted(self, session_id: str, session: _Session, units: list[Unit]) -> None:
         """Archive what left the window, as stored (not as compressed in the window)."""
         originals = [
@@ -161,7 +198,7 @@ class _Core:
             if entry.message["role"] == "tool" and entry.message.get("tool_call_id") not in (
                 window.pending_tool_calls
             ):
-                session.last_seq = entry.seq
+                session.last_seq, session.last_id = entry.seq, entry.id
                 continue  # its call is older than what was loaded: never an orphan
             metadata = {**entry.metadata, "seq": entry.seq}
             session.originals[entry.id] = entry
@@ -178,7 +215,7 @@ class _Core:
                     entry.message, pin=entry.pinned, metadata=metadata,
                     tokens=entry.tokens, entry_id=entry.id,
                 )  # fmt: skip
-            session.last_seq = entry.seq
+            session.last_seq, session.last_id = entry.seq, entry.id
 
     # -- adding ----------------------------------------------------------------------
 
@@ -191,7 +228,8 @@ class _Core:
         kind: str | None,
     ) -> Entry:
         """Validate, redact and tokenize a new message: the entry to store."""
-        clean = make_message(self.redactor(dict(message)) if self.redactor else message)
+        redact = self.redactor is not None and not self.redact_context
+        clean = make_message(self.redactor(dict(message)) if redact and self.redactor else message)
         pending = session.window.pending_tool_calls
         if clean["role"] == "tool" and clean["tool_call_id"] not in pending:
             raise OrphanToolResultError(
@@ -272,15 +310,107 @@ class _Core:
         )
         return Context(messages, tokens, report)
 
+    def context(self, session: _Session, budget: int, recalled: list[Unit]) -> Context:
+        """The context to send; with ``redact="context"``, redacted and still within budget.
+
+        A placeholder can take more tokens than the secret it replaces: then
+        the context is built with less room, the largest room that fits.
+        """
+        built = self.build_window(session, budget, recalled)
+        if not self.redact_context:
+            return built
+        fitted = self.redacted(session, built, budget)
+        if fitted is None:
+            overshoot = self.redacted_tokens(session, built.messages) - budget
+            fitted = self.fit_redacted(session, budget, recalled, budget - overshoot)
+        sent = {id(message) for message in fitted.messages}
+        session.redacted = {k: hit for k, hit in session.redacted.items() if id(hit[1]) in sent}
+        return fitted
+
+    def fit_redacted(
+        self, session: _Session, budget: int, recalled: list[Unit], room: int
+    ) -> Context:
+        """The redacted context of the largest room up to ``room`` that fits in ``budget``.
+
+        ``room`` (the budget less the overshoot) is tried first and usually
+        fits; bisection then finds the largest room below the budget that does.
+        """
+        best, low, high = None, 0, budget - 1
+        mid = min(max(room, 0), high)
+        while low <= high:
+            try:
+                built = self.build_window(session, mid, recalled)
+            except BudgetError:  # too little room for what must be kept: try more
+                low = mid + 1
+            else:
+                attempt = self.redacted(session, built, budget)
+                if attempt is None:
+                    high = mid - 1
+                else:
+                    best, low = attempt, mid + 1
+            mid = (low + high) // 2
+        if best is None:
+            raise BudgetError(f"the redacted context does not fit in {budget} tokens")
+        return best
+
+    def redacted(self, session: _Session, built: Context, budget: int) -> Context | None:
+        """``built`` with its messages redacted, or None if that takes it over ``budget``."""
+        messages = [self.redact_one(session, m)[1] for m in built.messages]
+        tokens = built.total_tokens + sum(self.redact_one(session, m)[2] for m in built.messages)
+        if tokens > budget:
+            return None
+        extra = tokens - built.total_tokens
+        report = replace(built.report, budget=budget, used=built.report.used + extra)
+        return Context(messages, tokens, report)
+
+    def redacted_tokens(self, session: _Session, messages: list[Message]) -> int:
+        return self.tokenizer.count(self.redact_one(session, m)[1] for m in messages)
+
+    def redact_one(self, session: _Session, message: Message) -> tuple[Message, Message, int]:
+        """(message, its redacted copy, the tokens that adds), redacting each message once."""
+        assert self.redactor is not None
+        hit = session.redacted.get(id(message))
+        if hit is None or hit[0] is not message:
+            clean = self.redactor(dict(message))
+            change = 0
+            if clean != message:
+                change = self.tokenizer.message_tokens(clean) - self.tokenizer.message_tokens(
+                    message
+                )
+            hit = session.redacted[id(message)] = (message, clean, change)
+        return hit
+
     def build_window(self, session: _Session, budget: int, recalled: list[Unit]) -> Context:
         room = budget - sum(u.size for u in recalled)
         window = session.window
         if isinstance(window, PriorityWindow):
             context = window.build(max_tokens=room)
         else:
-            messages = window.messages()
-            context = Context(messages, window.total_tokens, Report(budget, window.used, 0, {}, {}))
+            messages, tokens = _narrowed(window, room)
+            context = Context(messages, tokens, Report(budget, tokens, 0, {}, {}))
         return self.merge(session, context, recalled)
+
+
+def _narrowed(window: Window, room: int) -> tuple[list[Message], int]:
+    """A plain window's messages within ``room`` tokens: its oldest whole units left out.
+
+    (A ``PriorityWindow`` builds to any budget itself; other windows keep
+    their own, which a call's ``max_tokens`` may narrow.)
+    """
+    messages, tokens = window.messages(), window.total_tokens
+    if tokens <= room:
+        return messages, tokens
+    left_out: set[int] = set()
+    for unit in window.units():
+        if tokens <= room:
+            break
+        if unit.pinned or unit.pending:
+            continue
+        tokens -= sum(entry.tokens for entry in unit.entries)
+        left_out.update(id(entry.message) for entry in unit.entries)
+    if tokens > room:
+        raise BudgetError(f"what the window must keep takes {tokens} tokens, over {room}")
+    return [m for m in messages if id(m) not in left_out], tokens
 
 
 class ContextManager:
@@ -291,6 +421,13 @@ class ContextManager:
     >>> _ = cm.add("s1", {"role": "user", "content": "My order is A-1042."})
     >>> cm.build("s1").messages[-1]["content"]
     'My order is A-1042.'
+
+    ``redactor`` masks secrets. With ``redact="storage"`` (the default) it runs
+    before a message is stored, so neither the store nor any context holds
+    them; with ``redact="context"`` the store keeps messages as sent and each
+    built context is redacted (every message once), still within the budget.
+    ``lock_timeout`` bounds how long a call waits for a session that another
+    thread or process holds (``turn``); None waits as long as it takes.
     """
 
     def __init__(
@@ -307,6 +444,8 @@ class ContextManager:
         recall_k: int = 8,
         prefetch: bool = True,
         hot_sessions: int = 256,
+        lock_timeout: float | None = None,
+        redact: RedactAt = "storage",
     ) -> None:
         if isinstance(store, str):
             from ctxwindow.stores.url import open_store
@@ -314,12 +453,11 @@ class ContextManager:
             store = open_store(store)
         self.store: Store = store
         self.prefetch = prefetch
+        self.lock_timeout = lock_timeout
         self._core = _Core(
             model, policy, archive, summarizer, redactor, budget, reserve_output, recall_k,
-            hot_sessions,
+            hot_sessions, redact,
         )  # fmt: skip
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
 
     @property
     def budget(self) -> int:
@@ -337,7 +475,7 @@ class ContextManager:
         idempotency_key: str | None = None,
     ) -> Entry:
         """Store a message (durably, first), then add it to the session's window."""
-        with self._lock(session_id):
+        with self.turn(session_id):
             session = self._session(session_id)
             entry = self._core.prepare(session, message, pin, metadata, kind)
             stored = self.store.append(session_id, [entry], idempotency_key=idempotency_key)
@@ -350,11 +488,11 @@ class ContextManager:
         self, session_id: str, query: str | None = None, max_tokens: int | None = None
     ) -> Context:
         """The context to send now: window + recalled units, within the budget, with a report."""
-        with self._lock(session_id):
+        with self.turn(session_id):
             session = self._session(session_id)
             budget = min(max_tokens or self.budget, self.budget)
             recalled = self._recall(session_id, session, self._core.query_of(session, query))
-            return self._core.build_window(session, budget, recalled)
+            return self._core.context(session, budget, recalled)
 
     def history(self, session_id: str) -> list[Entry]:
         """Every stored entry of the session, in order."""
@@ -362,11 +500,34 @@ class ContextManager:
 
     def delete(self, session_id: str) -> bool:
         """Delete the session everywhere: store, window, archive."""
-        with self._lock(session_id):
+        with self.turn(session_id):
             self._core.forget(session_id)
             if self._core.archive is not None:
                 self._core.archive.forget(session_id)
             return self.store.delete(session_id)
+
+    @contextmanager
+    def turn(self, session_id: str, *, timeout: float | None = None) -> Iterator[None]:
+        """Hold the session for several calls: nobody else adds to it meanwhile.
+
+        Other threads, and other processes sharing the store, wait (up to
+        ``timeout``, default ``lock_timeout``; then ``SessionBusyError``). The
+        window first catches up with what they stored. ``add``, ``build`` and
+        ``delete`` hold a turn of their own unless the caller holds one.
+        """
+        key = (id(self.store), session_id)
+        held = _HELD.get()
+        if key in held:
+            yield
+            return
+        wait = self.lock_timeout if timeout is None else timeout
+        with self.store.lock(session_id, timeout=wait):
+            _HELD.set(held | {key})
+            try:
+                self._catch_up(session_id)
+                yield
+            finally:
+                _HELD.set(held)
 
     def close(self) -> None:
         self.store.close()
@@ -381,6 +542,14 @@ class ContextManager:
         return self._core.cached(session_id) or self._core.new_session(
             session_id, self.store.load(session_id)
         )
+
+    def _catch_up(self, session_id: str) -> None:
+        session = self._core.cached(session_id)
+        if session is None:
+            return  # loaded whole on first use
+        after = self._core.stale(session, self.store.tail(session_id, 1))
+        if after is not None:
+            self._core.catch_up(session_id, session, self.store.load(session_id, after=after))
 
     def _recall(self, session_id: str, session: _Session, query: str) -> list[Unit]:
         archive = self._core.archive
@@ -405,10 +574,6 @@ class ContextManager:
             units.append(_unit_of(hit.entry, around))
         return units
 
-    def _lock(self, session_id: str) -> threading.Lock:
-        with self._locks_guard:
-            return self._locks.setdefault(session_id, threading.Lock())
-
 
 class AsyncContextManager:
     """``ContextManager`` over an ``AsyncStore``, for servers (same behaviour, awaited)."""
@@ -426,17 +591,19 @@ class AsyncContextManager:
         reserve_output: int | None = None,
         recall_k: int = 8,
         hot_sessions: int = 256,
+        lock_timeout: float | None = None,
+        redact: RedactAt = "storage",
     ) -> None:
         if isinstance(store, str):
             from ctxwindow.stores.url import open_async_store
 
             store = open_async_store(store)
         self.store: AsyncStore = store
+        self.lock_timeout = lock_timeout
         self._core = _Core(
             model, policy, archive, summarizer, redactor, budget, reserve_output, recall_k,
-            hot_sessions,
+            hot_sessions, redact,
         )  # fmt: skip
-        self._locks: dict[str, asyncio.Lock] = {}
 
     @property
     def budget(self) -> int:
@@ -452,7 +619,7 @@ class AsyncContextManager:
         kind: str | None = None,
         idempotency_key: str | None = None,
     ) -> Entry:
-        async with self._lock(session_id):
+        async with self.turn(session_id):
             session = await self._session(session_id)
             entry = self._core.prepare(session, message, pin, metadata, kind)
             stored = await self.store.append(session_id, [entry], idempotency_key=idempotency_key)
@@ -462,21 +629,43 @@ class AsyncContextManager:
     async def build(
         self, session_id: str, query: str | None = None, max_tokens: int | None = None
     ) -> Context:
-        async with self._lock(session_id):
+        async with self.turn(session_id):
             session = await self._session(session_id)
             budget = min(max_tokens or self.budget, self.budget)
             recalled = await self._recall(session_id, session, self._core.query_of(session, query))
-            return self._core.build_window(session, budget, recalled)
+            return self._core.context(session, budget, recalled)
 
     async def history(self, session_id: str) -> list[Entry]:
         return await self.store.load(session_id)
 
     async def delete(self, session_id: str) -> bool:
-        async with self._lock(session_id):
+        async with self.turn(session_id):
             self._core.forget(session_id)
             if self._core.archive is not None:
                 await asyncio.to_thread(self._core.archive.forget, session_id)
             return await self.store.delete(session_id)
+
+    @asynccontextmanager
+    async def turn(self, session_id: str, *, timeout: float | None = None) -> AsyncIterator[None]:
+        """Hold the session for several calls (see ``ContextManager.turn``).
+
+        Tasks started inside the block act within the turn (they inherit it),
+        and the block may end in another task than it began: a streamed reply
+        is stored by the response's task after the handler returned.
+        """
+        key = (id(self.store), session_id)
+        held = _HELD.get()
+        if key in held:
+            yield
+            return
+        wait = self.lock_timeout if timeout is None else timeout
+        async with self.store.lock(session_id, timeout=wait):
+            _HELD.set(held | {key})
+            try:
+                await self._catch_up(session_id)
+                yield
+            finally:
+                _HELD.set(held)
 
     async def close(self) -> None:
         await self.store.close()
@@ -486,6 +675,15 @@ class AsyncContextManager:
         if cached is not None:
             return cached
         return self._core.new_session(session_id, await self.store.load(session_id))
+
+    async def _catch_up(self, session_id: str) -> None:
+        session = self._core.cached(session_id)
+        if session is None:
+            return  # loaded whole on first use
+        after = self._core.stale(session, await self.store.tail(session_id, 1))
+        if after is not None:
+            newer = await self.store.load(session_id, after=after)
+            self._core.catch_up(session_id, session, newer)
 
     async def _recall(self, session_id: str, session: _Session, query: str) -> list[Unit]:
         archive = self._core.archive
@@ -500,9 +698,6 @@ class AsyncContextManager:
             units.append(_unit_of(hit.entry, around))
         kept = {e.id for e in session.window.entries()}
         return self._core.recalled_units(units, kept, self._core.recall_tokens)
-
-    def _lock(self, session_id: str) -> asyncio.Lock:
-        return self._locks.setdefault(session_id, asyncio.Lock())
 
 
 _AROUND = 32  # stored entries read around a recalled tool message to find its unit
