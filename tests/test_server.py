@@ -651,43 +651,45 @@ def test_an_upstream_4xx_is_passed_on_unchanged(
     assert response.json() == {"error": {"message": "bad temperature"}}
 
 
-def test_redaction_setting_masks_secrets_before_storage_and_upstream() -> None:
-    """With CTXWINDOW_REDACT the store and the upstream only ever see placeholders."""
-    import httpx as _httpx
-    from fastapi.testclient import TestClient
+SECRETS = "My email is ann@example.com, 密码：hunter22, card 4111 1111 1111 1111."
 
-    from ctxwindow.server.app import create_app
-    from ctxwindow.server.settings import Settings
 
-    seen: list[dict[str, Any]] = []
+def masked(text: str) -> bool:
+    hidden = "ann@example.com" not in text and "hunter22" not in text
+    return hidden and "[EMAIL]" in text and "密码：[PASSWORD]" in text and "[BANK_CARD]" in text
 
-    def upstream(request: _httpx.Request) -> _httpx.Response:
-        body = json.loads(request.content)
-        seen.append(body)
-        reply = {"role": "assistant", "content": "ok"}
-        return _httpx.Response(200, json={
-            "id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "message": reply, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})  # fmt: skip
 
-    settings = Settings(store="memory://", upstream="http://upstream.test/v1", redact=True)
-    app = create_app(settings, upstream_transport=_httpx.MockTransport(upstream))
-    with TestClient(app) as client:
-        text = "My email is ann@example.com, 密码：hunter22, card 4111 1111 1111 1111."
+@pytest.mark.parametrize(
+    ("redact", "stored_masked"), [(True, True), ("storage", True), ("upstream", False)]
+)
+def test_redaction_masks_what_goes_upstream_and_what_is_stored_as_configured(
+    upstream: FakeUpstream, redact: Any, stored_masked: bool
+) -> None:
+    """ "storage": placeholders everywhere; "upstream": the store keeps what the user sent."""
+    with TestClient(make_app(upstream, redact=redact)) as client:
+        assert chat(client, SECRETS, session="s1").status_code == 200
+        assert chat(client, "And my parcel?", session="s1").status_code == 200
+        stored = client.get("/v1/sessions/s1/messages").json()["data"][0]["message"]["content"]
+        context = client.get("/v1/sessions/s1/context").json()
+        metrics = client.get("/metrics").text
+    assert masked(upstream.requests[0]["messages"][-1]["content"])
+    assert masked(upstream.last[0]["content"])  # the second request's context too
+    assert masked(context["messages"][0]["content"])
+    assert context["total_tokens"] == count_tokens(context["messages"])
+    assert masked(stored) is stored_masked and (stored == SECRETS) is not stored_masked
+    assert 'ctxwindow_redactions_total{type="EMAIL"} 1.0' in metrics  # each message once
+    assert 'ctxwindow_redactions_total{type="PASSWORD"} 1.0' in metrics
+
+
+def test_stateless_requests_are_redacted_too(upstream: FakeUpstream) -> None:
+    with TestClient(make_app(upstream, redact="upstream")) as client:
         response = client.post(
             "/v1/chat/completions",
-            json={"model": "gpt-4o", "messages": [{"role": "user", "content": text}]},
-            headers={"X-Session-Id": "s1"},
+            json={"model": "gpt-4o", "messages": [{"role": "user", "content": SECRETS}]},
         )
-        assert response.status_code == 200
-        stored = client.get("/v1/sessions/s1/messages").json()["data"][0]["message"]["content"]
-        metrics = client.get("/metrics").text
-    sent = seen[0]["messages"][-1]["content"]
-    for content in (stored, sent):
-        assert "ann@example.com" not in content and "hunter22" not in content
-        assert "[EMAIL]" in content and "密码：[PASSWORD]" in content and "[BANK_CARD]" in content
-    assert 'ctxwindow_redactions_total{type="EMAIL"} 1.0' in metrics
-    assert 'ctxwindow_redactions_total{type="PASSWORD"} 1.0' in metrics
+    assert response.status_code == 200
+    assert masked(upstream.last[0]["content"])
+    assert response.headers["X-Context-Tokens"] == str(count_tokens(upstream.last))
 
 
 def test_recall_works_out_of_the_box_with_the_default_archive(
@@ -747,3 +749,70 @@ def test_a_streamed_tool_call_is_stored_whole() -> None:
          "function": {"name": "track", "arguments": '{"order": "A-1042"}'}},
         {"id": "call_2", "type": "function", "function": {"name": "eta", "arguments": "{}"}},
     ]  # fmt: skip
+
+
+def _slow_app(delay: float, **settings: Any) -> tuple[FastAPI, Any]:
+    from .test_server_stores import SlowUpstream
+
+    upstream = SlowUpstream(delay)
+    settings = {"store": "memory://", "upstream": "http://upstream.test/v1", **settings}
+    app = create_app(Settings(**settings), upstream_transport=httpx.MockTransport(upstream.handle))
+    return app, upstream
+
+
+async def _both(
+    app: FastAPI, first: dict[str, str], second: dict[str, str]
+) -> list[httpx.Response]:
+    """Two requests on session "s", the second sent while the first waits for upstream."""
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+    ) as http:
+
+        async def ask(headers: dict[str, str], text: str, wait: float) -> httpx.Response:
+            await asyncio.sleep(wait)
+            return await http.post(
+                "/v1/chat/completions",
+                headers={"X-Session-Id": "s", **headers},
+                json={"model": "gpt-4o", "messages": [{"role": "user", "content": text}]},
+            )
+
+        return list(
+            await asyncio.gather(
+                ask(first, "Parcel R-1 to Nara?", 0), ask(second, "Parcel R-1 to Nara?", 0.05)
+            )
+        )
+
+
+def test_a_retry_while_the_first_request_is_answered_waits_and_replays() -> None:
+    app, upstream = _slow_app(0.3)
+    key = {"Idempotency-Key": "same"}
+    first, retry = asyncio.run(_both(app, key, key))
+    assert first.status_code == retry.status_code == 200
+    assert retry.headers["X-Context-Replayed"] == "true"
+    assert retry.json()["choices"][0]["message"] == first.json()["choices"][0]["message"]
+    assert len(upstream.requests) == 1
+    with TestClient(app) as http:
+        stored = http.get("/v1/sessions/s/messages").json()["data"]
+    assert [e["message"]["role"] for e in stored] == ["user", "assistant"]
+
+
+def test_a_session_busy_longer_than_the_lock_timeout_is_409() -> None:
+    app, upstream = _slow_app(0.5, lock_timeout=0.1)
+    first, second = asyncio.run(_both(app, {}, {}))
+    assert first.status_code == 200
+    assert second.status_code == 409
+    assert second.json()["error"]["code"] == "session_busy"
+    with TestClient(app) as http:
+        stored = http.get("/v1/sessions/s/messages").json()["data"]
+    assert len(stored) == 2 and len(upstream.requests) == 1  # the refused turn stored nothing
+
+
+def test_a_retry_of_a_completed_request_is_replayed_even_at_the_session_limit(
+    upstream: FakeUpstream,
+) -> None:
+    with TestClient(make_app(upstream, max_messages_per_session=2)) as http:
+        key = {"Idempotency-Key": "full"}
+        assert chat(http, "Parcel S-2?", **key).status_code == 200
+        retry = chat(http, "Parcel S-2?", **key)
+        assert retry.status_code == 200 and retry.headers["X-Context-Replayed"] == "true"
+        assert chat(http, "Another one?").status_code == 413

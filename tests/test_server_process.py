@@ -1,7 +1,9 @@
-"""End to end: the service as a real process on loopback with a SQLite store.
+"""End to end: the service as real processes on loopback.
 
 SIGKILL mid-conversation, restart on the same database: every acknowledged turn
-(a request that got its 200) is there, and the conversation continues.
+(a request that got its 200) is there, and the conversation continues. Two
+processes sharing one store (SQLite file, Redis, PostgreSQL) answer concurrent
+requests of one session one after another.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,8 @@ import httpx
 import pytest
 
 from tests.fake_openai import fake_openai
+from tests.test_server_stores import assert_turns_never_interleave
+from tests.test_store_contract import require_server
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="uses SIGKILL")
 
@@ -33,8 +39,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def server(port: int, store: str, upstream: str) -> Iterator[subprocess.Popen[bytes]]:
+def server(
+    port: int, store: str, upstream: str, data_dir: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CTXWINDOW_")}
+    if data_dir is not None:
+        env["CTXWINDOW_DATA_DIR"] = str(data_dir)  # the archive goes there
     process = subprocess.Popen(
         [sys.executable, "-m", "ctxwindow.server", "--port", str(port), "--store", store,
          "--upstream", upstream],
@@ -99,3 +109,39 @@ def test_acknowledged_turns_survive_sigkill(tmp_path: Path) -> None:
     expected += ["Which depot for parcel 3?", "answer to: Which depot for parcel 3?"]
     assert texts == expected
     assert [m["content"] for m in upstream.requests[-1]["messages"]] == expected[:-1]
+
+
+def ask(port: int, session: str, text: str) -> int:
+    response = httpx.post(
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        headers={"X-Session-Id": session},
+        json={"model": "gpt-4o", "messages": [{"role": "user", "content": text}]},
+        timeout=60,
+    )
+    return response.status_code
+
+
+def slow_echo(body: dict[str, Any]) -> str:
+    time.sleep(0.02)  # a window in which an unserialized second request would interleave
+    return f"answer to: {body['messages'][-1]['content']}"
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "postgresql"])
+def test_processes_sharing_a_store_serve_one_session_in_turn(tmp_path: Path, kind: str) -> None:
+    store = f"sqlite:///{tmp_path / 'sessions.db'}" if kind == "sqlite" else require_server(kind)
+    session = f"shared-{uuid.uuid4().hex[:12]}"
+    with fake_openai(slow_echo) as upstream:
+        ports = [free_port(), free_port()]
+        with (
+            server(ports[0], store, upstream.base_url, tmp_path),
+            server(ports[1], store, upstream.base_url, tmp_path),
+        ):
+            with ThreadPoolExecutor(8) as pool:
+                asks = [(ports[n % 2], session, f"问题 {n} 🙂") for n in range(16)]
+                statuses = list(pool.map(lambda a: ask(*a), asks))
+            url = f"http://127.0.0.1:{ports[1]}/v1/sessions/{session}"
+            history = httpx.get(f"{url}/messages", timeout=10).json()["data"]
+            httpx.delete(url, timeout=10)
+    assert statuses == [200] * 16
+    assert len(history) == 32
+    assert_turns_never_interleave(history, upstream.requests)

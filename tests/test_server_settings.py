@@ -45,6 +45,9 @@ def test_environment_variables_use_the_ctxwindow_prefix(monkeypatch: pytest.Monk
         ("api_keys", {"k": "a:b"}, "tenant names without ':'"),
         ("max_request_bytes", 0, "greater than or equal to 1"),
         ("surprise", 1, "Extra inputs are not permitted"),
+        ("redact", "sometimes", "'off', 'storage' or 'upstream'"),
+        ("lock_timeout", -1, "greater than or equal to 0"),
+        ("rate_limit_url", "http://:pw@x", "a redis:// URL or 'local'"),
     ],
 )
 def test_bad_settings_fail_at_start_up_with_a_clear_message(
@@ -52,6 +55,31 @@ def test_bad_settings_fail_at_start_up_with_a_clear_message(
 ) -> None:
     with pytest.raises(ValidationError, match=re.escape(says)):
         Settings(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("value", "mode"),
+    [("upstream", "upstream"), ("storage", "storage"), ("true", "storage"), ("false", "off")],
+)
+def test_redact_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str, mode: str
+) -> None:
+    monkeypatch.setenv("CTXWINDOW_REDACT", value)
+    assert Settings().redact == mode
+
+
+def test_the_rate_limit_is_counted_in_the_stores_redis_by_default() -> None:
+    redis_store = Settings(store="redis://127.0.0.1:6379/0")
+    assert redis_store.rate_limit_redis() == "redis://127.0.0.1:6379/0"
+    assert Settings(store="redis://h/0", rate_limit_url="local").rate_limit_redis() is None
+    assert Settings(store="memory://").rate_limit_redis() is None
+    other = Settings(store="memory://", rate_limit_url="redis://h:6380/1")
+    assert other.rate_limit_redis() == "redis://h:6380/1"
+    with pytest.raises(
+        ValueError, match="rate_limit_url: Value error, rate_limit_url must be"
+    ) as bad:
+        load_settings(rate_limit_url="http://user:secret@x", store="redis://:hunter2@h:bad/0")
+    assert "secret" not in str(bad.value) and "hunter2" not in str(bad.value)
 
 
 def test_config_file_then_flags(tmp_path: Path) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 from fastapi.testclient import TestClient
@@ -14,7 +17,7 @@ from fastapi.testclient import TestClient
 from ctxwindow.server import Settings, create_app
 from ctxwindow.stores.base import AsyncStore
 
-from .test_server import FakeUpstream
+from .test_server import FakeUpstream, _completion, _sse
 from .test_store_contract import require_server
 
 
@@ -92,3 +95,144 @@ def test_a_conversation_through_the_service_is_kept_in_the_store(store: AsyncSto
     assert streamed == upstream.reply == texts[4]
     assert upstream.last[0] == {"role": "system", "content": "Be brief."}
     assert upstream.last[-1] == {"role": "user", "content": "And the tracking id?"}
+
+
+class SlowUpstream:
+    """Answers "answer to: <last message>" after ``delay`` seconds, on the event loop."""
+
+    def __init__(self, delay: float = 0.01) -> None:
+        self.delay = delay
+        self.requests: list[dict[str, Any]] = []
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        self.requests.append(body)
+        await asyncio.sleep(self.delay)
+        text = f"answer to: {body['messages'][-1]['content']}"
+        if body.get("stream"):
+            return httpx.Response(
+                200,
+                content=_sse(text, body["model"]),
+                headers={"content-type": "text/event-stream"},
+            )
+        return httpx.Response(200, json=_completion(text, body["model"]))
+
+
+async def _ask(http: httpx.AsyncClient, text: str, **headers: str) -> httpx.Response:
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": text}]}
+    if headers.pop("stream", None):
+        body["stream"] = True
+    return await http.post(
+        "/v1/chat/completions", json=body, headers={"X-Session-Id": "busy", **headers}
+    )
+
+
+def assert_turns_never_interleave(history: list[dict[str, Any]], requests: list[Any]) -> None:
+    """Every question is followed by its own answer, and each was asked over whole turns."""
+    texts = [item["message"]["content"] for item in history]
+    assert len(texts) % 2 == 0
+    for question, answer in zip(texts[::2], texts[1::2], strict=True):
+        assert answer == f"answer to: {question}"
+    for body in requests:
+        sent = [m["content"] for m in body["messages"]]
+        asked = texts.index(sent[-1])
+        assert sent == texts[: asked + 1]  # everything before it, answered, nothing after
+
+
+def test_concurrent_requests_to_one_session_never_interleave(store: AsyncStore) -> None:
+    """Twelve requests at once (streamed and not) on one session: served one after another."""
+    upstream = SlowUpstream()
+
+    async def run() -> list[dict[str, Any]]:
+        settings = Settings(store="memory://", upstream="http://upstream.test/v1")
+        transport = httpx.MockTransport(upstream.handle)
+        app = create_app(settings, upstream_transport=transport, store=store)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+            ) as http,
+        ):
+            asks = [
+                _ask(http, f"问题 {n}: parcel {n} 🙂", **({"stream": "1"} if n % 3 == 0 else {}))
+                for n in range(12)
+            ]
+            responses = await asyncio.gather(*asks)
+            assert [r.status_code for r in responses] == [200] * 12
+            data: list[dict[str, Any]] = (await http.get("/v1/sessions/busy/messages")).json()[
+                "data"
+            ]
+            return data
+
+    history = asyncio.run(run())
+    assert len(history) == 24
+    assert_turns_never_interleave(history, upstream.requests)
+
+
+def test_recall_from_a_postgresql_archive_shared_by_every_process(tmp_path: Path) -> None:
+    """CTXWINDOW_ARCHIVE=postgresql://…: evicted turns recalled from PostgreSQL."""
+    url = require_server("postgresql")
+    upstream = FakeUpstream()
+    session = f"pg-recall-{uuid.uuid4().hex[:12]}"
+    settings = Settings(
+        data_dir=tmp_path, upstream="http://u.test/v1", budget_ratio=0.004, archive=url
+    )
+    with TestClient(create_app(settings, upstream_transport=upstream.transport())) as http:
+        ask = {"X-Session-Id": session}
+        body = {"model": "gpt-4o"}
+
+        def say(text: str) -> httpx.Response:
+            messages = [{"role": "user", "content": text}]
+            return http.post(
+                "/v1/chat/completions", json={**body, "messages": messages}, headers=ask
+            )
+
+        say("The gate code for the warehouse in Tromsø is 4471.")
+        for i in range(30):
+            upstream.reply = f"Logged shipment {i} of ceramic tiles to depot {i % 5}."
+            say(f"Log shipment {i}: {i} pallets of ceramic tiles, fragile.")
+        response = say("What is the gate code for the Tromsø warehouse?")
+        http.delete(f"/v1/sessions/{session}")
+    assert int(response.headers["X-Context-Recalled"]) > 0
+    assert any("4471" in str(m["content"]) for m in upstream.last)
+    assert not (tmp_path / "archive.db").exists()
+
+
+def test_the_rate_limit_is_shared_by_processes_through_redis() -> None:
+    """Two service instances (as two processes would) count one tenant's requests together."""
+    url = require_server("redis")
+    tenant = f"t{uuid.uuid4().hex[:10]}"
+    settings = Settings(
+        store="memory://", upstream="http://u.test/v1", rate_limit_per_minute=3,
+        rate_limit_url=url, api_keys={"key": tenant},
+    )  # fmt: skip
+    key = {"Authorization": "Bearer key", "X-Session-Id": "s"}
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "限速テスト 🙂"}]}
+    upstream = FakeUpstream()
+    apps = [create_app(settings, upstream_transport=upstream.transport()) for _ in range(2)]
+    with TestClient(apps[0]) as first, TestClient(apps[1]) as second:
+        statuses = [
+            http.post("/v1/chat/completions", json=body, headers=key).status_code
+            for http in (first, second, first, second)
+        ]
+    assert statuses == [200, 200, 200, 429]
+
+
+def test_the_redis_limiter_slides_and_fails_open() -> None:
+    from ctxwindow.server.tenants import RedisLimiter
+
+    url = require_server("redis")
+    tenant = f"t{uuid.uuid4().hex[:10]}"
+
+    async def run() -> list[bool]:
+        limiter = RedisLimiter(url, 2, window=0.5)
+        seen = [await limiter.admit(tenant) for _ in range(3)]
+        await asyncio.sleep(0.6)
+        seen.append(await limiter.admit(tenant))
+        await limiter.aclose()
+        down = RedisLimiter("redis://127.0.0.1:1/0", 1)
+        seen += [await down.admit(tenant), await down.admit(tenant)]  # unreachable: admitted
+        await down.aclose()
+        return seen
+
+    assert asyncio.run(run()) == [True, True, False, True, True, True]

@@ -42,13 +42,11 @@ def create_app(
     """
     owned = None
     if archive is None and (path := settings.archive_path()) is not None:
-        from ctxwindow.archive.sqlite import SQLiteArchive
-
-        archive = owned = SQLiteArchive(path)
-    if redactor is None and settings.redact:
+        archive = owned = open_archive(path)
+    if redactor is None and settings.redact != "off":
         from ctxwindow.redact import Redactor as DefaultRedactor
 
-        redactor = DefaultRedactor()  # secrets never reach the store nor the upstream
+        redactor = DefaultRedactor()
     service = Service(
         settings, store=store, upstream_transport=upstream_transport, redactor=redactor,
         archive=archive, clock=clock,
@@ -67,13 +65,25 @@ def create_app(
 
     async def tenant(authorization: str | None = Header(None)) -> str:
         name = service.tenants.authenticate(authorization)
-        service.tenants.admit(name)
+        await service.tenants.admit(name)
         return name
 
     app.include_router(chat.router(service, tenant))
     app.include_router(sessions.router(service, tenant))
     _add_probes(app, service)
     return app
+
+
+def open_archive(where: str) -> Any:
+    """A PostgreSQL archive for a ``postgresql://`` URL (shared by every machine), else a
+    SQLite archive in that file (shared by the processes of one machine)."""
+    if where.startswith(("postgresql://", "postgres://")):
+        from ctxwindow.archive.postgres import PostgresArchive
+
+        return PostgresArchive(where)
+    from ctxwindow.archive.sqlite import SQLiteArchive
+
+    return SQLiteArchive(where)
 
 
 def _add_probes(app: FastAPI, service: Service) -> None:

@@ -2,7 +2,9 @@
 
 The request's ``messages`` are the session's new turns. They are stored first
 (durably), the context is built within the budget, it replaces ``messages`` in
-the body sent upstream, and the reply is stored before the client gets it.
+the body sent upstream, and the reply is stored before the client gets it —
+all while the request holds the session (``AsyncContextManager.turn``), so
+requests of one session, in any process sharing the store, never interleave.
 Without a session id the request passes through, checked against the budget.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import Any
 
 import httpx
@@ -27,7 +30,6 @@ from ctxwindow.server.tenants import scoped
 from ctxwindow.server.upstream import StreamedReply, sse_reply
 from ctxwindow.tokens.chat import count_tokens
 
-REPLAY_WINDOW = 64  # how far back a retried request's stored reply is looked for
 REQUEST_SCHEMA = {
     "requestBody": {
         "required": True,
@@ -67,37 +69,50 @@ def router(service: Service, tenant: Any) -> APIRouter:
         if session_id is None:
             return await _stateless(service, body, messages, model, budget)
         sid = scoped(tenant, session_id)
-        manager = service.manager(model, sid)
+        manager = service.manager(model)
         key = request.headers.get("idempotency-key")
-        await _store_turns(service, manager, sid, messages, key)
-        if key is not None:
-            answered = await _answered(service, sid, key)
-            if answered is not None:
-                return _replay(answered, model, bool(body.get("stream")))
-        context = await _build(manager, sid, budget)
-        evicted, recalled = service.metrics.observe_context(context.report, context.total_tokens)
-        headers = {
-            "X-Context-Tokens": str(context.total_tokens),
-            "X-Context-Evicted": str(evicted),
-            "X-Context-Recalled": str(recalled),
-        }
-        forward = {**_without_session(body), "messages": context.messages}
-        if body.get("stream"):
-            return await _stream(service, manager, sid, forward, key, headers)
-        status, data, raw = await service.upstream.complete(forward)
-        if status < 400:
-            await _store_reply(manager, sid, data["choices"][0].get("message") or {}, key)
-        return Response(raw, status, headers=headers, media_type="application/json")
+        async with AsyncExitStack() as turn:
+            # The whole exchange holds the session (against other requests, in
+            # any process sharing the store) until the reply is stored.
+            await turn.enter_async_context(service.turn(manager, sid))
+            response = await _exchange(service, manager, sid, body, messages, budget, key)
+            if isinstance(response, _HeldStream):
+                response.release = turn.pop_all().aclose  # held until the stream ends
+            return response
 
     return api
 
 
-async def _answered(service: Service, sid: str, key: str) -> Entry | None:
-    """The reply already stored for this Idempotency-Key, if the request completed before."""
-    for entry in reversed(await service.store.tail(sid, REPLAY_WINDOW)):
-        if entry.message["role"] == "assistant" and entry.metadata.get("request") == key:
-            return entry
-    return None
+async def _exchange(
+    service: Service,
+    manager: AsyncContextManager,
+    sid: str,
+    body: dict[str, Any],
+    messages: list[dict[str, Any]],
+    budget: int,
+    key: str | None,
+) -> Response:
+    """Store the new turns, build the context, call upstream, store the reply."""
+    model = body["model"]
+    if key is not None:
+        answered = await service.store.replayed(sid, f"{key}:reply")
+        if answered:
+            return _replay(answered[0], model, bool(body.get("stream")))
+    await _store_turns(service, manager, sid, messages, key)
+    context = await _build(manager, sid, budget)
+    evicted, recalled = service.metrics.observe_context(context.report, context.total_tokens)
+    headers = {
+        "X-Context-Tokens": str(context.total_tokens),
+        "X-Context-Evicted": str(evicted),
+        "X-Context-Recalled": str(recalled),
+    }
+    forward = {**_without_session(body), "messages": context.messages}
+    if body.get("stream"):
+        return await _stream(service, manager, sid, forward, key, headers)
+    status, data, raw = await service.upstream.complete(forward)
+    if status < 400:
+        await _store_reply(manager, sid, data["choices"][0].get("message") or {}, key)
+    return Response(raw, status, headers=headers, media_type="application/json")
 
 
 def _replay(entry: Entry, model: str, stream: bool) -> Response:
@@ -165,6 +180,8 @@ def _without_session(body: dict[str, Any]) -> dict[str, Any]:
 async def _stateless(
     service: Service, body: dict[str, Any], messages: list[dict[str, Any]], model: str, budget: int
 ) -> Response:
+    if service.redactor is not None:  # nothing is stored: what goes upstream is masked
+        messages = [service.redactor(dict(m)) for m in messages]
     try:
         tokens = count_tokens(messages, model, body.get("tools"))
     except (CtxWindowError, ValueError) as exc:
@@ -174,7 +191,7 @@ async def _stateless(
             400, f"the messages have {tokens} prompt tokens, over the budget of {budget}",
             code="context_length_exceeded", param="messages",
         )  # fmt: skip
-    forward = _without_session(body)
+    forward = {**_without_session(body), "messages": messages}
     headers = {"X-Context-Tokens": str(tokens), "X-Context-Evicted": "0", "X-Context-Recalled": "0"}
     if body.get("stream"):
         upstream = await service.upstream.stream(forward)
@@ -195,14 +212,15 @@ async def _store_turns(
     messages: list[dict[str, Any]],
     key: str | None,
 ) -> None:
-    limit = service.settings.max_messages_per_session
-    if await service.session_size(sid) + len(messages) > limit:
-        raise APIError(413, f"the session would have over {limit} messages", code="session_full")
-    for i, message in enumerate(messages):
+    """Store the request's messages (a retry's stored ones again as no-ops) within the limit."""
+    keys = [f"{key}:{i}" if key else None for i in range(len(messages))]
+    new = [k is None or await service.store.replayed(sid, k) is None for k in keys]
+    await service.check_room(sid, sum(new))
+    for message, item_key in zip(messages, keys, strict=True):
         try:
             await manager.add(
                 sid, message, metadata={"request": key} if key else None,
-                idempotency_key=f"{key}:{i}" if key else None,
+                idempotency_key=item_key,
             )  # fmt: skip
         except CtxWindowError as exc:
             raise from_library(exc) from exc
@@ -244,10 +262,42 @@ async def _stream(
         if not reply.empty:
             await _store_reply(manager, sid, reply.message(), key)
 
-    return StreamingResponse(
-        _relay(upstream.aiter_bytes(), upstream.aclose, reply, store), headers=headers,
+    def done() -> Awaitable[None]:
+        response.storing = asyncio.ensure_future(store())
+        return response.storing
+
+    response = _HeldStream(
+        _relay(upstream.aiter_bytes(), upstream.aclose, reply, done), headers=headers,
         media_type="text/event-stream",
     )  # fmt: skip
+    return response
+
+
+class _HeldStream(StreamingResponse):
+    """A streamed reply that releases the session once it is sent (or the client left).
+
+    Releasing here, not in the body's generator, also covers a client gone
+    before the first chunk: the generator then never starts, so its
+    ``finally`` would never run.
+    """
+
+    release: Callable[[], Awaitable[Any]] | None = None
+    storing: asyncio.Future[None] | None = None  # the reply being stored
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await asyncio.shield(asyncio.ensure_future(self._finish()))
+
+    async def _finish(self) -> None:
+        """Release the session only once the reply is stored: the next turn must see it."""
+        try:
+            if self.storing is not None:
+                await self.storing
+        finally:
+            if self.release is not None:
+                await self.release()
 
 
 def _unchanged(upstream: httpx.Response, headers: dict[str, str]) -> Response:

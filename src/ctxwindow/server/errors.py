@@ -10,12 +10,19 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from ctxwindow.errors import BudgetError, InvalidMessageError, StoreError, UnknownModelError
+from ctxwindow.errors import (
+    BudgetError,
+    InvalidMessageError,
+    SessionBusyError,
+    StoreError,
+    UnknownModelError,
+)
 
 _TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
+    409: "conflict_error",
     413: "invalid_request_error",
     429: "rate_limit_error",
     502: "upstream_error",
@@ -56,6 +63,8 @@ def from_library(exc: Exception) -> APIError:
         return APIError(400, str(exc), code="context_length_exceeded", param="messages")
     if isinstance(exc, (InvalidMessageError, ValueError)):
         return APIError(400, str(exc), code="invalid_message", param="messages")
+    if isinstance(exc, SessionBusyError):
+        return APIError(409, f"{exc}; retry later", code="session_busy")
     if isinstance(exc, StoreError):
         return APIError(503, f"session store unavailable: {exc}", code="store_unavailable")
     raise exc

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ctxwindow.server.app import create_app
 from ctxwindow.server.settings import Settings, load_settings
+from ctxwindow.stores.base import redact_url
 
 log = logging.getLogger("ctxwindow.server")
 
@@ -17,11 +18,11 @@ def serve(settings: Settings) -> None:
 
     settings.check_bind()
     app = create_app(settings)
-    # The key is never logged: only whether one is set.
+    # Neither the key nor passwords in URLs are logged: only whether a key is set.
     log.info(
         "serving on %s:%s, store %s, upstream %s (API key %s)",
-        settings.host, settings.port, settings.store_url(), settings.upstream,
-        "set" if settings.upstream_api_key else "not set",
+        settings.host, settings.port, redact_url(settings.store_url()),
+        redact_url(settings.upstream), "set" if settings.upstream_api_key else "not set",
     )  # fmt: skip
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
 

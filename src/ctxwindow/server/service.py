@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 from fastapi import Request
 
 from ctxwindow.context import ArchiveLike, AsyncContextManager
+from ctxwindow.errors import SessionBusyError
 from ctxwindow.messages import Entry
 from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.metrics import Metrics
 from ctxwindow.server.settings import Settings
-from ctxwindow.server.tenants import Tenants
+from ctxwindow.server.tenants import Limiter, LocalLimiter, RedisLimiter, Tenants
 from ctxwindow.server.upstream import Upstream
 from ctxwindow.stores.base import AsyncStore
 from ctxwindow.stores.url import open_async_store
@@ -43,12 +45,13 @@ class Service:
         self.archive = archive
         self.metrics = Metrics(redactor)
         self.upstream = Upstream(settings, self.metrics, upstream_transport)
-        self.tenants = Tenants(settings.api_keys, settings.rate_limit_per_minute, clock)
+        self.tenants = Tenants(
+            settings.api_keys, settings.rate_limit_per_minute, _limiter(settings, clock)
+        )
         self._managers: dict[str, AsyncContextManager] = {}
 
-    def manager(self, model: str, session_id: str) -> AsyncContextManager:
-        """The manager of ``model``; other models' cached windows of the session are dropped,
-        so a session that changes model is reloaded from the store, never stale."""
+    def manager(self, model: str) -> AsyncContextManager:
+        """The manager of ``model`` (its windows catch up with what other models' added)."""
         manager = self._managers.get(model)
         if manager is None:
             try:
@@ -58,12 +61,29 @@ class Service:
             manager = AsyncContextManager(
                 self.store, model, archive=self.archive, redactor=self.redactor,
                 budget=int(window * self.settings.budget_ratio), reserve_output=0,
+                lock_timeout=self.settings.lock_timeout,
+                redact="context" if self.settings.redact == "upstream" else "storage",
             )  # fmt: skip
             self._managers[model] = manager
-        for other_model, other in self._managers.items():
-            if other_model != model:
-                other._core.forget(session_id)
         return manager
+
+    @asynccontextmanager
+    async def turn(self, manager: AsyncContextManager, sid: str) -> AsyncIterator[None]:
+        """Hold the session (in every process sharing the store) for one request; 409 if the
+        session stays busy longer than ``lock_timeout``."""
+        try:
+            async with manager.turn(sid):
+                yield
+        except SessionBusyError as exc:
+            raise from_library(exc) from exc
+
+    async def check_room(self, sid: str, new: int) -> None:
+        """413 if ``new`` more messages would take the session over its limit."""
+        limit = self.settings.max_messages_per_session
+        if new and await self.session_size(sid) + new > limit:
+            raise APIError(
+                413, f"the session would have over {limit} messages", code="session_full"
+            )
 
     def managers(self) -> list[AsyncContextManager]:
         return list(self._managers.values())
@@ -74,8 +94,18 @@ class Service:
         return last[0].seq if last else 0
 
     async def aclose(self) -> None:
+        if isinstance(self.tenants.limiter, RedisLimiter):
+            await self.tenants.limiter.aclose()
         await self.upstream.aclose()
         await self.store.close()
+
+
+def _limiter(settings: Settings, clock: Callable[[], float]) -> Limiter:
+    """Rate limits counted in Redis when there is one to share, else in this process."""
+    url = settings.rate_limit_redis()
+    if settings.rate_limit_per_minute and url is not None:
+        return RedisLimiter(url, settings.rate_limit_per_minute)
+    return LocalLimiter(settings.rate_limit_per_minute, clock=clock)
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:

@@ -45,21 +45,18 @@ def router(service: Service, tenant: Any) -> APIRouter:
         messages = check_messages(body.get("messages"), service.settings.max_message_chars)
         model = body.get("model", "gpt-4o")
         sid = scoped(tenant, session_id)
-        limit = service.settings.max_messages_per_session
-        if await service.session_size(sid) + len(messages) > limit:
-            raise APIError(
-                413, f"the session would have over {limit} messages", code="session_full"
-            )
-        manager = service.manager(str(model), sid)
+        manager = service.manager(str(model))
         key = request.headers.get("idempotency-key")
+        keys = [f"{key}:{i}" if key else None for i in range(len(messages))]
         stored: list[Entry] = []
-        for i, message in enumerate(messages):
-            try:
-                stored.append(
-                    await manager.add(sid, message, idempotency_key=f"{key}:{i}" if key else None)
-                )
-            except CtxWindowError as exc:
-                raise from_library(exc) from exc
+        async with service.turn(manager, sid):
+            new = [k is None or await service.store.replayed(sid, k) is None for k in keys]
+            await service.check_room(sid, sum(new))
+            for message, item_key in zip(messages, keys, strict=True):
+                try:
+                    stored.append(await manager.add(sid, message, idempotency_key=item_key))
+                except CtxWindowError as exc:
+                    raise from_library(exc) from exc
         return {"object": "list", "data": [entry_json(e) for e in stored]}
 
     @api.get("/{session_id}/messages")
@@ -85,7 +82,7 @@ def router(service: Service, tenant: Any) -> APIRouter:
     ) -> Any:
         """The context a completion would be sent now, with the report of every decision."""
         sid = await existing(session_id, tenant)
-        manager = service.manager(model, sid)  # a 400 for an unknown model
+        manager = service.manager(model)  # a 400 for an unknown model
         budget = service.settings.budget_for(model)
         try:
             built = await manager.build(
@@ -103,9 +100,10 @@ def router(service: Service, tenant: Any) -> APIRouter:
     async def delete(session_id: str, tenant: str = Depends(tenant)) -> Any:
         """Delete the session: store, windows, archive."""
         sid = await existing(session_id, tenant)
-        for manager in service.managers():
-            await manager.delete(sid)
-        await service.store.delete(sid)
+        manager = service.manager("gpt-4o")  # any model's: the session lock is the store's
+        async with service.turn(manager, sid):
+            for other in service.managers():
+                await other.delete(sid)  # the windows, the archive and the store
         return {"id": session_id, "object": "session.deleted", "deleted": True}
 
     return api

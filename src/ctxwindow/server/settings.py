@@ -13,14 +13,23 @@ import ipaddress
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ctxwindow.stores.base import redact_url
 from ctxwindow.tokens.models import model_info
 
 LOOPBACK_NAMES = ("localhost",)
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 class Settings(BaseSettings):
@@ -40,18 +49,28 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("upstream_api_key", "CTXWINDOW_UPSTREAM_API_KEY"),
     )
     upstream_timeout: float = Field(default=60.0, gt=0)
+    # How long a request waits while another request of the same session (in
+    # any process sharing the store) is being answered; then 409 session_busy.
+    lock_timeout: float = Field(default=90.0, ge=0)
     budget_ratio: float = Field(default=0.75, gt=0, le=1)
     # Redact secrets (e-mails, phones, ID and card numbers, API keys, passwords,
-    # IPs) from every new message before it is stored, so also before upstream.
-    redact: bool = False
-    # The SQLite FTS5 archive that evicted turns go to and are recalled from:
-    # a file path, or "off". Default <data_dir>/archive.db.
+    # IPs): "storage" masks every new message before it is stored (so also
+    # before upstream); "upstream" stores messages as sent and masks what is
+    # sent upstream; "off". true/false mean "storage"/"off".
+    redact: Literal["off", "storage", "upstream"] = "off"
+    # The archive that evicted turns go to and are recalled from: a SQLite
+    # file path, a postgresql:// URL (shared by every machine), or "off".
+    # Default: archive.db beside a SQLite store, else <data_dir>/archive.db.
     archive: str | None = None
     api_keys: dict[str, str] = {}  # API key -> tenant; empty: no auth, loopback only
     max_request_bytes: int = Field(default=1_000_000, ge=1)
     max_message_chars: int = Field(default=100_000, ge=1)
     max_messages_per_session: int = Field(default=10_000, ge=1)
     rate_limit_per_minute: int = Field(default=0, ge=0)  # per tenant; 0 = unlimited
+    # Where the rate limit is counted: a redis:// URL shared by every process,
+    # or "local" (each process counts its own). Default: the store's Redis
+    # when the store is Redis, else local.
+    rate_limit_url: str | None = None
 
     @field_validator("upstream")
     @classmethod
@@ -59,6 +78,23 @@ class Settings(BaseSettings):
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"the upstream must be an http(s) URL, got {value!r}")
         return value.rstrip("/")
+
+    @field_validator("redact", mode="before")
+    @classmethod
+    def _redact_mode(cls, value: Any) -> Any:
+        if isinstance(value, bool):
+            return "storage" if value else "off"
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "false", "0", "no"):
+            return "storage" if value.lower() in ("true", "1", "yes") else "off"
+        return value
+
+    @field_validator("rate_limit_url")
+    @classmethod
+    def _redis_or_local(cls, value: str | None) -> str | None:
+        if value is not None and value != "local" and not value.startswith(REDIS_SCHEMES):
+            shown = redact_url(value)
+            raise ValueError(f"rate_limit_url must be a redis:// URL or 'local', got {shown!r}")
+        return value
 
     @field_validator("api_keys")
     @classmethod
@@ -86,6 +122,8 @@ class Settings(BaseSettings):
         if self.archive == "off":
             return None
         if self.archive is not None:
+            if self.archive.startswith(("postgresql://", "postgres://")):
+                return self.archive
             return str(Path(self.archive).expanduser())
         store = self.store_url()
         if store.startswith("memory:") or store in ("sqlite://", "sqlite:///:memory:"):
@@ -93,6 +131,14 @@ class Settings(BaseSettings):
         if store.startswith("sqlite:///"):
             return str(Path(store.removeprefix("sqlite:///").split("?")[0]).with_name("archive.db"))
         return str(self.data_dir.expanduser().resolve() / "archive.db")
+
+    def rate_limit_redis(self) -> str | None:
+        """The Redis URL the rate limit is counted in, or None for this process only."""
+        url = self.rate_limit_url
+        if url is None:
+            store = self.store_url()
+            return store if store.startswith(REDIS_SCHEMES) else None
+        return None if url == "local" else url
 
     def store_url(self) -> str:
         if self.store is not None:
@@ -123,12 +169,23 @@ class Settings(BaseSettings):
 
 
 def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
-    """Settings from a JSON or TOML file (if given), then the non-None ``overrides``."""
+    """Settings from a JSON or TOML file (if given), then the non-None ``overrides``.
+
+    A bad value raises ``ValueError`` naming each field and what is wrong, but
+    not the value given: it may be a URL with a password, or a key.
+    """
     data: dict[str, Any] = {}
     if path is not None:
         data = _read_config(Path(path))
     data.update({k: v for k, v in overrides.items() if v is not None})
-    return Settings(**data)
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in error['loc']) or 'settings'}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise ValueError(f"invalid settings: {problems}") from None
 
 
 def _read_config(path: Path) -> dict[str, Any]:

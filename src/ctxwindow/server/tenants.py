@@ -1,30 +1,110 @@
-"""Tenants: an API key names a tenant; each tenant has its own session ids and rate limit."""
+"""Tenants: an API key names a tenant; each tenant has its own session ids and rate limit.
+
+The rate limit is a sliding window of 60 seconds per tenant. ``LocalLimiter``
+counts in this process; ``RedisLimiter`` counts in Redis, so every process of
+the service shares one count (with a Redis store it is the default).
+"""
 
 from __future__ import annotations
 
+import logging
 import time
+import uuid
 from collections import defaultdict, deque
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from ctxwindow.server.errors import APIError
+from ctxwindow.stores.base import redact_url
 
 ANONYMOUS = "default"
 MAX_SESSION_ID = 200
+WINDOW = 60.0  # seconds
+
+log = logging.getLogger("ctxwindow.server")
+
+
+class Limiter(Protocol):
+    async def admit(self, tenant: str) -> bool:
+        """Count one request of ``tenant``; False if the window is already full."""
+
+
+class LocalLimiter:
+    """At most ``limit`` requests per tenant in any ``window`` seconds, in this process."""
+
+    def __init__(
+        self, limit: int, window: float = WINDOW, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.limit, self.window, self.clock = limit, window, clock
+        self._seen: defaultdict[str, deque[float]] = defaultdict(deque)
+
+    async def admit(self, tenant: str) -> bool:
+        now = self.clock()
+        seen = self._seen[tenant]
+        while seen and seen[0] <= now - self.window:
+            seen.popleft()
+        if len(seen) >= self.limit:
+            return False
+        seen.append(now)
+        return True
+
+
+# A sorted set per tenant: one member per admitted request, scored by the
+# server's clock (one clock for every process and machine).
+_ADMIT = """
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local window, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms - window)
+if redis.call('ZCARD', KEYS[1]) >= limit then return 0 end
+redis.call('ZADD', KEYS[1], ms, ARGV[3])
+redis.call('PEXPIRE', KEYS[1], window)
+return 1
+"""
+
+
+class RedisLimiter:
+    """The same limit counted in Redis: shared by every process using ``url``.
+
+    If Redis cannot be reached the request is admitted (and a warning logged):
+    the limit protects the upstream, it must not take the service down.
+    """
+
+    def __init__(
+        self, url: str, limit: int, window: float = WINDOW, prefix: str = "ctxwindow:rate"
+    ) -> None:
+        import redis.asyncio
+
+        self.url, self.limit, self.window, self.prefix = url, limit, window, prefix
+        self._client: Any = redis.asyncio.Redis.from_url(url, socket_timeout=2.0)
+        self._script = self._client.register_script(_ADMIT)
+
+    async def admit(self, tenant: str) -> bool:
+        import redis
+
+        try:
+            admitted = await self._script(
+                keys=[f"{self.prefix}:{tenant}"],
+                args=[int(self.window * 1000), self.limit, uuid.uuid4().hex],
+            )
+        except redis.RedisError as exc:
+            log.warning("rate limit not checked, Redis at %s failed: %s", redact_url(self.url), exc)
+            return True
+        return bool(admitted)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
 
 
 class Tenants:
-    """``authenticate(header) -> tenant`` and a per-tenant sliding-window rate limit."""
+    """``authenticate(header) -> tenant`` and the per-tenant rate limit (``limiter``)."""
 
     def __init__(
-        self,
-        api_keys: dict[str, str],
-        per_minute: int = 0,
-        clock: Callable[[], float] = time.monotonic,
+        self, api_keys: dict[str, str], per_minute: int = 0, limiter: Limiter | None = None
     ) -> None:
         self.api_keys = dict(api_keys)
         self.per_minute = per_minute
-        self.clock = clock
-        self._seen: defaultdict[str, deque[float]] = defaultdict(deque)
+        self.limiter = limiter if limiter is not None else LocalLimiter(per_minute)
 
     def authenticate(self, authorization: str | None) -> str:
         if not self.api_keys:
@@ -35,20 +115,13 @@ class Tenants:
             raise APIError(401, "missing or invalid API key", code="invalid_api_key")
         return tenant
 
-    def admit(self, tenant: str) -> None:
+    async def admit(self, tenant: str) -> None:
         """Count one request; a 429 when the tenant made ``per_minute`` in the last minute."""
-        if not self.per_minute:
-            return
-        now = self.clock()
-        seen = self._seen[tenant]
-        while seen and seen[0] <= now - 60:
-            seen.popleft()
-        if len(seen) >= self.per_minute:
+        if self.per_minute and not await self.limiter.admit(tenant):
             raise APIError(
                 429, f"rate limit of {self.per_minute} requests per minute reached",
                 code="rate_limit_exceeded",
             )  # fmt: skip
-        seen.append(now)
 
 
 def scoped(tenant: str, session_id: str) -> str:
