@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +21,8 @@ from pydantic import SecretStr
 
 from ctxwindow import count_tokens
 from ctxwindow.server import Settings, create_app
+
+from .conftest import async_stores
 
 
 class FakeUpstream:
@@ -92,10 +95,27 @@ def upstream() -> FakeUpstream:
     return FakeUpstream()
 
 
+@pytest.fixture(autouse=True, params=["memory", "sqlite", "redis", "postgresql"])
+def store_kind(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Every app built by ``make_app`` keeps its sessions in each kind of store in turn."""
+    with async_stores(request.param, tmp_path) as open_store:
+        _STORES[:] = [open_store]
+        yield request.param
+        _STORES.clear()
+
+
+_STORES: list[Any] = []  # opens a store on the running test's data
+
+
 def make_app(upstream: FakeUpstream, **settings: Any) -> FastAPI:
     settings.setdefault("store", "memory://")
     settings.setdefault("upstream", "http://upstream.test/v1")
-    return create_app(Settings(**settings), upstream_transport=upstream.transport())
+    return create_app(Settings(**settings), upstream_transport=upstream.transport(), store=_store())
+
+
+def _store() -> Any:
+    """A store on the test's data: every app of a test shares it, as processes would."""
+    return _STORES[0]() if _STORES else None
 
 
 @pytest.fixture
@@ -756,17 +776,24 @@ def _slow_app(delay: float, **settings: Any) -> tuple[FastAPI, Any]:
 
     upstream = SlowUpstream(delay)
     settings = {"store": "memory://", "upstream": "http://upstream.test/v1", **settings}
-    app = create_app(Settings(**settings), upstream_transport=httpx.MockTransport(upstream.handle))
+    app = create_app(
+        Settings(**settings), upstream_transport=httpx.MockTransport(upstream.handle),
+        store=_store(),
+    )  # fmt: skip
     return app, upstream
 
 
 async def _both(
     app: FastAPI, first: dict[str, str], second: dict[str, str]
-) -> list[httpx.Response]:
-    """Two requests on session "s", the second sent while the first waits for upstream."""
-    async with httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://testserver"
-    ) as http:
+) -> tuple[httpx.Response, httpx.Response, list[dict[str, Any]]]:
+    """Two requests on session "s", the second sent while the first waits for upstream;
+    then the session's history."""
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+        ) as http,
+    ):
 
         async def ask(headers: dict[str, str], text: str, wait: float) -> httpx.Response:
             await asyncio.sleep(wait)
@@ -776,34 +803,30 @@ async def _both(
                 json={"model": "gpt-4o", "messages": [{"role": "user", "content": text}]},
             )
 
-        return list(
-            await asyncio.gather(
-                ask(first, "Parcel R-1 to Nara?", 0), ask(second, "Parcel R-1 to Nara?", 0.05)
-            )
+        one, two = await asyncio.gather(
+            ask(first, "Parcel R-1 to Nara?", 0), ask(second, "Parcel R-1 to Nara?", 0.05)
         )
+        history = (await http.get("/v1/sessions/s/messages")).json()["data"]
+        return one, two, history
 
 
 def test_a_retry_while_the_first_request_is_answered_waits_and_replays() -> None:
     app, upstream = _slow_app(0.3)
     key = {"Idempotency-Key": "same"}
-    first, retry = asyncio.run(_both(app, key, key))
+    first, retry, stored = asyncio.run(_both(app, key, key))
     assert first.status_code == retry.status_code == 200
     assert retry.headers["X-Context-Replayed"] == "true"
     assert retry.json()["choices"][0]["message"] == first.json()["choices"][0]["message"]
     assert len(upstream.requests) == 1
-    with TestClient(app) as http:
-        stored = http.get("/v1/sessions/s/messages").json()["data"]
     assert [e["message"]["role"] for e in stored] == ["user", "assistant"]
 
 
 def test_a_session_busy_longer_than_the_lock_timeout_is_409() -> None:
     app, upstream = _slow_app(0.5, lock_timeout=0.1)
-    first, second = asyncio.run(_both(app, {}, {}))
+    first, second, stored = asyncio.run(_both(app, {}, {}))
     assert first.status_code == 200
     assert second.status_code == 409
     assert second.json()["error"]["code"] == "session_busy"
-    with TestClient(app) as http:
-        stored = http.get("/v1/sessions/s/messages").json()["data"]
     assert len(stored) == 2 and len(upstream.requests) == 1  # the refused turn stored nothing
 
 

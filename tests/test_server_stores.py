@@ -17,38 +17,15 @@ from fastapi.testclient import TestClient
 from ctxwindow.server import Settings, create_app
 from ctxwindow.stores.base import AsyncStore
 
+from .conftest import async_store
 from .test_server import FakeUpstream, _completion, _sse
 from .test_store_contract import require_server
 
 
 @pytest.fixture(params=["sqlite", "redis", "postgresql"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AsyncStore]:
-    kind = request.param
-    name = f"ctxwindow_test_{uuid.uuid4().hex[:12]}"
-    if kind == "sqlite":
-        from ctxwindow.stores.sqlite import AsyncSQLiteStore
-
-        yield AsyncSQLiteStore(tmp_path / "sessions.db")
-        return
-    url = require_server(kind)
-    if kind == "redis":
-        import redis
-
-        from ctxwindow.stores.redis import AsyncRedisStore
-
-        yield AsyncRedisStore(url, prefix=name)
-        with redis.Redis.from_url(url) as client:
-            keys = list(client.scan_iter(match=f"{name}:*", count=1000))
-            if keys:
-                client.delete(*keys)
-        return
-    import psycopg
-
-    from ctxwindow.stores.postgres import AsyncPostgresStore
-
-    yield AsyncPostgresStore(url, schema=name)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    with async_store(request.param, tmp_path) as opened:
+        yield opened
 
 
 def test_a_conversation_through_the_service_is_kept_in_the_store(store: AsyncStore) -> None:
