@@ -409,3 +409,23 @@ def test_each_message_of_a_context_is_redacted_once() -> None:
 def test_an_unknown_redact_mode_is_refused() -> None:
     with pytest.raises(ValueError, match="redact must be one of"):
         ContextManager(MemoryStore(), redact="upstream")  # type: ignore[arg-type]
+
+
+def test_on_event_tells_of_compressions_summary_folds_and_recall_searches() -> None:
+    events: list[tuple[str, float]] = []
+    cm = ContextManager(
+        MemoryStore(),
+        budget=512,
+        archive=SQLiteArchive(),
+        on_event=lambda n, v: events.append((n, v)),
+    )
+    manual = " ".join(
+        f"Step {i}: tighten bolt {i} to {i + 10} Nm, check the seal." for i in range(40)
+    )
+    cm.add("s", {"role": "user", "content": f"The manual: {manual}"})
+    chat(cm, "s", 20)
+    cm.build("s", query="bolt 7 torque")
+    names = [name for name, _ in events]
+    assert names.count("compressed") >= 1 and names.count("summary_updated") >= 1
+    searches = [value for name, value in events if name == "recall_seconds"]
+    assert searches and all(0 <= value < 60 for value in searches)

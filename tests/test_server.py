@@ -839,3 +839,30 @@ def test_a_retry_of_a_completed_request_is_replayed_even_at_the_session_limit(
         retry = chat(http, "Parcel S-2?", **key)
         assert retry.status_code == 200 and retry.headers["X-Context-Replayed"] == "true"
         assert chat(http, "Another one?").status_code == 413
+
+
+def _metric(text: str, name: str) -> float:
+    """The value of an unlabelled sample in Prometheus text."""
+    for line in text.splitlines():
+        if line.startswith(f"{name} "):
+            return float(line.split()[1])
+    raise AssertionError(f"no sample {name}")
+
+
+def test_compressions_summary_updates_and_recall_latency_are_exported(
+    upstream: FakeUpstream,
+) -> None:
+    """A 512-token window: a long document is compressed, old turns folded, recall timed."""
+    with TestClient(make_app(upstream, budget_ratio=0.004)) as http:
+        manual = " ".join(
+            f"Step {i}: tighten bolt {i} of the 配電盤 to {i + 10} Nm, then check the seal."
+            for i in range(40)
+        )
+        assert chat(http, f"Here is the manual. {manual}", "m").status_code == 200
+        for i in range(25):
+            answered = chat(http, f"Shipment {i}: {i} pallets of tiles to depot {i % 4}.", "m")
+            assert answered.status_code == 200
+        text = http.get("/metrics").text
+    assert _metric(text, "ctxwindow_compressions_total") >= 1
+    assert _metric(text, "ctxwindow_summary_updates_total") >= 1
+    assert _metric(text, "ctxwindow_recall_latency_seconds_count") >= 25

@@ -12,6 +12,7 @@ placed at their original position, with a report of every decision.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -30,6 +31,9 @@ from ctxwindow.tokens.models import model_info
 
 Policy = Callable[[int, ChatTokenizer], Window]
 Redactor = Callable[[Message], Message]
+# Told of work as it happens (for metrics): ("compressed", entries),
+# ("summary_updated", 1), ("recall_seconds", seconds of one archive search).
+EventHook = Callable[[str, float], None]
 
 RedactAt = Literal["storage", "context"]
 REDACT_AT = ("storage", "context")
@@ -116,6 +120,7 @@ class _Core:
         recall_k: int,
         hot_sessions: int,
         redact: RedactAt = "storage",
+        on_event: EventHook | None = None,
     ) -> None:
         if redact not in REDACT_AT:
             raise ValueError(f"redact must be one of {REDACT_AT}, got {redact!r}")
@@ -131,6 +136,7 @@ class _Core:
         self.redactor = redactor
         self.redact_context = redactor is not None and redact == "context"
         self.recall_k = recall_k
+        self.on_event = on_event
         self.hot_sessions = hot_sessions
         self.recall_tokens = min(3000, self.budget // 4)
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
@@ -147,6 +153,8 @@ class _Core:
         window = self.policy(self.budget, self.tokenizer)
         session = _Session(window)
         window.on_evict = lambda units: self.evicted(session_id, session, units)
+        if isinstance(window, PriorityWindow):
+            window.on_event = self.on_event
         self.restore(session, stored)
         self._sessions[session_id] = session
         while len(self._sessions) > self.hot_sessions:
@@ -247,6 +255,10 @@ class _Core:
         return entry
 
     # -- recall ----------------------------------------------------------------------
+
+    def searched(self, started: float) -> None:
+        if self.on_event is not None:
+            self.on_event("recall_seconds", time.perf_counter() - started)
 
     def query_of(self, session: _Session, query: str | None) -> str:
         if query:
@@ -428,6 +440,10 @@ class ContextManager:
     built context is redacted (every message once), still within the budget.
     ``lock_timeout`` bounds how long a call waits for a session that another
     thread or process holds (``turn``); None waits as long as it takes.
+    ``on_event(name, value)`` is told of work as it happens, for metrics:
+    ``("compressed", 1)`` per compressed message, ``("summary_updated", 1)``
+    per fold into the rolling summary, ``("recall_seconds", s)`` per archive
+    search.
     """
 
     def __init__(
@@ -446,6 +462,7 @@ class ContextManager:
         hot_sessions: int = 256,
         lock_timeout: float | None = None,
         redact: RedactAt = "storage",
+        on_event: EventHook | None = None,
     ) -> None:
         if isinstance(store, str):
             from ctxwindow.stores.url import open_store
@@ -456,7 +473,7 @@ class ContextManager:
         self.lock_timeout = lock_timeout
         self._core = _Core(
             model, policy, archive, summarizer, redactor, budget, reserve_output, recall_k,
-            hot_sessions, redact,
+            hot_sessions, redact, on_event,
         )  # fmt: skip
 
     @property
@@ -558,7 +575,9 @@ class ContextManager:
         if session.recall is not None and session.recall[0] == query:
             units = session.recall[1]
         else:
+            started = time.perf_counter()
             hits = archive.search(session_id, query, k=self._core.recall_k)
+            self._core.searched(started)
             units = self._whole_units(session_id, hits)
             session.recall = (query, units)
         kept = {e.id for e in session.window.entries()}
@@ -593,6 +612,7 @@ class AsyncContextManager:
         hot_sessions: int = 256,
         lock_timeout: float | None = None,
         redact: RedactAt = "storage",
+        on_event: EventHook | None = None,
     ) -> None:
         if isinstance(store, str):
             from ctxwindow.stores.url import open_async_store
@@ -602,7 +622,7 @@ class AsyncContextManager:
         self.lock_timeout = lock_timeout
         self._core = _Core(
             model, policy, archive, summarizer, redactor, budget, reserve_output, recall_k,
-            hot_sessions, redact,
+            hot_sessions, redact, on_event,
         )  # fmt: skip
 
     @property
@@ -689,7 +709,9 @@ class AsyncContextManager:
         archive = self._core.archive
         if archive is None or not query:
             return []
+        started = time.perf_counter()
         hits = await asyncio.to_thread(archive.search, session_id, query, k=self._core.recall_k)
+        self._core.searched(started)
         units = []
         for hit in hits:
             around = None

@@ -127,6 +127,8 @@ class PriorityWindow(TokenWindow):
         self._evicted_entries = 0
         self._evicted_tokens = 0
         self._cause = "over budget"
+        # Told of work as it happens: ("compressed", entries) and ("summary_updated", 1).
+        self.on_event: Callable[[str, float], None] | None = None
         super().__init__(
             max_tokens,
             model,
@@ -352,6 +354,8 @@ class PriorityWindow(TokenWindow):
         by = str(new.metadata.get("compressed", {}).get("by", "compressor"))
         extra = {"from_tokens": old.tokens, "compressor": by}
         self._log.append(("compressed", new, cause, extra))
+        if self.on_event is not None:
+            self.on_event("compressed", 1)
 
     def _replace(self, unit: Unit, entries: list[Entry], cause: str) -> None:
         before_tokens = sum(e.tokens for e in unit.entries)
@@ -437,6 +441,8 @@ class PriorityWindow(TokenWindow):
         self._count_category(self._summary, +1)
         for e in entries:
             self._log.append(("summarized", e, "folded into the rolling summary", None))
+        if self.on_event is not None:
+            self.on_event("summary_updated", 1)
         if self._used > self._budget:
             self._evict_until_fits()
 

@@ -35,6 +35,16 @@ class Metrics:
         self.recall_hits = Counter(
             "ctxwindow_recall_hits", "Archived entries recalled into contexts", registry=r
         )
+        self.recall_latency = Histogram(
+            "ctxwindow_recall_latency_seconds", "Time of one archive search for recall",
+            registry=r,
+        )  # fmt: skip
+        self.compressions = Counter(
+            "ctxwindow_compressions", "Messages compressed instead of evicted", registry=r
+        )
+        self.summary_updates = Counter(
+            "ctxwindow_summary_updates", "Evicted turns folded into a rolling summary", registry=r
+        )
         self.upstream_latency = Histogram(
             "ctxwindow_upstream_latency_seconds", "Upstream response time", registry=r
         )
@@ -43,6 +53,15 @@ class Metrics:
         )
         if isinstance(getattr(redactor, "counts", None), Mapping):
             r.register(_Redactions(redactor))
+
+    def event(self, name: str, value: float) -> None:
+        """The context managers' ``on_event``: work done while building contexts."""
+        if name == "compressed":
+            self.compressions.inc(value)
+        elif name == "summary_updated":
+            self.summary_updates.inc(value)
+        elif name == "recall_seconds":
+            self.recall_latency.observe(value)
 
     def observe_context(self, report: Report, tokens: int) -> tuple[int, int]:
         """Record a built context; returns (evicted, recalled) entry counts.

@@ -63,6 +63,7 @@ class Service:
                 budget=int(window * self.settings.budget_ratio), reserve_output=0,
                 lock_timeout=self.settings.lock_timeout,
                 redact="context" if self.settings.redact == "upstream" else "storage",
+                on_event=self.metrics.event,
             )  # fmt: skip
             self._managers[model] = manager
         return manager
