@@ -866,3 +866,44 @@ def test_compressions_summary_updates_and_recall_latency_are_exported(
     assert _metric(text, "ctxwindow_compressions_total") >= 1
     assert _metric(text, "ctxwindow_summary_updates_total") >= 1
     assert _metric(text, "ctxwindow_recall_latency_seconds_count") >= 25
+
+
+def _long_session(http: TestClient, session: str) -> list[str]:
+    """A manual then 25 short turns; the texts the session stored, in order."""
+    manual = " ".join(
+        f"Step {i}: tighten bolt {i} to {i + 10} Nm, check the seal." for i in range(40)
+    )
+    chat(http, f"Here is the manual. {manual}", session)
+    for i in range(25):
+        chat(http, f"Shipment {i}: {i} pallets of tiles to depot {i % 4}.", session)
+    stored = http.get(f"/v1/sessions/{session}/messages").json()["data"]
+    return [item["message"]["content"] for item in stored]
+
+
+def test_the_token_window_policy_sends_the_newest_turns_that_fit(upstream: FakeUpstream) -> None:
+    app = make_app(upstream, policy="token_window", budget_ratio=0.004, archive="off")
+    with TestClient(app) as http:
+        texts = _long_session(http, "t")
+        metrics = http.get("/metrics").text
+    sent = [m["content"] for m in upstream.last]
+    assert count_tokens(upstream.last) <= 512
+    assert sent == texts[len(texts) - 1 - len(sent) : -1]  # a suffix: the newest that fit
+    assert _metric(metrics, "ctxwindow_compressions_total") == 0
+
+
+def test_compression_and_summary_can_be_switched_off(upstream: FakeUpstream) -> None:
+    app = make_app(upstream, compressor="off", summary="off", budget_ratio=0.004)
+    with TestClient(app) as http:
+        _long_session(http, "o")
+        metrics = http.get("/metrics").text
+    assert _metric(metrics, "ctxwindow_compressions_total") == 0
+    assert _metric(metrics, "ctxwindow_summary_updates_total") == 0
+    assert count_tokens(upstream.last) <= 512
+
+
+def test_a_per_model_budget_caps_the_context(upstream: FakeUpstream) -> None:
+    with TestClient(make_app(upstream, budgets={"gpt-4o": 300})) as http:
+        _long_session(http, "b")
+        context = http.get("/v1/sessions/b/context").json()
+    assert count_tokens(upstream.last) <= 300
+    assert context["report"]["budget"] == 300

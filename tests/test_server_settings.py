@@ -48,6 +48,12 @@ def test_environment_variables_use_the_ctxwindow_prefix(monkeypatch: pytest.Monk
         ("redact", "sometimes", "'off', 'storage' or 'upstream'"),
         ("lock_timeout", -1, "greater than or equal to 0"),
         ("rate_limit_url", "http://:pw@x", "a redis:// URL or 'local'"),
+        ("budgets", {"gpt-4o": 0}, "a ratio in (0, 1] or a whole number of tokens"),
+        ("budgets", {"gpt-4o": 1.5}, "a ratio in (0, 1] or a whole number of tokens"),
+        ("budgets", {"no-such-model": 0.5}, "no-such-model"),
+        ("compressor", "zip", "'chain', 'structured', 'extractive', 'truncate' or 'off'"),
+        ("summary", "llm", "'extractive' or 'off'"),
+        ("policy", "fifo", "'hybrid' or 'token_window'"),
     ],
 )
 def test_bad_settings_fail_at_start_up_with_a_clear_message(
@@ -80,6 +86,15 @@ def test_the_rate_limit_is_counted_in_the_stores_redis_by_default() -> None:
     ) as bad:
         load_settings(rate_limit_url="http://user:secret@x", store="redis://:hunter2@h:bad/0")
     assert "secret" not in str(bad.value) and "hunter2" not in str(bad.value)
+
+
+def test_budgets_per_model() -> None:
+    settings = Settings(budgets={"gpt-4o": 0.5, "gpt-4": 2000, "gpt-4o-mini": 10**9})
+    assert settings.budget_for("gpt-4o") == 64_000
+    assert settings.budget_for("gpt-4o", max_tokens=1000) == 63_000
+    assert settings.budget_for("gpt-4", max_tokens=1000) == 2000  # tokens: as given
+    assert settings.budget_for("gpt-4o-mini", max_tokens=8000) == 128_000 - 8000  # capped
+    assert settings.budget_for("gpt-3.5-turbo") == int(16_385 * 0.75)  # budget_ratio
 
 
 def test_config_file_then_flags(tmp_path: Path) -> None:

@@ -63,18 +63,26 @@ def default_budget(model: str, budget: int | float, reserve_output: int) -> int:
     return max(1, int(model_info(model).context_window * budget) - reserve_output)
 
 
-def hybrid_policy(summarizer: Any = None, *, summary: bool = True) -> Policy:
+COMPRESSORS = ("chain", "structured", "extractive", "truncate", "off")
+
+
+def hybrid_policy(
+    summarizer: Any = None, *, summary: bool = True, compressor: str = "chain"
+) -> Policy:
     """The default policy: a PriorityWindow with compressors and a rolling summary.
 
     Units above a quarter of the budget (at most 2,000 tokens) are compressed
-    (structured JSON, then extractive, then head/tail) before eviction; the
-    rolling summary (``summarizer``, extractive by default) gets an eighth of
-    the budget (at most 800); a message larger than the whole budget is
-    compressed, or dropped if even that does not fit.
+    before eviction by ``compressor``: ``"chain"`` (structured JSON, then
+    extractive, then head/tail), one of those alone, or ``"off"``. The rolling
+    summary (``summarizer``, extractive by default; none without ``summary``)
+    gets an eighth of the budget (at most 800). A message larger than the
+    whole budget is compressed, or dropped if even that does not fit.
     """
+    if compressor not in COMPRESSORS:
+        raise ValueError(f"compressor must be one of {COMPRESSORS}, got {compressor!r}")
 
     def make(budget: int, tokenizer: ChatTokenizer) -> Window:
-        from ctxwindow.compress import Chain, Extractive, RollingSummary, Structured, Truncate
+        from ctxwindow.compress import Extractive, RollingSummary
 
         rolling = RollingSummary(summarizer or Extractive(tokenizer), tokenizer)
         return PriorityWindow(
@@ -82,13 +90,22 @@ def hybrid_policy(summarizer: Any = None, *, summary: bool = True) -> Policy:
             tokenizer.model,
             tokenizer=tokenizer,
             oversize="drop",
-            compressor=Chain(Structured(tokenizer), Extractive(tokenizer), Truncate(tokenizer)),
+            compressor=_compressor(compressor, tokenizer),
             compress_threshold=min(2000, budget // 4),
             summarizer=rolling.fold if summary else None,
             summary_tokens=min(800, budget // 8),
         )
 
     return make
+
+
+def _compressor(name: str, tokenizer: ChatTokenizer) -> Any:
+    from ctxwindow.compress import Chain, Extractive, Structured, Truncate
+
+    one = {"structured": Structured, "extractive": Extractive, "truncate": Truncate}
+    if name == "chain":
+        return Chain(Structured(tokenizer), Extractive(tokenizer), Truncate(tokenizer))
+    return one[name](tokenizer) if name in one else None
 
 
 class _Session:
@@ -285,8 +302,13 @@ class _Core:
             chosen.append(Unit([replace(e, kind="recalled") for e in entries], size))
         return chosen
 
-    def merge(self, session: _Session, context: Context, recalled: list[Unit]) -> Context:
-        """Recalled units placed at their original position; tokens recounted exactly."""
+    def merge(
+        self, session: _Session, context: Context, recalled: list[Unit], budget: int
+    ) -> Context:
+        """Recalled units placed at their original position; tokens recounted exactly.
+
+        (The window was built in ``budget`` less the recalled units' room.)
+        """
         if not recalled:
             return context
         position = {
@@ -307,7 +329,7 @@ class _Core:
             return [*earlier, *found]
 
         report = Report(
-            budget=context.report.budget,
+            budget=budget,
             used=tokens + context.report.reserve_output,
             reserve_output=context.report.reserve_output,
             tokens_by_category={
@@ -400,7 +422,7 @@ class _Core:
         else:
             messages, tokens = _narrowed(window, room)
             context = Context(messages, tokens, Report(budget, tokens, 0, {}, {}))
-        return self.merge(session, context, recalled)
+        return self.merge(session, context, recalled, budget)
 
 
 def _narrowed(window: Window, room: int) -> tuple[list[Message], int]:

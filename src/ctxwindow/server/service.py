@@ -11,9 +11,10 @@ from typing import Any
 import httpx
 from fastapi import Request
 
-from ctxwindow.context import ArchiveLike, AsyncContextManager
-from ctxwindow.errors import SessionBusyError
+from ctxwindow.context import ArchiveLike, AsyncContextManager, Policy, hybrid_policy
+from ctxwindow.errors import CtxWindowError, SessionBusyError
 from ctxwindow.messages import Entry
+from ctxwindow.policies import TokenWindow
 from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.metrics import Metrics
 from ctxwindow.server.settings import Settings
@@ -21,7 +22,6 @@ from ctxwindow.server.tenants import Limiter, LocalLimiter, RedisLimiter, Tenant
 from ctxwindow.server.upstream import Upstream
 from ctxwindow.stores.base import AsyncStore
 from ctxwindow.stores.url import open_async_store
-from ctxwindow.tokens.models import model_info
 
 Redactor = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -49,18 +49,19 @@ class Service:
             settings.api_keys, settings.rate_limit_per_minute, _limiter(settings, clock)
         )
         self._managers: dict[str, AsyncContextManager] = {}
+        self._policy = window_policy(settings)
 
     def manager(self, model: str) -> AsyncContextManager:
         """The manager of ``model`` (its windows catch up with what other models' added)."""
         manager = self._managers.get(model)
         if manager is None:
             try:
-                window = model_info(model).context_window
-            except Exception as exc:
+                budget = self.settings.budget_for(model)
+            except CtxWindowError as exc:
                 raise from_library(exc) from exc
             manager = AsyncContextManager(
-                self.store, model, archive=self.archive, redactor=self.redactor,
-                budget=int(window * self.settings.budget_ratio), reserve_output=0,
+                self.store, model, policy=self._policy, archive=self.archive,
+                redactor=self.redactor, budget=budget, reserve_output=0,
                 lock_timeout=self.settings.lock_timeout,
                 redact="context" if self.settings.redact == "upstream" else "storage",
                 on_event=self.metrics.event,
@@ -99,6 +100,15 @@ class Service:
             await self.tenants.limiter.aclose()
         await self.upstream.aclose()
         await self.store.close()
+
+
+def window_policy(settings: Settings) -> Policy:
+    """The windows ``settings`` ask for (see ``Settings.policy``, ``compressor``, ``summary``)."""
+    if settings.policy == "token_window":
+        return lambda budget, tokenizer: TokenWindow(
+            budget, tokenizer.model, tokenizer=tokenizer, oversize="truncate"
+        )
+    return hybrid_policy(summary=settings.summary == "extractive", compressor=settings.compressor)
 
 
 def _limiter(settings: Settings, clock: Callable[[], float]) -> Limiter:

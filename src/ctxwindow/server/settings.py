@@ -25,6 +25,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ctxwindow.errors import UnknownModelError
 from ctxwindow.stores.base import redact_url
 from ctxwindow.tokens.models import model_info
 
@@ -53,6 +54,17 @@ class Settings(BaseSettings):
     # any process sharing the store) is being answered; then 409 session_busy.
     lock_timeout: float = Field(default=90.0, ge=0)
     budget_ratio: float = Field(default=0.75, gt=0, le=1)
+    # Per model: a ratio of its context window (0 < r <= 1) or a number of
+    # prompt tokens (> 1), instead of budget_ratio.
+    budgets: dict[str, float] = {}
+    # The window: "hybrid" (priorities, compression, rolling summary, recall)
+    # or "token_window" (the newest turns that fit, oldest out; recall too).
+    policy: Literal["hybrid", "token_window"] = "hybrid"
+    # Compression before eviction (hybrid): structured JSON -> extractive ->
+    # head/tail ("chain"), one of them alone, or "off".
+    compressor: Literal["chain", "structured", "extractive", "truncate", "off"] = "chain"
+    # The rolling summary of evicted turns (hybrid): "extractive" or "off".
+    summary: Literal["extractive", "off"] = "extractive"
     # Redact secrets (e-mails, phones, ID and card numbers, API keys, passwords,
     # IPs): "storage" masks every new message before it is stored (so also
     # before upstream); "upstream" stores messages as sent and masks what is
@@ -94,6 +106,21 @@ class Settings(BaseSettings):
         if value is not None and value != "local" and not value.startswith(REDIS_SCHEMES):
             shown = redact_url(value)
             raise ValueError(f"rate_limit_url must be a redis:// URL or 'local', got {shown!r}")
+        return value
+
+    @field_validator("budgets")
+    @classmethod
+    def _budgets(cls, value: dict[str, float]) -> dict[str, float]:
+        for model, budget in value.items():
+            try:
+                model_info(model)
+            except UnknownModelError as exc:
+                raise ValueError(f"budgets: {exc}") from None
+            if not budget > 0 or (budget > 1 and budget != int(budget)):
+                raise ValueError(
+                    f"budgets[{model!r}] must be a ratio in (0, 1] or a whole number of"
+                    f" tokens, got {budget!r}"
+                )
         return value
 
     @field_validator("api_keys")
@@ -147,9 +174,17 @@ class Settings(BaseSettings):
         return f"sqlite:///{path}"
 
     def budget_for(self, model: str, max_tokens: int = 0) -> int:
-        """``budget_ratio`` of the model's context window minus the reply's ``max_tokens``."""
+        """The prompt budget of a request to ``model`` that may answer ``max_tokens``.
+
+        A ratio (``budgets[model]``, else ``budget_ratio``) of the context
+        window minus ``max_tokens``; a number of tokens in ``budgets`` as
+        given, but never more than the window minus ``max_tokens``.
+        """
         window = model_info(model).context_window
-        return int(window * self.budget_ratio) - max_tokens
+        budget = self.budgets.get(model, self.budget_ratio)
+        if budget > 1:
+            return min(int(budget), window - max_tokens)
+        return int(window * budget) - max_tokens
 
     def is_loopback(self) -> bool:
         if self.host in LOOPBACK_NAMES:
