@@ -8,6 +8,7 @@ requests of one session one after another.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -40,25 +41,34 @@ def free_port() -> int:
 
 @contextmanager
 def server(
-    port: int, store: str, upstream: str, data_dir: Path | None = None
+    port: int, store: str, upstream: str, data_dir: Path | None = None, *flags: str
 ) -> Iterator[subprocess.Popen[bytes]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CTXWINDOW_")}
     if data_dir is not None:
         env["CTXWINDOW_DATA_DIR"] = str(data_dir)  # the archive goes there
     process = subprocess.Popen(
         [sys.executable, "-m", "ctxwindow.server", "--port", str(port), "--store", store,
-         "--upstream", upstream],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+         "--upstream", upstream, *flags],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
     try:
         wait_ready(port, process)
         yield process
     finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
+        stop(process)
         if process.stderr is not None:
             process.stderr.close()
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop the service and its workers (its own process group): politely, then not."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=10)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)  # whatever is left of the group
+    process.wait(timeout=10)
 
 
 def wait_ready(port: int, process: subprocess.Popen[bytes]) -> None:
@@ -142,6 +152,22 @@ def test_processes_sharing_a_store_serve_one_session_in_turn(tmp_path: Path, kin
             url = f"http://127.0.0.1:{ports[1]}/v1/sessions/{session}"
             history = httpx.get(f"{url}/messages", timeout=10).json()["data"]
             httpx.delete(url, timeout=10)
+    assert statuses == [200] * 16
+    assert len(history) == 32
+    assert_turns_never_interleave(history, upstream.requests)
+
+
+def test_workers_of_one_service_serve_one_session_in_turn(tmp_path: Path) -> None:
+    """``--workers 2``: two processes behind one port, one SQLite store."""
+    store = f"sqlite:///{tmp_path / 'sessions.db'}"
+    with fake_openai(slow_echo) as upstream:
+        port = free_port()
+        with server(port, store, upstream.base_url, tmp_path, "--workers", "2"):
+            with ThreadPoolExecutor(8) as pool:
+                asks = [(port, "workers", f"质问 {n} ✈️") for n in range(16)]
+                statuses = list(pool.map(lambda a: ask(*a), asks))
+            url = f"http://127.0.0.1:{port}/v1/sessions/workers/messages"
+            history = httpx.get(url, timeout=10).json()["data"]
     assert statuses == [200] * 16
     assert len(history) == 32
     assert_turns_never_interleave(history, upstream.requests)

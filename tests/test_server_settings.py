@@ -54,6 +54,7 @@ def test_environment_variables_use_the_ctxwindow_prefix(monkeypatch: pytest.Monk
         ("compressor", "zip", "'chain', 'structured', 'extractive', 'truncate' or 'off'"),
         ("summary", "llm", "'extractive' or 'off'"),
         ("policy", "fifo", "'hybrid' or 'token_window'"),
+        ("workers", 0, "greater than or equal to 1"),
     ],
 )
 def test_bad_settings_fail_at_start_up_with_a_clear_message(
@@ -86,6 +87,16 @@ def test_the_rate_limit_is_counted_in_the_stores_redis_by_default() -> None:
     ) as bad:
         load_settings(rate_limit_url="http://user:secret@x", store="redis://:hunter2@h:bad/0")
     assert "secret" not in str(bad.value) and "hunter2" not in str(bad.value)
+
+
+def test_several_workers_need_a_store_they_can_share(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="in-memory store lives in one process"):
+        Settings(store="memory://", workers=2)
+    settings = Settings(data_dir=tmp_path, workers=2, upstream_api_key="sk-worker")
+    again = Settings(**json.loads(settings.for_workers()))
+    assert again == settings  # what each worker builds its app from
+    assert again.upstream_api_key is not None
+    assert again.upstream_api_key.get_secret_value() == "sk-worker"
 
 
 def test_budgets_per_model() -> None:

@@ -200,6 +200,9 @@ def serve(
         str | None, typer.Option(help="OpenAI-compatible base URL to forward to.")
     ] = None,
     config: Annotated[Path | None, typer.Option(help="Settings file (JSON or TOML).")] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="Worker processes sharing the store (default 1).")
+    ] = None,
 ) -> None:
     """Run the OpenAI-compatible context service (docs/server.md).
 
@@ -211,7 +214,7 @@ def serve(
     except ImportError as exc:
         _fail(f"the server needs its extra: pip install 'ctxwindow[server]' ({exc})")
     try:
-        serve_command(host, port, store, upstream, config)
+        serve_command(host, port, store, upstream, config, workers)
     except (ValueError, CtxWindowError) as exc:
         _fail(str(exc))
 

@@ -14,8 +14,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--store")
     parser.add_argument("--upstream")
     parser.add_argument("--config")
+    parser.add_argument("--workers", type=int)
     args = parser.parse_args(argv)
-    serve_command(args.host, args.port, args.store, args.upstream, args.config)
+    serve_command(args.host, args.port, args.store, args.upstream, args.config, args.workers)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
+    # Worker processes (uvicorn); they share the store, so not with memory://.
+    workers: int = Field(default=1, ge=1)
     data_dir: Path = Path(".")
     store: str | None = None  # a store URL; default sqlite:///<data_dir>/sessions.db
     upstream: str = "https://api.openai.com/v1"
@@ -138,7 +140,19 @@ class Settings(BaseSettings):
         scheme = self.store_url().partition(":")[0]
         if scheme not in SCHEMES:
             raise ValueError(f"unknown store URL scheme {scheme!r}; use one of {SCHEMES}")
+        if self.workers > 1 and (scheme == "memory" or ":memory:" in self.store_url()):
+            raise ValueError(
+                "an in-memory store lives in one process: with several workers use a"
+                " SQLite file, Redis or PostgreSQL"
+            )
         return self
+
+    def for_workers(self) -> str:
+        """These settings as JSON for worker processes (the upstream key included)."""
+        data = self.model_dump(mode="json", exclude={"upstream_api_key"})
+        if self.upstream_api_key is not None:
+            data["upstream_api_key"] = self.upstream_api_key.get_secret_value()
+        return json.dumps(data)
 
     def archive_path(self) -> str | None:
         """Where the recall archive lives: ``archive``, else beside the store.
