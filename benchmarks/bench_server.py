@@ -4,8 +4,9 @@ Starts two real processes on 127.0.0.1: a fake OpenAI-compatible upstream
 (answers at once) and ``python -m ctxwindow.server`` (SQLite store in a
 temporary folder) forwarding to it. Then SESSIONS concurrent conversations of
 TURNS turns each go (a) straight to the fake upstream and (b) through the
-service, and the script prints throughput and latency p50/p99 for both, and
-the service's added latency. Bounded: SESSIONS x TURNS requests per side.
+service (one process, then ``--workers 2``), and the script prints
+throughput and latency p50/p99 for each, and the service's added latency.
+Bounded: SESSIONS x TURNS requests per side.
 Nothing here asserts a time.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -95,42 +97,62 @@ async def load(url: str, label: str) -> tuple[float, list[float]]:
 def report(label: str, rate: float, latencies: list[float]) -> tuple[float, float]:
     p50 = statistics.median(latencies)
     p99 = statistics.quantiles(latencies, n=100)[-1]
-    print(f"{label:<28} {rate:>9.1f} req/s {p50:>9.2f} ms {p99:>9.2f} ms")
+    print(f"{label:<38} {rate:>9.1f} req/s {p50:>9.2f} ms {p99:>9.2f} ms")
     return p50, p99
 
 
+def start_service(
+    port: int, upstream_port: int, folder: str, workers: int
+) -> subprocess.Popen[bytes]:
+    """``python -m ctxwindow.server`` in its own process group (its workers with it)."""
+    return subprocess.Popen(
+        [
+            sys.executable, "-m", "ctxwindow.server", "--port", str(port),
+            "--upstream", f"http://127.0.0.1:{upstream_port}/v1",
+            "--store", f"sqlite:///{Path(folder) / 'sessions.db'}", "--workers", str(workers),
+        ],
+        env={**os.environ, "CTXWINDOW_DATA_DIR": folder}, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=15)
+
+
 def main() -> None:
-    upstream_port, service_port = free_port(), free_port()
-    with tempfile.TemporaryDirectory() as folder:
-        env = {**os.environ, "CTXWINDOW_DATA_DIR": folder}
+    upstream_port = free_port()
+    ports = {1: free_port(), 2: free_port()}
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
         upstream = subprocess.Popen(
-            [sys.executable, "-c", FAKE_UPSTREAM, str(upstream_port)], stderr=subprocess.DEVNULL
-        )
-        service = subprocess.Popen(
-            [
-                sys.executable, "-m", "ctxwindow.server", "--port", str(service_port),
-                "--upstream", f"http://127.0.0.1:{upstream_port}/v1",
-                "--store", f"sqlite:///{Path(folder) / 'sessions.db'}",
-            ],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [sys.executable, "-c", FAKE_UPSTREAM, str(upstream_port)], stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )  # fmt: skip
+        services = {
+            n: start_service(ports[n], upstream_port, f, n) for n, f in ((1, one), (2, two))
+        }
         try:
             wait_until_up(f"http://127.0.0.1:{upstream_port}/")
-            wait_until_up(f"http://127.0.0.1:{service_port}/healthz")
+            for port in ports.values():
+                wait_until_up(f"http://127.0.0.1:{port}/healthz")
             print(f"{SESSIONS} concurrent sessions x {TURNS} turns, loopback, SQLite store")
-            print(f"{'':<28} {'throughput':>15} {'p50':>12} {'p99':>12}")
+            print(f"{'':<38} {'throughput':>15} {'p50':>12} {'p99':>12}")
             direct = asyncio.run(load(f"http://127.0.0.1:{upstream_port}/v1/chat/completions", "d"))
             base = report("fake upstream directly", *direct)
-            served = asyncio.run(load(f"http://127.0.0.1:{service_port}/v1/chat/completions", "s"))
-            through = report("through ctxwindow serve", *served)
-            print(
-                f"added by the service: p50 {through[0] - base[0]:.2f} ms, "
-                f"p99 {through[1] - base[1]:.2f} ms"
-            )
+            for workers, port in ports.items():
+                served = asyncio.run(load(f"http://127.0.0.1:{port}/v1/chat/completions", "s"))
+                label = "through ctxwindow serve" + (
+                    f" (--workers {workers})" if workers > 1 else ""
+                )
+                through = report(label, *served)
+                print(
+                    f"  added by the service: p50 {through[0] - base[0]:.2f} ms, "
+                    f"p99 {through[1] - base[1]:.2f} ms"
+                )
         finally:
-            for process in (service, upstream):
-                process.terminate()
-                process.wait(timeout=10)
+            for process in (*services.values(), upstream):
+                stop(process)
 
 
 if __name__ == "__main__":
