@@ -554,14 +554,14 @@ class ContextManager:
         window first catches up with what they stored. ``add``, ``build`` and
         ``delete`` hold a turn of their own unless the caller holds one.
         """
-        key = (id(self.store), session_id)
         held = _HELD.get()
-        if key in held:
+        inside = _holding(held, self.store, session_id)
+        if inside is None:  # held by this thread already
             yield
             return
         wait = self.lock_timeout if timeout is None else timeout
         with self.store.lock(session_id, timeout=wait):
-            _HELD.set(held | {key})
+            _HELD.set(inside)
             try:
                 self._catch_up(session_id)
                 yield
@@ -695,14 +695,14 @@ class AsyncContextManager:
         and the block may end in another task than it began: a streamed reply
         is stored by the response's task after the handler returned.
         """
-        key = (id(self.store), session_id)
         held = _HELD.get()
-        if key in held:
+        inside = _holding(held, self.store, session_id)
+        if inside is None:  # held by this task (or the task that started it) already
             yield
             return
         wait = self.lock_timeout if timeout is None else timeout
         async with self.store.lock(session_id, timeout=wait):
-            _HELD.set(held | {key})
+            _HELD.set(inside)
             try:
                 await self._catch_up(session_id)
                 yield
@@ -742,6 +742,14 @@ class AsyncContextManager:
             units.append(_unit_of(hit.entry, around))
         kept = {e.id for e in session.window.entries()}
         return self._core.recalled_units(units, kept, self._core.recall_tokens)
+
+
+def _holding(
+    held: frozenset[tuple[int, str]], store: object, session_id: str
+) -> frozenset[tuple[int, str]] | None:
+    """The sessions held inside a new turn of ``session_id``; None if it is held already."""
+    key = (id(store), session_id)
+    return None if key in held else held | {key}
 
 
 _AROUND = 32  # stored entries read around a recalled tool message to find its unit
