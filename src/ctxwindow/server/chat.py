@@ -312,13 +312,10 @@ async def _relay(
     reply: StreamedReply,
     done: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncIterator[bytes]:
-    """Upstream SSE bytes unchanged; ``done()`` runs once the stream ended normally."""
+    """Upstream SSE bytes unchanged; ``done()`` (storing the reply) runs before the
+    stream's ``[DONE]`` is relayed, once the reply is complete."""
     try:
-        async for chunk in sse_reply(chunks, reply):
+        async for chunk in sse_reply(chunks, reply, done):
             yield chunk
     finally:
         await close()
-    if done is not None:
-        # The client may disconnect right after the last chunk, which cancels
-        # this generator: the reply is stored by a task that is not cancelled.
-        await asyncio.shield(asyncio.ensure_future(done()))

@@ -6,9 +6,10 @@ connection failure, a 5xx or a malformed body is a 502, a timeout a 504.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -137,16 +138,44 @@ class StreamedReply:
         return message
 
 
-async def sse_reply(chunks: AsyncIterator[bytes], into: StreamedReply) -> AsyncIterator[bytes]:
-    """Pass SSE bytes through unchanged while collecting the reply into ``into``."""
+async def sse_reply(
+    chunks: AsyncIterator[bytes],
+    into: StreamedReply,
+    finish: Callable[[], Awaitable[None]] | None = None,
+) -> AsyncIterator[bytes]:
+    """Pass SSE bytes through unchanged (cut at line ends) while collecting the reply.
+
+    ``finish()`` (storing the reply) is awaited before the ``data: [DONE]``
+    line is passed on, or at the end of a stream without one: a client that
+    has seen the end of the stream finds the reply stored. It runs in a task
+    of its own, so a client leaving at that moment does not cancel it.
+    """
     buffer = b""
     async for chunk in chunks:
-        yield chunk
         buffer += chunk
         *lines, buffer = buffer.split(b"\n")
+        ready: list[bytes] = []
         for line in lines:
+            if finish is not None and _is_done(line):
+                if ready:
+                    yield b"".join(ready)
+                    ready = []
+                await asyncio.shield(asyncio.ensure_future(finish()))
+                finish = None
             into.feed(line)
+            ready.append(line + b"\n")
+        if ready:
+            yield b"".join(ready)
     into.feed(buffer)
+    if finish is not None:
+        await asyncio.shield(asyncio.ensure_future(finish()))
+    if buffer:
+        yield buffer
+
+
+def _is_done(line: bytes) -> bool:
+    line = line.strip()
+    return line.startswith(b"data:") and line[5:].strip() == b"[DONE]"
 
 
 def _delta(line: bytes) -> dict[str, Any]:
