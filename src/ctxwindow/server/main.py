@@ -27,6 +27,8 @@ def serve(settings: Settings) -> None:
     import uvicorn
 
     settings.check_bind()
+    if not logging.getLogger().handlers:  # a command, not an embedding app: show our lines
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(message)s")
     # Neither the key nor passwords in URLs are logged: only whether a key is set.
     log.info(
         "serving on %s:%s (%d worker(s)), store %s, upstream %s (API key %s)",
