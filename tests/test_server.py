@@ -907,3 +907,21 @@ def test_a_per_model_budget_caps_the_context(upstream: FakeUpstream) -> None:
         context = http.get("/v1/sessions/b/context").json()
     assert count_tokens(upstream.last) <= 300
     assert context["report"]["budget"] == 300
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        (b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "\xff\xfe"}]}', "utf-8"),
+        (b'{"model": "gpt-4o", "messages": {"role": "user"}}', "'messages' must be"),
+        (b'{"model": "gpt-4o", "messages": [{"role": "user", "content": 42}]}', "content"),
+        (b'{"model": 4, "messages": [{"role": "user", "content": "hi"}]}', "'model' must be"),
+        (b"[1, 2]", "JSON object"),
+    ],
+)
+def test_bad_bodies_are_400_and_store_nothing(http: TestClient, raw: bytes, says: str) -> None:
+    for route in ("/v1/chat/completions", "/v1/sessions/bad/messages"):
+        response = http.post(route, content=raw, headers={"X-Session-Id": "bad"})
+        assert response.status_code == 400, route
+        assert says in response.json()["error"]["message"]
+    assert http.get("/v1/sessions/bad/messages").status_code == 404  # nothing was stored

@@ -44,8 +44,10 @@ def router(service: Service, tenant: Any) -> APIRouter:
         body = await read_json(request, service.settings.max_request_bytes)
         messages = check_messages(body.get("messages"), service.settings.max_message_chars)
         model = body.get("model", "gpt-4o")
+        if not isinstance(model, str) or not model:
+            raise APIError(400, "'model' must be a model name", param="model")
         sid = scoped(tenant, session_id)
-        manager = service.manager(str(model))
+        manager = service.manager(model)
         key = request.headers.get("idempotency-key")
         keys = [f"{key}:{i}" if key else None for i in range(len(messages))]
         stored: list[Entry] = []
