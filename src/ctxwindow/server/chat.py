@@ -74,7 +74,7 @@ def router(service: Service, tenant: Any) -> APIRouter:
         async with AsyncExitStack() as turn:
             # The whole exchange holds the session (against other requests, in
             # any process sharing the store) until the reply is stored.
-            await turn.enter_async_context(service.turn(manager, sid))
+            await turn.enter_async_context(manager.turn(sid))
             response = await _exchange(service, manager, sid, body, messages, budget, key)
             if isinstance(response, _HeldStream):
                 response.release = turn.pop_all().aclose  # held until the stream ends

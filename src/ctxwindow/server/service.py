@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 from fastapi import Request
 
 from ctxwindow.context import ArchiveLike, AsyncContextManager, Policy, hybrid_policy
-from ctxwindow.errors import CtxWindowError, SessionBusyError
+from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import Entry
 from ctxwindow.policies import TokenWindow
 from ctxwindow.server.errors import APIError, from_library
@@ -52,7 +51,7 @@ class Service:
         self._policy = window_policy(settings)
 
     def manager(self, model: str) -> AsyncContextManager:
-        """The manager of ``model`` (its windows catch up with what other models' added)."""
+        """The manager of ``model`` (its windows catch up with what other models added)."""
         manager = self._managers.get(model)
         if manager is None:
             try:
@@ -68,16 +67,6 @@ class Service:
             )  # fmt: skip
             self._managers[model] = manager
         return manager
-
-    @asynccontextmanager
-    async def turn(self, manager: AsyncContextManager, sid: str) -> AsyncIterator[None]:
-        """Hold the session (in every process sharing the store) for one request; 409 if the
-        session stays busy longer than ``lock_timeout``."""
-        try:
-            async with manager.turn(sid):
-                yield
-        except SessionBusyError as exc:
-            raise from_library(exc) from exc
 
     async def check_room(self, sid: str, new: int) -> None:
         """413 if ``new`` more messages would take the session over its limit."""

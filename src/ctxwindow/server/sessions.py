@@ -51,7 +51,7 @@ def router(service: Service, tenant: Any) -> APIRouter:
         key = request.headers.get("idempotency-key")
         keys = [f"{key}:{i}" if key else None for i in range(len(messages))]
         stored: list[Entry] = []
-        async with service.turn(manager, sid):
+        async with manager.turn(sid):
             new = [k is None or await service.store.replayed(sid, k) is None for k in keys]
             await service.check_room(sid, sum(new))
             for message, item_key in zip(messages, keys, strict=True):
@@ -103,7 +103,7 @@ def router(service: Service, tenant: Any) -> APIRouter:
         """Delete the session: store, windows, archive."""
         sid = await existing(session_id, tenant)
         manager = service.manager("gpt-4o")  # any model's: the session lock is the store's
-        async with service.turn(manager, sid):
+        async with manager.turn(sid):
             for other in service.managers():
                 await other.delete(sid)  # the windows, the archive and the store
         return {"id": session_id, "object": "session.deleted", "deleted": True}
