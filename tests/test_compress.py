@@ -504,3 +504,12 @@ def test_property_compressors_never_grow_mutate_or_reshape(
         assert new.tokens == TOK.message_tokens(new.message)
         if new is not old and new.metadata["compressed"]["by"] == "structured":
             json.loads(content(new))
+
+
+@given(st.text(max_size=200))
+def test_cjk_share_counts_like_the_character_definition(text: str) -> None:
+    from ctxwindow.compress.sentences import cjk_share, is_cjk
+
+    letters = [ch for ch in text if ch.isalnum()]
+    expected = sum(map(is_cjk, letters)) / len(letters) if letters else 0.0
+    assert cjk_share(text) == expected

@@ -13,6 +13,7 @@ for CJK (see :mod:`ctxwindow.compress.sentences`).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections import Counter
@@ -134,8 +135,11 @@ class Extractive:
 def _information(words: list[str], idf: dict[str, float]) -> float:
     if not words:
         return 0.0
-    weight = sum(
-        idf[term] * (DIGIT_WEIGHT if any(ch.isdigit() for ch in term) else 1.0)
-        for term in dict.fromkeys(words)
-    )
+    weight = sum(idf[term] * _digit_weight(term) for term in dict.fromkeys(words))
     return weight / math.sqrt(len(words))
+
+
+@functools.lru_cache(maxsize=65_536)
+def _digit_weight(term: str) -> float:
+    """Terms with a digit (ids, numbers, dates) weigh more; cached: terms recur."""
+    return DIGIT_WEIGHT if any(ch.isdigit() for ch in term) else 1.0

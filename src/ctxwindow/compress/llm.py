@@ -206,9 +206,16 @@ class LLMSummarizer:
 
 
 def merged_entry(
-    entries: Sequence[Entry], message: Message, tokenizer: ChatTokenizer, by: str
+    entries: Sequence[Entry],
+    message: Message,
+    tokenizer: ChatTokenizer,
+    by: str,
+    entry_id: str | None = None,
 ) -> Entry:
-    """One ``summary`` entry standing for ``entries``, at the first one's place."""
+    """One ``summary`` entry standing for ``entries``, at the first one's place.
+
+    Its id is ``entry_id``, else derived from the ids it stands for.
+    """
     tokens = tokenizer.message_tokens(message)
     ids = prompt.summarized_ids(entries)
     record = {"by": by, "from_tokens": total_tokens(entries), "to_tokens": tokens}
@@ -216,7 +223,7 @@ def merged_entry(
         message=message,
         tokens=tokens,
         seq=entries[0].seq,
-        id=f"summary-{prompt.digest(ids)}",
+        id=entry_id or f"summary-{prompt.digest(ids)}",
         pinned=any(entry.pinned for entry in entries),
         priority=max(entry.priority for entry in entries),
         kind="summary",

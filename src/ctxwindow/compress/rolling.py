@@ -63,11 +63,13 @@ class RollingSummary:
         text = "\n".join(_line(entry) for entry in result)
         message = self._fit(text, budget)
         by = f"rolling({_producer(result, sources)})"
-        entry = merged_entry(sources, message, self.tokenizer, by)
         if summary is None:
+            entry = merged_entry(sources, message, self.tokenizer, by)
             return dataclasses.replace(entry, pinned=True)
+        # The summary keeps its id: no digest of every id folded so far (it grows).
+        entry = merged_entry(sources, message, self.tokenizer, by, entry_id=summary.id)
         metadata = dict(summary.metadata, **entry.metadata)
-        return dataclasses.replace(entry, id=summary.id, pinned=True, metadata=metadata)
+        return dataclasses.replace(entry, pinned=True, metadata=metadata)
 
     def _fit(self, text: str, budget: int) -> Message:
         """A summary message of ``text``, cut head and tail to at most ``budget`` tokens."""

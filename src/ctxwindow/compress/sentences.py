@@ -13,6 +13,7 @@ brackets stay with the sentence they close.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 
@@ -20,6 +21,8 @@ _CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-
 _KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
 _IS_CJK = re.compile(f"[{_CJK}]")
 _CJK_RUNS = re.compile(f"[{_CJK}]+|[^{_CJK}]+")
+_ALNUM = re.compile(r"[^\W_]")  # str.isalnum(), one character at a time
+_CJK_ALNUM = re.compile(f"(?=[{_CJK}])[^\\W_]")
 _CLOSERS = "\"'”’)\\]}」』）》】〉"
 _CJK_MARKS = "。！？；…‥"
 _MARK = re.compile(f"[{_CJK_MARKS}]+[{_CLOSERS}]*|[.!?]+[{_CLOSERS}]*")
@@ -98,8 +101,8 @@ def is_cjk(char: str) -> bool:
 
 def cjk_share(text: str) -> float:
     """The share of CJK characters among the letters and digits of ``text``."""
-    letters = [ch for ch in text if ch.isalnum()]
-    return sum(map(is_cjk, letters)) / len(letters) if letters else 0.0
+    letters = len(_ALNUM.findall(text))
+    return len(_CJK_ALNUM.findall(text)) / letters if letters else 0.0
 
 
 def has_kana(text: str) -> bool:
@@ -113,6 +116,12 @@ def terms(sentence: str) -> list[str]:
     >>> terms("The cluster 東京都 failed at 03:14")
     ['cluster', '東京', '京都', 'failed', '03:14']
     """
+    return list(_terms(sentence))
+
+
+@functools.lru_cache(maxsize=16_384)
+def _terms(sentence: str) -> tuple[str, ...]:
+    """``terms``, cached: a rolling summary re-reads the sentences it kept at every fold."""
     out: list[str] = []
     for token in _TOKEN.findall(sentence.casefold()):
         for run in _CJK_RUNS.findall(token):
@@ -120,4 +129,4 @@ def terms(sentence: str) -> list[str]:
                 out.extend([run[i : i + 2] for i in range(len(run) - 1)] or [run])
             elif run not in STOPWORDS and (len(run) > 1 or run.isdigit()):
                 out.append(run)
-    return out
+    return tuple(out)
