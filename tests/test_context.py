@@ -429,3 +429,27 @@ def test_on_event_tells_of_compressions_summary_folds_and_recall_searches() -> N
     assert names.count("compressed") >= 1 and names.count("summary_updated") >= 1
     searches = [value for name, value in events if name == "recall_seconds"]
     assert searches and all(0 <= value < 60 for value in searches)
+
+
+def test_a_turn_handed_over_is_carried_on_elsewhere() -> None:
+    """hand_over: this task takes the session like anybody else; carry_on: act within it."""
+
+    async def run() -> list[str]:
+        cm = AsyncContextManager(AsyncMemoryStore(), budget=400, lock_timeout=0.05)
+        stack = contextlib.AsyncExitStack()
+        await stack.enter_async_context(cm.turn("s"))
+        await cm.add("s", {"role": "user", "content": "質問: where is it?"})
+        cm.hand_over("s")
+        with pytest.raises(SessionBusyError):  # no longer within the turn, which is held
+            await cm.add("s", {"role": "user", "content": "too early"})
+
+        async def finish() -> None:
+            with cm.carry_on("s"):
+                await cm.add("s", {"role": "assistant", "content": "回答: in Lyon 🚚"})
+            await stack.aclose()
+
+        await contextvars.Context().run(asyncio.ensure_future, finish())
+        await cm.add("s", {"role": "user", "content": "thanks"})  # free again
+        return [e.message["content"] for e in await cm.history("s")]
+
+    assert asyncio.run(run()) == ["質問: where is it?", "回答: in Lyon 🚚", "thanks"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -925,3 +925,64 @@ def test_bad_bodies_are_400_and_store_nothing(http: TestClient, raw: bytes, says
         assert response.status_code == 400, route
         assert says in response.json()["error"]["message"]
     assert http.get("/v1/sessions/bad/messages").status_code == 404  # nothing was stored
+
+
+def test_a_client_gone_mid_stream_releases_the_session(upstream: FakeUpstream) -> None:
+    """The session is free again (no 409) and the unfinished reply is not stored."""
+
+    async def slow_stream(request: httpx.Request) -> httpx.Response:
+        async def chunks() -> AsyncIterator[bytes]:
+            for piece in ("Your ", "parcel ", "is ", "in ", "Lyon."):
+                await asyncio.sleep(0.02)
+                yield _sse(piece, "gpt-4o").split(b"data: [DONE]")[0]
+            yield b"data: [DONE]\n\n"
+
+        return httpx.Response(200, content=chunks(), headers={"content-type": "text/event-stream"})
+
+    settings = Settings(store="memory://", upstream="http://u.test/v1", lock_timeout=0.5)
+    app = create_app(settings, upstream_transport=httpx.MockTransport(slow_stream), store=_store())
+    body = json.dumps(
+        {"model": "gpt-4o", "stream": True, "messages": [{"role": "user", "content": "Where?"}]}
+    ).encode()
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
+        "query_string": b"", "root_path": "", "client": ("127.0.0.1", 1), "server": ("t", 80),
+        "headers": [(b"content-type", b"application/json"), (b"x-session-id", b"gone"),
+                    (b"content-length", str(len(body)).encode())],
+    }  # fmt: skip
+    sent: list[dict[str, Any]] = []
+
+    async def run() -> tuple[int, list[dict[str, Any]]]:
+        calls = 0
+
+        async def receive() -> dict[str, Any]:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                return {"type": "http.request", "body": body, "more_body": False}
+            await asyncio.sleep(0.05)  # the client leaves after a chunk or two
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://testserver"
+            ) as http,
+        ):
+            await app(scope, receive, send)
+            stored = (await http.get("/v1/sessions/gone/messages")).json()["data"]
+            # Taking the session again (waits at most lock_timeout, else 409):
+            note = {"messages": [{"role": "user", "content": "Still there?"}]}
+            again = await http.post("/v1/sessions/gone/messages", json=note)
+            return again.status_code, stored
+
+    status, stored = asyncio.run(run())
+    chunks = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    assert b"[DONE]" not in chunks  # the client really left before the end
+    assert status == 200  # the session was released
+    assert [item["message"]["role"] for item in stored] == ["user"]  # no half reply
+    assert stored[0]["metadata"]["unanswered"] is True

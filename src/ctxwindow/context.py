@@ -691,9 +691,10 @@ class AsyncContextManager:
     async def turn(self, session_id: str, *, timeout: float | None = None) -> AsyncIterator[None]:
         """Hold the session for several calls (see ``ContextManager.turn``).
 
-        Tasks started inside the block act within the turn (they inherit it),
-        and the block may end in another task than it began: a streamed reply
-        is stored by the response's task after the handler returned.
+        Tasks started inside the block act within the turn (they inherit it).
+        The block may also end in another task than it began, as a streamed
+        reply does: the handler calls ``hand_over`` and returns, and the code
+        that finishes the turn runs in ``carry_on`` until it ends the block.
         """
         held = _HELD.get()
         inside = _holding(held, self.store, session_id)
@@ -708,6 +709,20 @@ class AsyncContextManager:
                 yield
             finally:
                 _HELD.set(held)
+
+    def hand_over(self, session_id: str) -> None:
+        """This task no longer acts within its turn of the session (whose end it handed
+        to other code): its later calls take the session like anybody else's."""
+        _HELD.set(_HELD.get() - {(id(self.store), session_id)})
+
+    @contextmanager
+    def carry_on(self, session_id: str) -> Iterator[None]:
+        """Act within a turn of the session handed over by another task (see ``turn``)."""
+        token = _HELD.set(_HELD.get() | {(id(self.store), session_id)})
+        try:
+            yield
+        finally:
+            _HELD.reset(token)
 
     async def close(self) -> None:
         await self.store.close()

@@ -76,8 +76,10 @@ def router(service: Service, tenant: Any) -> APIRouter:
             # any process sharing the store) until the reply is stored.
             await turn.enter_async_context(manager.turn(sid))
             response = await _exchange(service, manager, sid, body, messages, budget, key)
-            if isinstance(response, _HeldStream):
-                response.release = turn.pop_all().aclose  # held until the stream ends
+            if isinstance(response, _HeldStream):  # held until the stream ends
+                response.release = turn.pop_all().aclose
+                response.turn = (manager, sid)
+                manager.hand_over(sid)
             return response
 
     return api
@@ -282,11 +284,17 @@ class _HeldStream(StreamingResponse):
     """
 
     release: Callable[[], Awaitable[Any]] | None = None
+    turn: tuple[AsyncContextManager, str] | None = None  # the session's turn it carries on
     storing: asyncio.Future[None] | None = None  # the reply being stored
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
-            await super().__call__(scope, receive, send)
+            if self.turn is None:
+                await super().__call__(scope, receive, send)
+            else:
+                manager, sid = self.turn
+                with manager.carry_on(sid):  # storing the reply must not wait for itself
+                    await super().__call__(scope, receive, send)
         finally:
             await asyncio.shield(asyncio.ensure_future(self._finish()))
 
