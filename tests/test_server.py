@@ -986,3 +986,23 @@ def test_a_client_gone_mid_stream_releases_the_session(upstream: FakeUpstream) -
     assert status == 200  # the session was released
     assert [item["message"]["role"] for item in stored] == ["user"]  # no half reply
     assert stored[0]["metadata"]["unanswered"] is True
+
+
+@pytest.mark.parametrize("redact", ["storage", "upstream"])
+@pytest.mark.parametrize("session", [True, False])
+def test_invalid_messages_are_400_with_redaction_on(
+    upstream: FakeUpstream, redact: str, session: bool
+) -> None:
+    """Messages are validated before a redactor sees them: a clear 400, never a 500."""
+    bad = {"role": "user", "content": [{"type": "text", "text": 5}]}
+    headers = {"X-Session-Id": "r"} if session else {}
+    with TestClient(make_app(upstream, redact=redact)) as http:
+        response = http.post(
+            "/v1/chat/completions",
+            json={"model": "gpt-4o", "messages": [bad]},
+            headers=headers,
+        )
+        assert response.status_code == 400
+        assert response.json()["error"]["param"] == "messages"
+        assert http.get("/v1/sessions/r/messages").status_code == 404
+    assert upstream.requests == []

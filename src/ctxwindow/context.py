@@ -253,8 +253,9 @@ class _Core:
         kind: str | None,
     ) -> Entry:
         """Validate, redact and tokenize a new message: the entry to store."""
-        redact = self.redactor is not None and not self.redact_context
-        clean = make_message(self.redactor(dict(message)) if redact and self.redactor else message)
+        clean = make_message(message)  # validated before a redactor sees it
+        if self.redactor is not None and not self.redact_context:
+            clean = make_message(self.redactor(dict(clean)))
         pending = session.window.pending_tool_calls
         if clean["role"] == "tool" and clean["tool_call_id"] not in pending:
             raise OrphanToolResultError(

@@ -22,7 +22,7 @@ from fastapi.responses import StreamingResponse
 
 from ctxwindow.context import AsyncContextManager
 from ctxwindow.errors import CtxWindowError
-from ctxwindow.messages import Entry
+from ctxwindow.messages import Entry, make_message
 from ctxwindow.policies import Context
 from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.service import Service, check_messages, read_json
@@ -182,9 +182,9 @@ def _without_session(body: dict[str, Any]) -> dict[str, Any]:
 async def _stateless(
     service: Service, body: dict[str, Any], messages: list[dict[str, Any]], model: str, budget: int
 ) -> Response:
-    if service.redactor is not None:  # nothing is stored: what goes upstream is masked
-        messages = [service.redactor(dict(m)) for m in messages]
     try:
+        if service.redactor is not None:  # nothing is stored: what goes upstream is masked
+            messages = [service.redactor(dict(make_message(m))) for m in messages]
         tokens = count_tokens(messages, model, body.get("tools"))
     except (CtxWindowError, ValueError) as exc:
         raise from_library(exc) from exc
