@@ -410,3 +410,17 @@ spans = st.tuples(st.integers(0, 40), st.integers(1, 10)).map(lambda p: (p[0], p
 @given(st.lists(st.tuples(spans, st.integers(0, 6)), max_size=30))
 def test_resolve_matches_the_obvious_quadratic_rule(found: list[Any]) -> None:
     assert resolve(found) == naive_resolve(found)
+
+
+def test_what_is_not_text_passes_through_unchanged() -> None:
+    redact = Redactor()
+    odd = [
+        {"role": "user", "content": 42},
+        {"role": "user"},
+        {"role": "assistant", "content": None, "tool_calls": "x"},
+        {"role": "user", "content": [1, {"type": "text", "text": 5}, {"type": "image_url"}]},
+    ]
+    for message in odd:
+        assert redact(message) == message
+    parts = [{"type": "text", "text": "mail li@example.com"}]
+    assert redact({"role": "user", "content": parts})["content"][0]["text"] == "mail [EMAIL]"

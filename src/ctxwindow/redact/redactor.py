@@ -52,8 +52,9 @@ class Redactor:
     ``detectors`` run in order (order breaks ties between equal spans);
     ``placeholders`` maps a detector name to its replacement (default
     ``[NAME]``). ``redactor(message)`` returns a new message with text
-    content and tool-call arguments redacted; ``counts`` totals what every
-    call replaced, by type, for the metrics.
+    content and tool-call arguments redacted (anything else, valid or not, is
+    passed on as it came); ``counts`` totals what every call replaced, by
+    type, for the metrics.
 
     >>> redact = Redactor()
     >>> redact({"role": "user", "content": "我的邮箱是 li@example.com，密码：hunter2"})
@@ -111,7 +112,7 @@ class Redactor:
             redacted["content"] = self._text(content)
         elif isinstance(content, list):
             redacted["content"] = [self._part(part) for part in content]
-        if message.get("tool_calls"):
+        if isinstance(message.get("tool_calls"), list):
             redacted["tool_calls"] = [self._call(call) for call in message["tool_calls"]]
         return redacted
 
@@ -119,8 +120,8 @@ class Redactor:
         return self.redact_text(text)[0]
 
     def _part(self, part: Any) -> Any:
-        if isinstance(part, Mapping) and part.get("type") == "text":
-            return {**part, "text": self._text(part.get("text", ""))}
+        if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+            return {**part, "text": self._text(part["text"])}
         return part
 
     def _call(self, call: Any) -> Any:
