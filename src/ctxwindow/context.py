@@ -355,8 +355,8 @@ class _Core:
         if not self.redact_context:
             return built
         fitted = self.redacted(session, built, budget)
-        if fitted is None:
-            overshoot = self.redacted_tokens(session, built.messages) - budget
+        if fitted.total_tokens > budget:
+            overshoot = fitted.total_tokens - budget
             fitted = self.fit_redacted(session, budget, recalled, budget - overshoot)
         sent = {id(message) for message in fitted.messages}
         session.redacted = {k: hit for k, hit in session.redacted.items() if id(hit[1]) in sent}
@@ -379,7 +379,7 @@ class _Core:
                 low = mid + 1
             else:
                 attempt = self.redacted(session, built, budget)
-                if attempt is None:
+                if attempt.total_tokens > budget:
                     high = mid - 1
                 else:
                     best, low = attempt, mid + 1
@@ -388,18 +388,12 @@ class _Core:
             raise BudgetError(f"the redacted context does not fit in {budget} tokens")
         return best
 
-    def redacted(self, session: _Session, built: Context, budget: int) -> Context | None:
-        """``built`` with its messages redacted, or None if that takes it over ``budget``."""
-        messages = [self.redact_one(session, m)[1] for m in built.messages]
-        tokens = built.total_tokens + sum(self.redact_one(session, m)[2] for m in built.messages)
-        if tokens > budget:
-            return None
-        extra = tokens - built.total_tokens
+    def redacted(self, session: _Session, built: Context, budget: int) -> Context:
+        """``built`` with its messages redacted and its tokens corrected (maybe over budget)."""
+        hits = [self.redact_one(session, m) for m in built.messages]
+        extra = sum(change for _, _, change in hits)
         report = replace(built.report, budget=budget, used=built.report.used + extra)
-        return Context(messages, tokens, report)
-
-    def redacted_tokens(self, session: _Session, messages: list[Message]) -> int:
-        return self.tokenizer.count(self.redact_one(session, m)[1] for m in messages)
+        return Context([clean for _, clean, _ in hits], built.total_tokens + extra, report)
 
     def redact_one(self, session: _Session, message: Message) -> tuple[Message, Message, int]:
         """(message, its redacted copy, the tokens that adds), redacting each message once."""
