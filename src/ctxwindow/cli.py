@@ -145,7 +145,10 @@ def _fail(message: str) -> NoReturn:
 def eval_command(
     dataset: Annotated[
         list[str] | None,
-        typer.Option(help="builtin:NAME or a .json/.jsonl file; repeat for several."),
+        typer.Option(
+            help="builtin:NAME, locomo:PATH, longmemeval:PATH or a .json/.jsonl file; "
+            "repeat for several."
+        ),
     ] = None,
     strategies: Annotated[
         str, typer.Option(help="Comma-separated strategy names.")
@@ -159,6 +162,13 @@ def eval_command(
     ),
     skip_invalid: Annotated[
         bool, typer.Option("--skip-invalid", help="Leave out invalid conversations/questions.")
+    ] = False,
+    include_unanswerable: Annotated[
+        bool,
+        typer.Option(
+            "--include-unanswerable",
+            help="locomo:/longmemeval: also measure questions with no answer in the conversation.",
+        ),
     ] = False,
     llm_base_url: Annotated[
         str | None, typer.Option(help="OpenAI-compatible endpoint to answer the questions.")
@@ -181,6 +191,7 @@ def eval_command(
         model=model,
         out=out,
         skip_invalid=skip_invalid,
+        include_unanswerable=include_unanswerable,
         llm_base_url=llm_base_url,
         llm_model=llm_model,
         llm_judge=llm_judge,

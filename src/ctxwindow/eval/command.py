@@ -27,6 +27,7 @@ class EvalOptions:
     model: str = "gpt-4o"
     out: Path = Path("ctxwindow-report")
     skip_invalid: bool = False
+    include_unanswerable: bool = False
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_judge: bool = False
@@ -40,7 +41,13 @@ def run_command(options: EvalOptions, console: Console | None = None) -> dict[st
     model_info(options.model)  # an unknown model fails before anything is loaded
     for name in options.strategies:
         get_strategy(name)
-    dataset = merge(load_all(options.datasets, options.skip_invalid, errors))
+    datasets = load_all(
+        options.datasets,
+        options.skip_invalid,
+        errors,
+        include_unanswerable=options.include_unanswerable,
+    )
+    dataset = merge(datasets)
     answerer = make_answerer(options)
     steps = total_steps(dataset, options.strategies, options.budgets)
     with Progress(
@@ -68,12 +75,20 @@ def run_command(options: EvalOptions, console: Console | None = None) -> dict[st
     return results
 
 
-def load_all(specs: Sequence[str], skip_invalid: bool, errors: Console) -> list[Dataset]:
+def load_all(
+    specs: Sequence[str],
+    skip_invalid: bool,
+    errors: Console,
+    *,
+    include_unanswerable: bool = False,
+) -> list[Dataset]:
     datasets = []
     for spec in specs:
-        dataset, problems = load_dataset(spec, skip_invalid=skip_invalid)
+        dataset, problems = load_dataset(
+            spec, skip_invalid=skip_invalid, include_unanswerable=include_unanswerable
+        )
         for problem in problems:
-            errors.print(f"ctxwindow: skipped: {spec}: {problem}", markup=False)
+            errors.print(f"ctxwindow: skipped: {spec}: {problem}", markup=False, soft_wrap=True)
         datasets.append(dataset)
     return datasets
 

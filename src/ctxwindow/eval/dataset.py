@@ -1,10 +1,12 @@
 """Evaluation datasets: loading, validation, and the cases a strategy is asked about.
 
 The format (JSON, or JSON Lines with one conversation per line) is documented
-in docs/eval.md. Validation collects every problem, each naming the
-conversation, message or question and what is wrong; by default any problem
-stops the run before anything is measured, and with ``skip_invalid`` the
-invalid conversations and questions are left out and reported.
+in docs/eval.md; ``locomo:PATH`` and ``longmemeval:PATH`` read the files of
+those public benchmarks (``ctxwindow.eval.loaders``). Validation collects
+every problem, each naming the conversation, message or question and what is
+wrong; by default any problem stops the run before anything is measured, and
+with ``skip_invalid`` the invalid conversations and questions are left out and
+reported.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from ctxwindow.messages import Message, tool_call_ids, validate_message
 
 # Keys of a dataset message that are ours, not the chat wire format.
 DATASET_KEYS = ("id", "timestamp")
+# Spec prefixes of the public benchmarks read by ctxwindow.eval.loaders.
+BENCHMARKS = ("locomo:", "longmemeval:")
 
 
 class DatasetError(CtxWindowError, ValueError):
@@ -40,6 +44,7 @@ class Question:
     evidence: tuple[str, ...]
     after: str | None = None
     category: str | None = None
+    date: str | None = None  # when the question is asked; kept for the record, not used
 
 
 @dataclass(frozen=True)
@@ -67,11 +72,22 @@ class Dataset:
         return sum(len(c.questions) for c in self.conversations)
 
 
-def load_dataset(spec: str, *, skip_invalid: bool = False) -> tuple[Dataset, list[str]]:
-    """Load ``builtin:NAME`` or a ``.json``/``.jsonl`` file.
+def load_dataset(
+    spec: str, *, skip_invalid: bool = False, include_unanswerable: bool = False
+) -> tuple[Dataset, list[str]]:
+    """Load ``builtin:NAME``, ``locomo:PATH``, ``longmemeval:PATH`` or a ``.json``/``.jsonl`` file.
 
-    Returns the dataset and the problems of what ``skip_invalid`` left out.
+    Returns the dataset and the problems of what was left out: by ``skip_invalid``,
+    and, for a benchmark, its questions that cannot be measured.
+    ``include_unanswerable`` keeps a benchmark's unanswerable questions
+    (LoCoMo's adversarial ones, LongMemEval's abstention ones).
     """
+    if spec.startswith(BENCHMARKS):
+        from ctxwindow.eval.loaders import load_benchmark
+
+        return load_benchmark(
+            spec, skip_invalid=skip_invalid, include_unanswerable=include_unanswerable
+        )
     if spec.startswith("builtin:"):
         from ctxwindow.eval.builtin import builtin_dataset
 
@@ -80,10 +96,11 @@ def load_dataset(spec: str, *, skip_invalid: bool = False) -> tuple[Dataset, lis
         except ValueError as exc:
             raise DatasetError(spec, [str(exc)]) from exc
         return parse_dataset(data, spec, skip_invalid=skip_invalid)
-    return parse_dataset(_read(Path(spec)), spec, skip_invalid=skip_invalid)
+    return parse_dataset(read_json(Path(spec)), spec, skip_invalid=skip_invalid)
 
 
-def _read(path: Path) -> Any:
+def read_json(path: Path) -> Any:
+    """The parsed JSON (or JSON Lines) file; ``DatasetError`` naming the file if it cannot be."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -157,6 +174,7 @@ def _messages(
         problems.append(f"{where}: 'messages' must be a non-empty list")
         return [], [], set()
     ids: list[str] = []
+    seen: set[str] = set()  # a list lookup would be quadratic: benchmark histories are long
     messages: list[Message] = []
     open_at: set[str] = set()
     pending: set[str] = set()
@@ -169,7 +187,7 @@ def _messages(
         at = f"{where}, message {mid!r}" if isinstance(mid, str) else at
         if not isinstance(mid, str) or not mid:
             problems.append(f"{at}: needs a string 'id'")
-        elif mid in ids:
+        elif mid in seen:
             problems.append(f"{at}: duplicate message id")
         wire = {k: v for k, v in message.items() if k not in DATASET_KEYS}
         try:
@@ -179,6 +197,7 @@ def _messages(
             continue
         pending = _check_tool_order(wire, pending, at, problems)
         ids.append(str(mid))
+        seen.add(str(mid))
         messages.append(wire)
         if pending:
             open_at.add(str(mid))
@@ -227,6 +246,7 @@ def _question(
         evidence=tuple(raw["evidence"]),
         after=raw.get("after"),
         category=raw.get("category"),
+        date=raw.get("date"),
     )
 
 
@@ -245,6 +265,8 @@ def _question_problems(
         found.append("'answer' must be a string")
     if not isinstance(raw.get("category", ""), str | None):
         found.append("'category' must be a string")
+    if not isinstance(raw.get("date", ""), str | None):
+        found.append("'date' must be a string")
     evidence = raw.get("evidence")
     if (
         not isinstance(evidence, list)
