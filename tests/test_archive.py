@@ -124,6 +124,15 @@ def make_archive(request: pytest.FixtureRequest) -> Iterator[MakeArchive]:
         _drop_tables(tables)
 
 
+@pytest.fixture
+def postgres_archive(postgres_url: str) -> Iterator[PostgresArchive]:
+    """A fresh PostgresArchive on its own table, dropped afterwards."""
+    archive = PostgresArchive(postgres_url, table=f"ctxwindow_archive_test_{uuid.uuid4().hex[:12]}")
+    yield archive
+    archive.drop()
+    archive.close()
+
+
 def _drop_tables(tables: list[str]) -> None:
     import psycopg
     from psycopg import sql
@@ -307,6 +316,47 @@ def test_ties_are_broken_by_sequence_number(make_archive: MakeArchive) -> None:
     assert [hit.entry.seq for hit in archive.search("s1", "same words")] == [2, 5, 9]
 
 
+@pytest.mark.parametrize(
+    ("common", "rare"), [("kettle", "zeppelin"), ("火锅", "航班"), ("🍕", "🎉")]
+)
+def test_a_rare_word_outranks_a_common_one(
+    make_archive: MakeArchive, common: str, rare: str
+) -> None:
+    """BM25's IDF: a word in 1 message of 50 weighs more than one in 40 of 50.
+
+    Each message holds its word once, so a ranking without IDF (``ts_rank``)
+    ties them all and puts the first common one first.
+    """
+    archive = make_archive()
+    archive.index(
+        "s1",
+        entries(
+            *(f"{common} on the list, note {i}" for i in range(40)),
+            *(f"nothing on the list, note {i}" for i in range(40, 49)),
+            f"{rare} on the list, note 49",
+        ),
+    )
+    hits = archive.search("s1", f"{common} {rare}", k=3)
+    assert contents(hits) == [f"{rare} on the list, note 49"] + [
+        f"{common} on the list, note {i}" for i in range(2)
+    ]
+
+
+def test_equal_rows_score_alike_whatever_the_order_of_terms(make_archive: MakeArchive) -> None:
+    """Scores sum over several terms; equal rows must still tie exactly, so seq decides."""
+    archive = make_archive()
+    words = "red green blue yellow violet"
+    archive.index(
+        "s1",
+        [Entry({"role": "user", "content": words}, 5, seq) for seq in (7, 3, 9, 1)]
+        + entries("red alone", start=20),
+    )
+    hits = archive.search("s1", "violet yellow blue green red", k=10)
+    assert [hit.entry.seq for hit in hits] == [1, 3, 7, 9, 20]
+    assert len({hit.score for hit in hits[:4]}) == 1
+    assert hits[3].score > hits[4].score
+
+
 def test_k_limits_the_hits(story: Archive) -> None:
     assert len(story.search("s1", "ship", k=1)) == 1
     with pytest.raises(ValueError, match="k must be at least 1"):
@@ -423,6 +473,52 @@ def test_forget_removes_a_session_and_only_it(make_archive: MakeArchive) -> None
     assert archive.index("s1", entries("alpha echo")) == 1
 
 
+# Entries by sequence number.
+
+
+def test_at_returns_the_entries_at_those_seqs_in_order(make_archive: MakeArchive) -> None:
+    archive = make_archive()
+    batch = entries("one", "two", "three", "four", "five", "six")
+    archive.index("s1", list(reversed(batch)))
+    assert archive.at("s1", [5, 2, 4]) == [batch[1], batch[3], batch[4]]
+    assert archive.at("s1", (seq for seq in (3, 3, 1))) == [batch[0], batch[2]]
+
+
+def test_at_leaves_absent_seqs_out(make_archive: MakeArchive) -> None:
+    archive = make_archive()
+    batch = entries("one", "two", start=10)
+    archive.index("s1", batch)
+    assert archive.at("s1", [-1, 0, 11, 12, 99]) == [batch[1]]
+    assert archive.at("s1", [1, 2, 3]) == []
+    assert archive.at("nobody", [10, 11]) == []
+
+
+def test_at_never_returns_other_sessions(make_archive: MakeArchive) -> None:
+    archive = make_archive()
+    mine, theirs = entries("mine 1", "mine 2"), entries("theirs 1", "theirs 2", "theirs 3")
+    archive.index("s1", mine, user_id="u1")
+    archive.index("s2", theirs, user_id="u1")
+    assert archive.at("s1", [1, 2, 3]) == mine
+    archive.forget("s1")
+    assert archive.at("s1", [1, 2, 3]) == []
+    assert archive.at("s2", [3]) == theirs[2:]
+
+
+def test_at_returns_unicode_entries_whole(make_archive: MakeArchive) -> None:
+    archive = make_archive()
+    batch = entries("我住在东京", "明日、東京の倉庫から配達します。", "Party 🎉 at 東京駅, café 🍕")
+    batch[2].metadata = {"tags": ["日本", "🎉"], "note": "naïve"}
+    archive.index("s1", batch)
+    assert archive.at("s1", [1, 2, 3]) == batch
+
+
+def test_at_with_no_seqs_is_empty(make_archive: MakeArchive) -> None:
+    archive = make_archive()
+    archive.index("s1", entries("one"))
+    assert archive.at("s1", []) == []
+    assert archive.at("s1", iter(())) == []
+
+
 def test_bad_session_ids_are_store_errors(make_archive: MakeArchive) -> None:
     archive = make_archive()
     for bad in ("", "x" * 300):
@@ -430,6 +526,8 @@ def test_bad_session_ids_are_store_errors(make_archive: MakeArchive) -> None:
             archive.index(bad, entries("text"))
         with pytest.raises(StoreError):
             archive.search(bad, "text")
+        with pytest.raises(StoreError):
+            archive.at(bad, [1])
 
 
 def test_an_archive_is_a_context_manager(make_archive: MakeArchive) -> None:
@@ -694,3 +792,75 @@ def test_postgres_tables_are_shared_by_archives(postgres_url: str) -> None:
     finally:
         first.drop()
         first.close()
+
+
+def test_postgres_idf_is_that_of_the_searched_scope(postgres_archive: PostgresArchive) -> None:
+    """Other sessions never change a session's ranking; the user's sessions do, in a user search."""
+    archive = postgres_archive
+    archive.index(
+        "a", entries("zeppelin over the bay", "kettle on the stove", "kettle is boiling", "tea")
+    )
+    before = [(hit.entry.id, hit.score) for hit in archive.search("a", "kettle zeppelin")]
+    archive.index("b", entries(*(f"zeppelin sighting {i}" for i in range(30))), user_id="u1")
+    assert [(hit.entry.id, hit.score) for hit in archive.search("a", "kettle zeppelin")] == before
+    assert contents(archive.search("a", "kettle zeppelin", k=1)) == ["zeppelin over the bay"]
+    # In the user's scope zeppelin is in 31 rows of 34: the common word now.
+    hits = archive.search("a", "kettle zeppelin", k=2, user_id="u1")
+    assert contents(hits) == ["kettle on the stove", "kettle is boiling"]
+
+
+# Rows of four words, each once, none a stop word: every row has the same
+# length for FTS5 (tokens) and for PostgreSQL (distinct lexemes), and the words
+# have no inflection that Porter and Snowball would treat differently.
+SAME_LENGTH_ROWS = (
+    "kettle garden river piano",
+    "garden river piano window",
+    "river piano window lantern",
+    "piano window lantern harbor",
+    "window lantern harbor meadow",
+    "lantern harbor meadow violin",
+    "harbor meadow violin garden",
+    "meadow violin zeppelin window",
+    "violin window piano orchard",
+    "orchard window candle pepper",
+)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "kettle",
+        "garden window",
+        "zeppelin violin piano",
+        "gardens garden",  # one lexeme twice: counted twice by both
+        "lantern harbor meadow orchard pepper",
+        "window",  # in more than half the rows: IDF floored at 1e-6 by both
+    ],
+)
+def test_postgres_and_sqlite_score_alike(postgres_archive: PostgresArchive, query: str) -> None:
+    """On rows of equal length, BM25 in SQL gives FTS5's ``bm25()`` scores and order."""
+    with SQLiteArchive() as sqlite:
+        for archive in (sqlite, postgres_archive):
+            archive.index("s1", entries(*SAME_LENGTH_ROWS))
+        expected = sqlite.search("s1", query, k=10)
+        hits = postgres_archive.search("s1", query, k=10)
+    assert [hit.entry.seq for hit in hits] == [hit.entry.seq for hit in expected]
+    assert [hit.score for hit in hits] == pytest.approx([hit.score for hit in expected], rel=1e-9)
+
+
+def test_an_existing_postgres_table_gets_the_seq_index(postgres_url: str) -> None:
+    import psycopg
+
+    table = f"ctxwindow_archive_test_{uuid.uuid4().hex[:12]}"
+    archive = PostgresArchive(postgres_url, table=table)
+    try:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(f"DROP INDEX {table}_seq")  # as in a table made before at() existed
+            PostgresArchive(postgres_url, table=table).close()
+            found = conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = %s", (f"{table}_seq",)
+            ).fetchall()
+        assert [row[0].split(" USING ")[1] for row in found] == ["btree (session_id, seq)"]
+    finally:
+        archive.drop()
+        archive.close()

@@ -3,11 +3,19 @@
 One table holds each entry whole (JSON text), a ``tsvector`` of its segmented
 text (``text.index_text``) under the ``english`` configuration (Snowball
 stemming, stop words; CJK unigrams and bigrams pass through unchanged) with a
-GIN index, and its vector as ``real[]``. Ranking is ``ts_rank`` (see ``RANK``):
-PostgreSQL has no BM25, so unlike SQLite a rare word counts no more than a
-common one. Dense search is brute force in Python over the scope's vectors
-(pgvector is not required; ``real[]`` casts to its ``vector`` type when you
-move to it). psycopg 3 is imported only here: ``pip install 'ctxwindow[postgres]'``.
+GIN index, and its vector as ``real[]``.
+
+Ranking is Okapi BM25 (k1 = 1.2, b = 0.75, the IDF of FTS5's ``bm25()``),
+which PostgreSQL lacks, so it is written in SQL (``BM25``), one statement per
+search: the GIN index finds the scope's matching rows, their tsvectors give
+each query lexeme's frequency, and N, document frequencies and the average
+length are those of the search's scope (the session, plus the user's
+sessions with ``user_id``): other sessions never change a session's ranking.
+A row's length is its number of distinct lexemes (``length(tsv)``).
+
+Dense search is brute force in Python over the scope's vectors (pgvector is
+not required; ``real[]`` casts to its ``vector`` type when you move to it).
+psycopg 3 is imported only here: ``pip install 'ctxwindow[postgres]'``.
 """
 
 from __future__ import annotations
@@ -25,10 +33,54 @@ from ctxwindow.errors import StoreError, StoreUnavailableError
 
 INSTALL_HINT = "pip install 'ctxwindow[postgres]'"
 CONFIG = "english"
-RANK = "ts_rank(tsv, q)"
-"""Frequency ranking, no length normalization: on the built-in evaluation datasets it
-found the evidence in the top 5 more often than ``ts_rank_cd`` or any length
-normalization (docs/archive.md)."""
+K1 = 1.2
+"""BM25's term-frequency saturation (FTS5's default)."""
+B = 0.75
+"""BM25's length normalization (FTS5's default)."""
+
+BM25 = f"""
+WITH terms AS (
+    SELECT lexeme, count(*) AS qtf
+    FROM unnest(%(terms)s::text[]) AS term,
+        unnest(tsvector_to_array(to_tsvector('{CONFIG}', term))) AS lexeme
+    GROUP BY lexeme
+), scope AS (
+    SELECT count(*)::float8 AS n, avg(length(tsv))::float8 AS avgdl
+    FROM {{t}} WHERE session_id = %(session_id)s OR user_id = %(user_id)s
+), matches AS (
+    SELECT id, seq, length(tsv)::float8 AS dl, w.lexeme, cardinality(w.positions)::float8 AS tf
+    FROM {{t}}, to_tsquery('{CONFIG}', %(query)s) AS q, unnest(ts_filter(
+        setweight(tsv, 'A', (SELECT array_agg(lexeme) FROM terms)), ARRAY['a'::"char"]
+    )) AS w
+    WHERE tsv @@ q AND (session_id = %(session_id)s OR user_id = %(user_id)s)
+), df AS (
+    SELECT lexeme, count(*)::float8 AS df FROM matches GROUP BY lexeme
+)
+SELECT m.id, m.seq, sum(
+    t.qtf * greatest(ln((s.n - df.df + 0.5) / (df.df + 0.5)), 1e-6)
+    * m.tf * {K1 + 1} / (m.tf + {K1} * (1 - {B} + {B} * m.dl / s.avgdl))
+    ORDER BY m.lexeme
+) AS score
+FROM matches AS m JOIN df USING (lexeme) JOIN terms AS t USING (lexeme) CROSS JOIN scope AS s
+GROUP BY m.id, m.seq
+ORDER BY score DESC, m.seq, m.id
+LIMIT %(depth)s
+"""
+"""Okapi BM25 over the search's scope, best first (ties: seq, id).
+
+IDF is FTS5's, ``ln((N - df + 0.5) / (df + 0.5))`` floored at 1e-6: a word
+in half the scope's rows or more counts next to nothing. ``terms`` are the
+query's lexemes, made by the same ``to_tsvector`` as the rows' so stemming
+agrees; a lexeme two query terms share (``ships``, ``shipping``) counts
+twice, as two phrases do in FTS5. A matching row's query lexemes are cut out
+of its tsvector in C (weight A set on them, then ``ts_filter``) rather than
+by unnesting every lexeme. ``tf`` is the lexeme's number of positions
+(PostgreSQL keeps at most 256 per lexeme; positions past 16383 merge into
+one). A row's length is its distinct lexemes, ``length(tsv)``: counting
+positions instead ranked long pasted documents lower and found less evidence
+(docs/archive.md), and needs every row's lexemes unnested. The sum runs in
+lexeme order so that equal rows get bit-equal scores and ``seq`` decides.
+"""
 
 
 class PostgresArchive(Archive):
@@ -94,6 +146,7 @@ class PostgresArchive(Archive):
             )
             cur.execute(self._sql("CREATE INDEX IF NOT EXISTS {i_tsv} ON {t} USING gin (tsv)"))
             cur.execute(self._sql("CREATE INDEX IF NOT EXISTS {i_user} ON {t} (user_id)"))
+            cur.execute(self._sql("CREATE INDEX IF NOT EXISTS {i_seq} ON {t} (session_id, seq)"))
 
     def _stored(self, session_id: str, entry_ids: list[str]) -> dict[str, tuple[str, str | None]]:
         with self._cursor("read the archive") as cur:
@@ -121,16 +174,15 @@ class PostgresArchive(Archive):
             cur.executemany(query, rows)
 
     def _lexical(self, scope: Scope, terms: list[str], depth: int) -> list[Ranked]:
+        params = {
+            "terms": terms,
+            "query": _tsquery(terms),
+            "session_id": scope.session_id,
+            "user_id": scope.user_id,
+            "depth": depth,
+        }
         with self._cursor("search the archive") as cur:
-            cur.execute(
-                self._sql(
-                    f"SELECT id, seq, {RANK} AS score"
-                    f" FROM {{t}}, to_tsquery('{CONFIG}', %s) AS q"
-                    " WHERE tsv @@ q AND (session_id = %s OR user_id = %s)"
-                    " ORDER BY score DESC, seq, id LIMIT %s"
-                ),
-                (_tsquery(terms), scope.session_id, scope.user_id, depth),
-            )
+            cur.execute(self._sql(BM25), params)
             return [Ranked(key, seq, float(score)) for key, seq, score in cur.fetchall()]
 
     def _vectors(self, scope: Scope) -> list[tuple[int, int, StoredVector]]:
@@ -151,6 +203,14 @@ class PostgresArchive(Archive):
             )
             return {key: (session_id, entry) for key, session_id, entry in cur.fetchall()}
 
+    def _at(self, session_id: str, seqs: list[int]) -> list[str]:
+        with self._cursor("read the archive") as cur:
+            cur.execute(
+                self._sql("SELECT entry FROM {t} WHERE session_id = %s AND seq = ANY(%s)"),
+                (session_id, seqs),
+            )
+            return [entry for (entry,) in cur.fetchall()]
+
     def _forget(self, session_id: str) -> int:
         with self._cursor("forget a session") as cur:
             cur.execute(self._sql("DELETE FROM {t} WHERE session_id = %s"), (session_id,))
@@ -163,6 +223,7 @@ class PostgresArchive(Archive):
             t=sql.Identifier(t),
             i_tsv=sql.Identifier(f"{t}_tsv"),
             i_user=sql.Identifier(f"{t}_user"),
+            i_seq=sql.Identifier(f"{t}_seq"),
         )
 
     @contextmanager
