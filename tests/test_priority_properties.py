@@ -192,3 +192,15 @@ def test_hybrid_window_keeps_the_invariants(program: list[Any], budget: int) -> 
                 ids = {c["id"] for c in message["tool_calls"]}
                 results = {m["tool_call_id"] for m in body[index + 1 : index + 1 + len(ids)]}
                 assert results == ids
+        check_preview(window, budget)
+
+
+def check_preview(window: PriorityWindow, budget: int) -> None:
+    """A preview fits, counts exactly, ends with the message, and changes nothing."""
+    before = (window.messages(), window.total_tokens, window.report().evicted_entries)
+    preview = window.preview("user", "what is the code? 代码是什么？")
+    assert preview.total_tokens <= budget
+    assert preview.total_tokens == count_tokens(preview.messages)
+    assert preview.messages[-1] == {"role": "user", "content": "what is the code? 代码是什么？"}
+    assert preview.messages[:-1] == [m for m in before[0] if m in preview.messages[:-1]]
+    assert (window.messages(), window.total_tokens, window.report().evicted_entries) == before

@@ -204,3 +204,33 @@ def test_building_twice_gives_the_same_context(
     assert first.messages() == second.messages()
     assert first.messages() == first.messages()
     assert first.total_tokens == second.total_tokens
+
+
+def replay(make: Any, budget: int, program: list[tuple[str, str]]) -> Window:
+    window: Window = make(budget, "Be brief.", Model())
+    window.oversize = "drop"
+    for role, text in program:
+        window.add(role, text)
+    return window
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["user", "assistant"]), texts), max_size=40),
+    st.integers(40, 400),
+    texts,
+)
+def test_a_preview_is_what_adding_would_give_and_changes_nothing(
+    program: list[tuple[str, str]], budget: int, question: str
+) -> None:
+    for make in (make_token_window, make_message_window):
+        window = replay(make, budget, program)
+        before = (window.messages(), window.total_tokens, len(window), window.used)
+        try:
+            preview = window.preview("user", question)
+        except MessageTooLargeError:
+            continue
+        assert (window.messages(), window.total_tokens, len(window), window.used) == before
+        added = replay(make, budget, program)
+        added.add("user", question)
+        assert preview.messages == added.messages()
+        assert preview.total_tokens == added.total_tokens == count_tokens(preview.messages)

@@ -1,9 +1,9 @@
 """Eviction policies: windows that keep a conversation inside a budget (docs/windows.md)."""
 
 from ctxwindow.policies.base import EvictHook, Oversize, Window
-from ctxwindow.policies.explain import Decision, Report
+from ctxwindow.policies.explain import Context, Decision, Report
 from ctxwindow.policies.message_window import MessageWindow
-from ctxwindow.policies.priority import Context, PriorityWindow
+from ctxwindow.policies.priority import PriorityWindow
 from ctxwindow.policies.rules import DEFAULT_RULES, KINDS, Keywords, Match, Priority, Rule
 from ctxwindow.policies.token_window import TokenWindow
 

@@ -18,16 +18,18 @@ import itertools
 import logging
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from ctxwindow.errors import (
+    BudgetError,
     InvalidMessageError,
     MessageTooLargeError,
     OrphanToolResultError,
     PinnedOverBudgetError,
 )
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message, tool_call_ids
+from ctxwindow.policies.explain import Context, Report
 from ctxwindow.tokens.chat import ChatTokenizer, chat_tokenizer
 from ctxwindow.tokens.truncate import truncate_text
 
@@ -430,6 +432,80 @@ class Window(ABC):
 
     # -- reading -----------------------------------------------------------------
 
+    def build(
+        self, request: Any = None, max_tokens: int | None = None, keep: Collection[str] = ()
+    ) -> Context:
+        """The context to send now; read-only.
+
+        ``max_tokens`` narrows the budget for this call (in tokens, whatever
+        the window's own unit): the oldest whole units are left out until the
+        rest fits, pinned ones and a call still waiting for results never, and
+        units with an entry id in ``keep`` (say, relevant to the query) last.
+        ``request`` is for windows with a budget hook (``PriorityWindow``).
+        """
+        messages, tokens = self.messages(), self._tokens
+        if max_tokens is None or tokens <= max_tokens:
+            return Context(messages, tokens, Report(max_tokens or tokens, tokens, 0, {}, {}))
+        units = [u for u in self.units() if not (u.pinned or u.pending)]
+        kept = [u for u in units if any(e.id in keep for e in u.entries)] if keep else []
+        left_out: set[int] = set()
+        for unit in [u for u in units if u not in kept] + kept:
+            if tokens <= max_tokens:
+                break
+            tokens -= sum(entry.tokens for entry in unit.entries)
+            left_out.update(id(entry.message) for entry in unit.entries)
+        if tokens > max_tokens:
+            raise BudgetError(f"what the window must keep takes {tokens} tokens, over {max_tokens}")
+        kept_messages = [m for m in messages if id(m) not in left_out]
+        return Context(kept_messages, tokens, Report(max_tokens, tokens, 0, {}, {}))
+
+    def preview(self, role_or_message: str | Mapping[str, Any], content: Any = None) -> Context:
+        """The context this window would hold if the message were added now; read-only.
+
+        For evaluations and "what would the model see" checks: the units that
+        adding it would evict are left out of a copy, nothing changes. The
+        message must start a new turn (not a tool result, and no call may be
+        waiting for results); one larger than the window can ever hold raises
+        ``MessageTooLargeError`` whatever the oversize policy.
+
+        >>> from ctxwindow import TokenWindow
+        >>> w = TokenWindow(max_tokens=20)
+        >>> _ = w.add("user", "first question")
+        >>> _ = w.add("assistant", "first answer")
+        >>> [m["content"] for m in w.preview("user", "a second question").messages]
+        ['first answer', 'a second question']
+        >>> len(w)
+        2
+        """
+        entry = self._preview_entry(make_message(role_or_message, content))
+        size = self._size_of(entry)
+        used, tokens = self._used + size, self._tokens + entry.tokens
+        left_out: set[int] = set()
+        for unit in self._units:  # the oldest first: the order of eviction
+            if used <= self._budget:
+                break
+            used -= unit.size
+            tokens -= sum(e.tokens for e in unit.entries)
+            left_out.update(id(e.message) for e in unit.entries)
+        kept = [m for m in self.messages() if id(m) not in left_out]
+        return Context([*kept, entry.message], tokens, Report(self._budget, tokens, 0, {}, {}))
+
+    def _preview_entry(self, message: Message) -> Entry:
+        """The entry ``preview`` would add, checked like ``add`` would check it."""
+        if message["role"] == "tool" or self._open is not None:
+            raise InvalidMessageError(
+                "preview takes a message that starts a new turn: not a tool result, "
+                "and not while tool calls wait for their results"
+            )
+        entry = Entry(message, self.tokenizer.message_tokens(message), -1)
+        room = self._budget - self._pinned_used
+        if self._size_of(entry) > room:
+            raise MessageTooLargeError(
+                f"a {message['role']} message of size {self._size_of(entry)} cannot fit in "
+                f"the {room} the window can give it"
+            )
+        return entry
+
     def messages(self) -> list[Message]:
         """The messages to send: the system prompt first, then the kept ones in order."""
         if self._system is None:
@@ -456,6 +532,13 @@ class Window(ABC):
     @property
     def budget(self) -> int:
         return self._budget
+
+    @property
+    def pinned_tokens(self) -> int:
+        """Prompt tokens of what is never evicted: framing, the system prompt, pinned units."""
+        system = self._system.entries[0].tokens if self._system is not None else 0
+        pinned = sum(entry.tokens for unit in self._pinned for entry in unit.entries)
+        return self._base_tokens + system + pinned
 
     @property
     def used(self) -> int:

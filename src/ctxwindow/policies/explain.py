@@ -1,4 +1,4 @@
-"""The explanation a ``PriorityWindow`` gives with every context it builds.
+"""The explanation a window gives with every context it builds, and ``Context``.
 
 For every entry: kept, pinned, compressed (from -> to tokens, by which
 compressor) or evicted (why); tokens by category and by priority; the budget
@@ -8,11 +8,11 @@ reads as a table, so "why did the bot forget X?" takes one look.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, overload
 
-from ctxwindow.messages import Entry
+from ctxwindow.messages import Entry, Message
 from ctxwindow.policies.rules import Priority, text_of
 
 
@@ -72,6 +72,9 @@ class Decisions(Sequence[Decision]):
 
     def __len__(self) -> int:
         return len(self._all())
+
+    def __iter__(self) -> Iterator[Decision]:
+        return iter(self._all())
 
     def __eq__(self, other: object) -> bool:
         return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
@@ -134,3 +137,18 @@ class Report:
 
 def _pairs(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v:,}" for k, v in counts.items() if v) or "none"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a window's ``build`` or ``preview`` returns: messages ready to send, and why."""
+
+    messages: list[Message]
+    total_tokens: int
+    report: Report
+
+    def plus(self, message: Message, tokens: int, *, budget: int | None = None) -> Context:
+        """This context with ``message`` (``tokens`` prompt tokens) appended, within ``budget``."""
+        budget = self.report.budget if budget is None else budget
+        report = replace(self.report, budget=budget, used=self.report.used + tokens)
+        return Context([*self.messages, message], self.total_tokens + tokens, report)

@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ctxwindow.errors import PinnedOverBudgetError
-from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit
+from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
 from ctxwindow.policies.base import EvictHook, Given, Oversize
-from ctxwindow.policies.explain import Decision, Decisions, Report
+from ctxwindow.policies.explain import Context, Decision, Decisions, Report
 from ctxwindow.policies.rules import (
     DEFAULT_RULES,
     Priority,
@@ -51,15 +50,6 @@ from ctxwindow.tokens.chat import ChatTokenizer
 Compressor = Callable[[Sequence[Entry], int], list[Entry]]
 Summarizer = Callable[[Entry | None, Sequence[Entry], int], Entry]
 BudgetHook = Callable[[Any], int]
-
-
-@dataclass(frozen=True)
-class Context:
-    """What ``PriorityWindow.build`` returns: messages ready to send, and why."""
-
-    messages: list[Message]
-    total_tokens: int
-    report: Report
 
 
 class PriorityWindow(TokenWindow):
@@ -353,7 +343,7 @@ class PriorityWindow(TokenWindow):
     def _log_compressed(self, old: Entry, new: Entry, cause: str) -> None:
         by = str(new.metadata.get("compressed", {}).get("by", "compressor"))
         extra = {"from_tokens": old.tokens, "compressor": by}
-        self._log.append(("compressed", new, cause, extra))
+        self._log.append(_Logged("compressed", new, cause, extra))
         if self.on_event is not None:
             self.on_event("compressed", 1)
 
@@ -410,7 +400,7 @@ class PriorityWindow(TokenWindow):
         for unit in units:
             reason = (cause, unit.priority, unit.size)
             for entry in unit.entries:
-                self._log.append(("evicted", entry, reason, None))
+                self._log.append(_Logged("evicted", entry, reason))
         super()._evicted(units)
         if self.summarizer is not None:
             self._unfolded.extend(e for unit in units for e in unit.entries)
@@ -440,7 +430,7 @@ class PriorityWindow(TokenWindow):
         self._account(self._summary, +1, pinned=True)
         self._count_category(self._summary, +1)
         for e in entries:
-            self._log.append(("summarized", e, "folded into the rolling summary", None))
+            self._log.append(_Logged("summarized", e, "folded into the rolling summary"))
         if self.on_event is not None:
             self.on_event("summary_updated", 1)
         if self._used > self._budget:
@@ -508,26 +498,44 @@ class PriorityWindow(TokenWindow):
 
     # -- building ----------------------------------------------------------------
 
-    def build(self, request: Any = None, max_tokens: int | None = None) -> Context:
+    def build(
+        self, request: Any = None, max_tokens: int | None = None, keep: Collection[str] = ()
+    ) -> Context:
         """The context to send now, with its report.
 
         The budget is ``max_tokens``, else ``budget_hook(request)``, else the
         window's; it can only narrow the window's budget. A narrower budget
         leaves out more units by the same order of eviction, without
-        compressing and without changing the window.
+        compressing and without changing the window; units with an entry id
+        in ``keep`` go last.
         """
         budget = max_tokens if max_tokens is not None else self._hook_budget(request)
         budget = self._budget if budget is None else min(budget, self._budget)
-        left_out = self._narrow(budget) if self._used > budget else set()
+        left_out = self._narrow(budget, keep) if self._used > budget else set()
         messages = self.messages() if not left_out else self._messages_without(left_out)
         tokens = self.tokenizer.count(messages, self._tools) if left_out else self.total_tokens
         return Context(messages, tokens, self._report(budget, left_out, tokens))
 
+    def preview(self, role_or_message: str | Mapping[str, Any], content: Any = None) -> Context:
+        """The context if the message were added now, read-only (see ``Window.preview``).
+
+        The window is built for the budget less the message, leaving units out
+        in the order of eviction without compressing or summarizing them.
+        """
+        entry = self._preview_entry(make_message(role_or_message, content))
+        built = self.build(max_tokens=self._budget - entry.tokens)
+        return built.plus(entry.message, entry.tokens, budget=self._budget)
+
+    @property
+    def pinned_tokens(self) -> int:
+        summary = self._summary.entries[0].tokens if self._summary is not None else 0
+        return super().pinned_tokens + summary
+
     def _hook_budget(self, request: Any) -> int | None:
         return None if self.budget_hook is None else int(self.budget_hook(request))
 
-    def _narrow(self, budget: int) -> set[int]:
-        """Seqs of the units a narrower budget leaves out, in eviction order."""
+    def _narrow(self, budget: int, keep: Collection[str] = ()) -> set[int]:
+        """Seqs of the units a narrower budget leaves out, in eviction order (``keep`` last)."""
         order = sorted(
             (
                 u
@@ -539,6 +547,9 @@ class PriorityWindow(TokenWindow):
         order += [u for u in self._recent if u is not self._latest_user]
         if self._latest_user is not None and self._latest_user.seq in self._live:
             order.append(self._latest_user)  # the latest user turn goes last
+        if keep:
+            kept = [u for u in order if any(e.id in keep for e in u.entries)]
+            order = [u for u in order if u not in kept] + kept
         if budget < self._pinned_used:
             raise PinnedOverBudgetError(
                 f"a budget of {budget} is below the {self._pinned_used} tokens "
@@ -572,7 +583,7 @@ class PriorityWindow(TokenWindow):
 
         def decisions() -> list[Decision]:
             # Built when first read: a build stays O(window) however long the log.
-            out = [_decision(*item) for item in logged]
+            out = [item.decision() for item in logged]
             if system is not None:
                 out.append(Decision.of(system.entries[0], "pinned", "system prompt"))
             for unit in units:
@@ -595,14 +606,29 @@ class PriorityWindow(TokenWindow):
         )
 
 
-_Logged = tuple[str, Entry, "str | tuple[str, int, int]", "dict[str, Any] | None"]
+class _Logged:
+    """An entry that left or changed, made into a ``Decision`` once, when first reported."""
 
+    __slots__ = ("_decision", "action", "entry", "extra", "reason")
 
-def _decision(action: str, entry: Entry, reason: Any, extra: dict[str, Any] | None) -> Decision:
-    if isinstance(reason, tuple):
-        cause, priority, size = reason
-        reason = f"{cause}; {Priority(priority).name} priority, {size} tokens"
-    return Decision.of(entry, action, reason, **(extra or {}))
+    def __init__(
+        self,
+        action: str,
+        entry: Entry,
+        reason: str | tuple[str, int, int],
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.action, self.entry, self.reason, self.extra = action, entry, reason, extra
+        self._decision: Decision | None = None
+
+    def decision(self) -> Decision:
+        if self._decision is None:
+            reason = self.reason
+            if isinstance(reason, tuple):
+                cause, priority, size = reason
+                reason = f"{cause}; {Priority(priority).name} priority, {size} tokens"
+            self._decision = Decision.of(self.entry, self.action, reason, **(self.extra or {}))
+        return self._decision
 
 
 def _priority(entry: Entry, rules: Sequence[Rule], given: Any) -> int:
