@@ -8,6 +8,8 @@ An archive keeps whole entries per session and finds them by a query:
 - ``search(session_id, query, *, k=5, user_id=None) -> list[Hit]``: the best
   ``k`` entries of the session, or, with ``user_id``, of the session and every
   session indexed under that user.
+- ``at(session_id, seqs) -> list[Entry]``: the session's archived entries at
+  these sequence numbers, in order (the neighbours of a hit, for recall).
 - ``forget(session_id) -> int``, ``close()`` and context-manager support.
 
 ``Archive`` owns the pipeline (segmenting text, embedding, ranking, fusion);
@@ -148,6 +150,14 @@ class Archive(ABC):
             if key in rows  # forgotten between ranking and loading
         ]
 
+    def at(self, session_id: str, seqs: Iterable[int]) -> list[Entry]:
+        """The session's archived entries at these seqs, in order (absent ones left out)."""
+        wanted = sorted(set(seqs))
+        if not wanted:
+            return []
+        rows = self._at(check_session_id(session_id), wanted)
+        return sorted((entry_from_json(json) for json in rows), key=lambda entry: entry.seq)
+
     def forget(self, session_id: str) -> int:
         """Remove everything archived for the session; returns how many entries were removed."""
         return self._forget(check_session_id(session_id))
@@ -218,6 +228,10 @@ class Archive(ABC):
     @abstractmethod
     def _load(self, keys: Sequence[int]) -> dict[int, tuple[str, str]]:
         """``key -> (session_id, entry JSON)`` for the keys that still exist."""
+
+    @abstractmethod
+    def _at(self, session_id: str, seqs: list[int]) -> list[str]:
+        """The entry JSON of the session's rows whose seq is in ``seqs`` (sorted, distinct)."""
 
     @abstractmethod
     def _forget(self, session_id: str) -> int: ...

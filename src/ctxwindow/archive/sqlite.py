@@ -83,6 +83,7 @@ class SQLiteArchive(Archive):
                 " UNIQUE (session_id, entry_id))"
             )
             self._db.execute(f"CREATE INDEX IF NOT EXISTS {t}_user ON {t} (user_id)")
+            self._db.execute(f"CREATE INDEX IF NOT EXISTS {t}_seq ON {t} (session_id, seq)")
             self._db.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {t}_fts"
                 f" USING fts5(body, scope, tokenize = '{TOKENIZER}')"
@@ -163,6 +164,18 @@ class SQLiteArchive(Archive):
                     batch,
                 )
                 found.update((key, (session_id, entry)) for key, session_id, entry in rows)
+        return found
+
+    def _at(self, session_id: str, seqs: list[int]) -> list[str]:
+        found: list[str] = []
+        with self._errors("read the archive"):
+            for batch in _batches(seqs):
+                rows = self._db.execute(
+                    f"SELECT entry FROM {self._table}"
+                    f" WHERE session_id = ? AND seq IN ({_marks(batch)})",
+                    (session_id, *batch),
+                )
+                found.extend(entry for (entry,) in rows)
         return found
 
     def _forget(self, session_id: str) -> int:
