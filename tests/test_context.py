@@ -123,7 +123,8 @@ def test_evicted_facts_are_recalled_in_place(tmp_path: Path) -> None:
     assert context.total_tokens <= 400
     assert context.total_tokens == count_tokens(context.messages)
     recalled = [d for d in context.report.decisions if d.action == "recalled"]
-    assert [d.preview for d in recalled] == [fact]
+    assert recalled[0].preview == fact  # the best match first, then its neighbours
+    assert all(abs(d.seq - recalled[0].seq) <= 3 for d in recalled)
     chinese = cm.build("s", query="东京的会员号")
     assert "我的会员号是 VIP-8848，住在东京。" in contents(chinese.messages)
     assert len(set(map(str, chinese.messages))) == len(chinese.messages)  # no duplicates
@@ -215,6 +216,13 @@ def test_invariants_hold_with_recall_on(
                 assert messages[index + 1]["role"] == "tool"
         recalled = [d for d in context.report.decisions if d.action == "recalled"]
         assert all(d.id in order for d in recalled)
+    stored = cm.history("s")
+    question = {"role": "user", "content": "the tracking id and 会员号?"}
+    preview = cm.preview("s", question)
+    assert preview.total_tokens <= budget
+    assert preview.total_tokens == count_tokens(preview.messages)
+    assert preview.messages[-1] == question
+    assert cm.history("s") == stored  # nothing stored
 
 
 # -- turns: several managers (or processes) on one store --------------------------------

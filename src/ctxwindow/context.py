@@ -25,6 +25,7 @@ from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
 from ctxwindow.policies import Context, PriorityWindow, Window
 from ctxwindow.policies.explain import Decision, Decisions, Report
 from ctxwindow.policies.rules import text_of
+from ctxwindow.recall import Recall, RecallPolicy, rank_units
 from ctxwindow.stores.base import AsyncStore, Store
 from ctxwindow.tokens.chat import ChatTokenizer, chat_tokenizer
 from ctxwindow.tokens.models import model_info
@@ -48,6 +49,8 @@ class ArchiveLike(Protocol):
     def index(self, session_id: str, entries: Sequence[Entry]) -> object: ...
 
     def search(self, session_id: str, query: str, *, k: int = 5) -> Sequence[Any]: ...
+
+    def at(self, session_id: str, seqs: Sequence[int]) -> Sequence[Entry]: ...
 
     def forget(self, session_id: str) -> object: ...
 
@@ -111,12 +114,13 @@ def _compressor(name: str, tokenizer: ChatTokenizer) -> Any:
 class _Session:
     """A session's window and what the manager knows about it."""
 
-    def __init__(self, window: Window) -> None:
+    def __init__(self, session_id: str, window: Window) -> None:
+        self.id = session_id
         self.window = window
         self.last_seq = 0  # the highest store seq the window has seen
         self.last_id = ""  # the id of that entry (a session deleted and rebuilt differs)
-        self.originals: dict[str, Entry] = {}  # stored entries in the window, by id
-        self.recall: tuple[str, list[Unit]] | None = None  # prefetched for a query
+        # The candidates found for a query, (score, unit) best first (prefetched or reused).
+        self.recall: tuple[str, list[tuple[float, Unit]]] | None = None
         # With redact="context": message id -> (message, redacted copy, token change),
         # for the messages of the last context (each message is redacted once).
         self.redacted: dict[int, tuple[Message, Message, int]] = {}
@@ -134,7 +138,7 @@ class _Core:
         redactor: Redactor | None,
         budget: int | float,
         reserve_output: int | None,
-        recall_k: int,
+        recall: RecallPolicy,
         hot_sessions: int,
         redact: RedactAt = "storage",
         on_event: EventHook | None = None,
@@ -152,10 +156,9 @@ class _Core:
         self.archive = archive
         self.redactor = redactor
         self.redact_context = redactor is not None and redact == "context"
-        self.recall_k = recall_k
+        self.recall = recall
         self.on_event = on_event
         self.hot_sessions = hot_sessions
-        self.recall_tokens = min(3000, self.budget // 4)
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
 
     # -- sessions in the hot tier ---------------------------------------------------
@@ -168,8 +171,7 @@ class _Core:
 
     def new_session(self, session_id: str, stored: Sequence[Entry]) -> _Session:
         window = self.policy(self.budget, self.tokenizer)
-        session = _Session(window)
-        window.on_evict = lambda units: self.evicted(session_id, session, units)
+        session = _Session(session_id, window)
         if isinstance(window, PriorityWindow):
             window.on_event = self.on_event
         self.restore(session, stored)
@@ -203,20 +205,16 @@ class _Core:
         else:
             self.forget(session_id)  # deleted or rebuilt meanwhile: reloaded on next use
 
-    def evicted(self, session_id: str, session: _Session, units: list[Unit]) -> None:
-        """Archive what left the window, as stored (not as compressed in the window)."""
-        originals = [
-            session.originals.pop(e.id)
-            for u in units
-            for e in u.entries
-            if e.id in session.originals
-        ]
-        if self.archive is not None and originals:
-            self.archive.index(session_id, originals)
-
     def restore(self, session: _Session, stored: Sequence[Entry]) -> None:
-        """Add stored entries the window has not seen, with their stored tokens."""
+        """Add stored entries the window has not seen, with their stored tokens, and archive them.
+
+        Every turn is archived as stored when the window first sees it, so
+        recall ranks the window's turns and the evicted ones alike.
+        """
         window = session.window
+        added = [e for e in stored if e.seq > session.last_seq and e.message["role"] != "system"]
+        if self.archive is not None and added:
+            self.archive.index(session.id, added)
         for entry in stored:
             if entry.seq <= session.last_seq:
                 continue  # an idempotent retry returned what the window already has
@@ -226,7 +224,6 @@ class _Core:
                 session.last_seq, session.last_id = entry.seq, entry.id
                 continue  # its call is older than what was loaded: never an orphan
             metadata = {**entry.metadata, "seq": entry.seq}
-            session.originals[entry.id] = entry
             if entry.message["role"] == "system":
                 window.set_system(entry.message["content"])  # sets or replaces the prompt
             elif isinstance(window, PriorityWindow):
@@ -272,6 +269,20 @@ class _Core:
             entry.kind = kind
         return entry
 
+    def previewed(self, message: Mapping[str, Any]) -> tuple[Message, int]:
+        """A message to preview, validated (and redacted as ``add`` would), and its tokens."""
+        clean = make_message(message)
+        if clean["role"] == "tool" or clean["role"] in SYSTEM_ROLES:
+            raise InvalidMessageError("preview takes a new user or assistant turn")
+        if self.redactor is not None:
+            clean = make_message(self.redactor(dict(clean)))
+        tokens = self.tokenizer.message_tokens(clean)
+        if tokens >= self.budget:
+            raise BudgetError(
+                f"the message takes {tokens} tokens, the whole budget of {self.budget}"
+            )
+        return clean, tokens
+
     # -- recall ----------------------------------------------------------------------
 
     def searched(self, started: float) -> None:
@@ -286,22 +297,11 @@ class _Core:
                 return text_of(entry.message)
         return ""
 
-    def recalled_units(self, units: Sequence[Unit], kept: set[str], budget: int) -> list[Unit]:
-        """The best whole archived units within ``budget`` tokens, none kept already."""
-        chosen: list[Unit] = []
-        used = 0
-        seen: set[str] = set(kept)
-        for unit in units:
-            entries = unit.entries
-            if any(e.id in seen for e in entries) or entries[0].message["role"] == "tool":
-                continue  # kept already, or a tool result without its call
-            size = sum(e.tokens for e in entries)
-            if used + size > budget:
-                continue
-            used += size
-            seen.update(e.id for e in entries)
-            chosen.append(Unit([replace(e, kind="recalled") for e in entries], size))
-        return chosen
+    def recalled(self, session: _Session, budget: int, ranked: list[tuple[float, Unit]]) -> Recall:
+        """The candidates ``ranked`` that come back, in the room the budget leaves them."""
+        window = session.window
+        kept = {e.id for e in window.entries()}
+        return self.recall.choose(ranked, kept, self.recall.room(budget, window.pinned_tokens))
 
     def merge(
         self, session: _Session, context: Context, recalled: list[Unit], budget: int
@@ -345,7 +345,7 @@ class _Core:
         )
         return Context(messages, tokens, report)
 
-    def context(self, session: _Session, budget: int, recalled: list[Unit]) -> Context:
+    def context(self, session: _Session, budget: int, recalled: Recall) -> Context:
         """The context to send; with ``redact="context"``, redacted and still within budget.
 
         A placeholder can take more tokens than the secret it replaces: then
@@ -362,9 +362,7 @@ class _Core:
         session.redacted = {k: hit for k, hit in session.redacted.items() if id(hit[1]) in sent}
         return fitted
 
-    def fit_redacted(
-        self, session: _Session, budget: int, recalled: list[Unit], room: int
-    ) -> Context:
+    def fit_redacted(self, session: _Session, budget: int, recalled: Recall, room: int) -> Context:
         """The redacted context of the largest room up to ``room`` that fits in ``budget``.
 
         ``room`` (the budget less the overshoot) is tried first and usually
@@ -409,37 +407,10 @@ class _Core:
             hit = session.redacted[id(message)] = (message, clean, change)
         return hit
 
-    def build_window(self, session: _Session, budget: int, recalled: list[Unit]) -> Context:
-        room = budget - sum(u.size for u in recalled)
-        window = session.window
-        if isinstance(window, PriorityWindow):
-            context = window.build(max_tokens=room)
-        else:
-            messages, tokens = _narrowed(window, room)
-            context = Context(messages, tokens, Report(budget, tokens, 0, {}, {}))
-        return self.merge(session, context, recalled, budget)
-
-
-def _narrowed(window: Window, room: int) -> tuple[list[Message], int]:
-    """A plain window's messages within ``room`` tokens: its oldest whole units left out.
-
-    (A ``PriorityWindow`` builds to any budget itself; other windows keep
-    their own, which a call's ``max_tokens`` may narrow.)
-    """
-    messages, tokens = window.messages(), window.total_tokens
-    if tokens <= room:
-        return messages, tokens
-    left_out: set[int] = set()
-    for unit in window.units():
-        if tokens <= room:
-            break
-        if unit.pinned or unit.pending:
-            continue
-        tokens -= sum(entry.tokens for entry in unit.entries)
-        left_out.update(id(entry.message) for entry in unit.entries)
-    if tokens > room:
-        raise BudgetError(f"what the window must keep takes {tokens} tokens, over {room}")
-    return [m for m in messages if id(m) not in left_out], tokens
+    def build_window(self, session: _Session, budget: int, recalled: Recall) -> Context:
+        room = budget - recalled.tokens
+        context = session.window.build(max_tokens=room, keep=recalled.keep)
+        return self.merge(session, context, recalled.units, budget)
 
 
 class ContextManager:
@@ -460,7 +431,8 @@ class ContextManager:
     ``on_event(name, value)`` is told of work as it happens, for metrics:
     ``("compressed", 1)`` per compressed message, ``("summary_updated", 1)``
     per fold into the rolling summary, ``("recall_seconds", s)`` per archive
-    search.
+    search. ``recall`` decides which archived turns come back and how much of
+    the budget they get (``ctxwindow.recall.RecallPolicy``).
     """
 
     def __init__(
@@ -474,7 +446,7 @@ class ContextManager:
         *,
         budget: int | float = 0.75,
         reserve_output: int | None = None,
-        recall_k: int = 8,
+        recall: RecallPolicy | None = None,
         prefetch: bool = True,
         hot_sessions: int = 256,
         lock_timeout: float | None = None,
@@ -489,8 +461,8 @@ class ContextManager:
         self.prefetch = prefetch
         self.lock_timeout = lock_timeout
         self._core = _Core(
-            model, policy, archive, summarizer, redactor, budget, reserve_output, recall_k,
-            hot_sessions, redact, on_event,
+            model, policy, archive, summarizer, redactor, budget, reserve_output,
+            recall or RecallPolicy(), hot_sessions, redact, on_event,
         )  # fmt: skip
 
     @property
@@ -515,7 +487,7 @@ class ContextManager:
             stored = self.store.append(session_id, [entry], idempotency_key=idempotency_key)
             self._core.restore(session, stored)
             if self.prefetch and entry.message["role"] == "user":
-                self._recall(session_id, session, text_of(entry.message))
+                self._candidates(session_id, session, text_of(entry.message))
             return stored[0]
 
     def build(
@@ -525,8 +497,25 @@ class ContextManager:
         with self.turn(session_id):
             session = self._session(session_id)
             budget = min(max_tokens or self.budget, self.budget)
-            recalled = self._recall(session_id, session, self._core.query_of(session, query))
-            return self._core.context(session, budget, recalled)
+            found = self._candidates(session_id, session, self._core.query_of(session, query))
+            return self._core.context(session, budget, self._core.recalled(session, budget, found))
+
+    def preview(
+        self, session_id: str, message: Mapping[str, Any], max_tokens: int | None = None
+    ) -> Context:
+        """The context ``build`` would give if ``message`` were added now; nothing is stored.
+
+        The message's text is the recall query and its tokens are kept free
+        for it; it ends the returned context. Use it to check what the model
+        would see, or to evaluate many questions on one state of a session.
+        """
+        with self.turn(session_id):
+            session = self._session(session_id)
+            clean, tokens = self._core.previewed(message)
+            budget = min(max_tokens or self.budget, self.budget) - tokens
+            found = self._candidates(session_id, session, text_of(clean))
+            built = self._core.context(session, budget, self._core.recalled(session, budget, found))
+            return built.plus(clean, tokens, budget=budget + tokens)
 
     def history(self, session_id: str) -> list[Entry]:
         """Every stored entry of the session, in order."""
@@ -585,30 +574,31 @@ class ContextManager:
         if after is not None:
             self._core.catch_up(session_id, session, self.store.load(session_id, after=after))
 
-    def _recall(self, session_id: str, session: _Session, query: str) -> list[Unit]:
-        archive = self._core.archive
+    def _candidates(
+        self, session_id: str, session: _Session, query: str
+    ) -> list[tuple[float, Unit]]:
+        """Archived units that match ``query``, ``(score, unit)`` best first (cached per query)."""
+        core, archive = self._core, self._core.archive
         if archive is None or not query:
             return []
-        if session.recall is not None and session.recall[0] == query:
-            units = session.recall[1]
-        else:
-            started = time.perf_counter()
-            hits = archive.search(session_id, query, k=self._core.recall_k)
-            self._core.searched(started)
-            units = self._whole_units(session_id, hits)
-            session.recall = (query, units)
-        kept = {e.id for e in session.window.entries()}
-        return self._core.recalled_units(units, kept, self._core.recall_tokens)
+        key = f"{session.last_seq}:{query}"
+        if session.recall is not None and session.recall[0] == key:
+            return session.recall[1]
+        started = time.perf_counter()
+        hits = archive.search(session_id, query, k=core.recall.depth)
+        scores = core.recall.scores({hit.entry.seq: hit.score for hit in hits})
+        around = archive.at(session_id, _neighbours(scores, hits))
+        core.searched(started)
+        units = [self._whole_unit(session_id, e) for e in (*(h.entry for h in hits), *around)]
+        session.recall = (key, rank_units(scores, units))
+        return session.recall[1]
 
-    def _whole_units(self, session_id: str, hits: Sequence[Any]) -> list[Unit]:
-        """Each hit with the rest of its tool unit (call and results), from the store."""
-        units = []
-        for hit in hits:
-            around = None
-            if _in_tool_unit(hit.entry):
-                around = self.store.load(session_id, after=_after(hit.entry), limit=_AROUND)
-            units.append(_unit_of(hit.entry, around))
-        return units
+    def _whole_unit(self, session_id: str, entry: Entry) -> Unit:
+        """The entry with the rest of its tool unit (call and results), from the store."""
+        around = None
+        if _in_tool_unit(entry):
+            around = self.store.load(session_id, after=_after(entry), limit=_AROUND)
+        return _unit_of(entry, around)
 
 
 class AsyncContextManager:
@@ -625,7 +615,7 @@ class AsyncContextManager:
         *,
         budget: int | float = 0.75,
         reserve_output: int | None = None,
-        recall_k: int = 8,
+        recall: RecallPolicy | None = None,
         hot_sessions: int = 256,
         lock_timeout: float | None = None,
         redact: RedactAt = "storage",
@@ -638,8 +628,8 @@ class AsyncContextManager:
         self.store: AsyncStore = store
         self.lock_timeout = lock_timeout
         self._core = _Core(
-            model, policy, archive, summarizer, redactor, budget, reserve_output, recall_k,
-            hot_sessions, redact, on_event,
+            model, policy, archive, summarizer, redactor, budget, reserve_output,
+            recall or RecallPolicy(), hot_sessions, redact, on_event,
         )  # fmt: skip
 
     @property
@@ -669,8 +659,21 @@ class AsyncContextManager:
         async with self.turn(session_id):
             session = await self._session(session_id)
             budget = min(max_tokens or self.budget, self.budget)
-            recalled = await self._recall(session_id, session, self._core.query_of(session, query))
-            return self._core.context(session, budget, recalled)
+            query = self._core.query_of(session, query)
+            found = await self._candidates(session_id, session, query)
+            return self._core.context(session, budget, self._core.recalled(session, budget, found))
+
+    async def preview(
+        self, session_id: str, message: Mapping[str, Any], max_tokens: int | None = None
+    ) -> Context:
+        """The context ``build`` would give if ``message`` were added now; nothing is stored."""
+        async with self.turn(session_id):
+            session = await self._session(session_id)
+            clean, tokens = self._core.previewed(message)
+            budget = min(max_tokens or self.budget, self.budget) - tokens
+            found = await self._candidates(session_id, session, text_of(clean))
+            built = self._core.context(session, budget, self._core.recalled(session, budget, found))
+            return built.plus(clean, tokens, budget=budget + tokens)
 
     async def history(self, session_id: str) -> list[Entry]:
         return await self.store.load(session_id)
@@ -737,21 +740,36 @@ class AsyncContextManager:
             newer = await self.store.load(session_id, after=after)
             self._core.catch_up(session_id, session, newer)
 
-    async def _recall(self, session_id: str, session: _Session, query: str) -> list[Unit]:
-        archive = self._core.archive
+    async def _candidates(
+        self, session_id: str, session: _Session, query: str
+    ) -> list[tuple[float, Unit]]:
+        """Archived units that match ``query`` (see ``ContextManager._candidates``)."""
+        core, archive = self._core, self._core.archive
         if archive is None or not query:
             return []
+        key = f"{session.last_seq}:{query}"
+        if session.recall is not None and session.recall[0] == key:
+            return session.recall[1]
         started = time.perf_counter()
-        hits = await asyncio.to_thread(archive.search, session_id, query, k=self._core.recall_k)
-        self._core.searched(started)
+        hits = await asyncio.to_thread(archive.search, session_id, query, k=core.recall.depth)
+        scores = core.recall.scores({hit.entry.seq: hit.score for hit in hits})
+        missing = _neighbours(scores, hits)
+        around = await asyncio.to_thread(archive.at, session_id, missing)
+        core.searched(started)
         units = []
-        for hit in hits:
-            around = None
-            if _in_tool_unit(hit.entry):
-                around = await self.store.load(session_id, after=_after(hit.entry), limit=_AROUND)
-            units.append(_unit_of(hit.entry, around))
-        kept = {e.id for e in session.window.entries()}
-        return self._core.recalled_units(units, kept, self._core.recall_tokens)
+        for entry in (*(h.entry for h in hits), *around):
+            near = None
+            if _in_tool_unit(entry):
+                near = await self.store.load(session_id, after=_after(entry), limit=_AROUND)
+            units.append(_unit_of(entry, near))
+        session.recall = (key, rank_units(scores, units))
+        return session.recall[1]
+
+
+def _neighbours(scores: Mapping[int, float], hits: Sequence[Any]) -> list[int]:
+    """Seqs of the scored turns that are not hits: the archive is read for them."""
+    have = {hit.entry.seq for hit in hits}
+    return [seq for seq in scores if seq not in have]
 
 
 def _holding(

@@ -1,0 +1,155 @@
+"""Recall: neighbour scores, the per-query budget split, and what the window keeps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxwindow import ContextManager, Entry, PriorityWindow, TokenWindow, count_tokens
+from ctxwindow.archive.sqlite import SQLiteArchive
+from ctxwindow.messages import Unit
+from ctxwindow.recall import RecallPolicy, rank_units
+from ctxwindow.stores.memory import MemoryStore
+
+
+def unit(seq: int, text: str = "x", tokens: int = 10, role: str = "user") -> Unit:
+    entry = Entry({"role": role, "content": text}, tokens, seq, id=f"e{seq}")
+    return Unit([entry], tokens)
+
+
+def test_a_hit_shares_its_score_with_its_neighbours() -> None:
+    policy = RecallPolicy(spread=(0.5, 0.25))
+    assert policy.scores({5: 8.0}) == {3: 2.0, 4: 4.0, 5: 8.0, 6: 4.0, 7: 2.0}
+    # two hits next to each other lift each other; seq 0 has no left neighbour
+    assert policy.scores({0: 2.0, 1: 2.0}) == {0: 3.0, 1: 3.0, 2: 1.5, 3: 0.5}
+
+
+@pytest.mark.parametrize(
+    "bad", [{"depth": 0}, {"min_share": 1.5}, {"recent_share": -0.1}, {"spread": (2.0,)}]
+)
+def test_a_policy_out_of_range_is_refused(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        RecallPolicy(**bad)
+
+
+def test_units_rank_by_their_best_entry_and_ties_go_to_the_older() -> None:
+    ranked = rank_units({1: 1.0, 2: 3.0, 3: 3.0}, [unit(1), unit(3), unit(2)])
+    assert [(score, u.seq) for score, u in ranked] == [(3.0, 2), (3.0, 3), (1.0, 1)]
+
+
+def test_choose_stops_below_the_share_of_the_best() -> None:
+    ranked = [(10.0, unit(1)), (5.0, unit(2)), (1.9, unit(3))]
+    recall = RecallPolicy(min_share=0.2).choose(ranked, kept=(), room=1000)
+    assert [u.seq for u in recall.units] == [1, 2]  # 1.9 < 0.2 * 10
+    assert all(e.kind == "recalled" for u in recall.units for e in u.entries)
+    assert recall.tokens == 20
+
+
+def test_choose_keeps_the_room_and_passes_over_what_does_not_fit() -> None:
+    ranked = [(9.0, unit(1, tokens=30)), (8.0, unit(2, tokens=50)), (7.0, unit(3, tokens=15))]
+    recall = RecallPolicy(min_share=0.0).choose(ranked, kept=(), room=50)
+    assert [u.seq for u in recall.units] == [1, 3]
+    assert recall.tokens <= 50
+
+
+def test_what_the_window_holds_is_kept_there_not_recalled() -> None:
+    ranked = [(9.0, unit(1)), (8.0, unit(2)), (7.0, unit(3))]
+    recall = RecallPolicy(min_share=0.0).choose(ranked, kept={"e2"}, room=25)
+    assert [u.seq for u in recall.units] == [1]
+    assert recall.keep == {"e2"}  # it took room: unit 3 no longer fits
+
+
+def test_a_tool_result_alone_is_never_recalled() -> None:
+    ranked = [(9.0, unit(1, role="tool"))]
+    assert RecallPolicy().choose(ranked, kept=(), room=100).units == []
+
+
+def test_the_room_leaves_the_pinned_part_and_the_recent_share() -> None:
+    assert RecallPolicy(recent_share=0.125).room(1000, pinned=100) == 775
+    assert RecallPolicy().room(100, pinned=200) == 0
+
+
+# -- the split, decided per query ------------------------------------------------------
+
+
+def conversation(cm: ContextManager) -> None:
+    cm.add("s", {"role": "system", "content": "Be brief."})
+    cm.add("s", {"role": "user", "content": "My tracking id is SF1234567890 for the kettle."})
+    cm.add("s", {"role": "assistant", "content": "Noted, the kettle ships Monday."})
+    cm.add("s", {"role": "user", "content": "我的会员号是 VIP-8848，住在东京。"})
+    for i in range(80):
+        cm.add("s", {"role": "user", "content": f"small talk number {i} about the weather"})
+        cm.add("s", {"role": "assistant", "content": f"indeed, weather remark {i}"})
+
+
+def recalled(context: Any) -> list[str]:
+    return [d.preview for d in context.report.decisions if d.action == "recalled"]
+
+
+def test_a_strong_match_gets_more_than_a_fixed_quarter_of_the_budget() -> None:
+    cm = ContextManager(MemoryStore(), budget=600, archive=SQLiteArchive())
+    conversation(cm)
+    context = cm.build("s", query="tracking id kettle ships")
+    assert context.report.tokens_by_category["recalled"] > 0
+    assert any("SF1234567890" in text for text in recalled(context))
+    assert any("ships Monday" in text for text in recalled(context))  # its neighbour
+    assert context.total_tokens <= 600
+
+
+def test_a_query_that_matches_nothing_leaves_the_window_as_it_is() -> None:
+    cm = ContextManager(MemoryStore(), budget=600, archive=SQLiteArchive())
+    conversation(cm)
+    plain = ContextManager(MemoryStore(), budget=600)
+    conversation(plain)
+    context = cm.build("s", query="zeppelin harmonica")
+    assert recalled(context) == []
+    assert context.messages == plain.build("s").messages
+
+
+def test_a_query_about_recent_turns_keeps_them_rather_than_recall_weaker_ones() -> None:
+    cm = ContextManager(MemoryStore(), budget=600, archive=SQLiteArchive())
+    conversation(cm)
+    context = cm.build("s", query="weather remark 79")
+    texts = [m["content"] for m in context.messages]
+    assert "indeed, weather remark 79" in texts
+    assert context.total_tokens <= 600
+
+
+def test_recall_with_a_message_window_policy_counts_tokens() -> None:
+    def policy(budget: int, tokenizer: Any) -> TokenWindow:
+        return TokenWindow(budget, tokenizer.model, tokenizer=tokenizer)
+
+    cm = ContextManager(MemoryStore(), budget=300, archive=SQLiteArchive(), policy=policy)
+    conversation(cm)
+    context = cm.build("s", query="会员号 东京")
+    assert any("VIP-8848" in text for text in recalled(context))
+    assert context.total_tokens == count_tokens(context.messages) <= 300
+
+
+# -- windows keep what recall marks ------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.sampled_from(["a b c", "东京 会员", "😀 ok", "longer text " * 5]), min_size=2),
+    st.integers(40, 200),
+    st.data(),
+)
+def test_windows_leave_the_kept_units_out_last(texts: list[str], room: int, data: Any) -> None:
+    for window in (TokenWindow(400), PriorityWindow(400, reserve_recent=0)):
+        for i, text in enumerate(texts):
+            window.add("user" if i % 2 == 0 else "assistant", f"{text} {i}")
+        entries = window.entries()
+        keep = data.draw(st.sets(st.sampled_from([e.id for e in entries]), max_size=3))
+        plain, kept = window.build(max_tokens=room), window.build(max_tokens=room, keep=keep)
+        assert kept.total_tokens == count_tokens(kept.messages) <= room
+        ids = {id(e.message): e.id for e in entries}
+        in_plain = {ids[id(m)] for m in plain.messages}
+        in_kept = {ids[id(m)] for m in kept.messages}
+        assert len(in_kept & keep) >= len(in_plain & keep)
+        wanted = [e.message for e in entries if e.id in keep]
+        if count_tokens(wanted) <= room:
+            assert keep <= in_kept  # what is kept goes last: it stays when it fits
