@@ -21,7 +21,7 @@ from ctxwindow.eval import (
     unregister_strategy,
 )
 from ctxwindow.eval.dataset import parse_dataset
-from ctxwindow.eval.runner import percentile
+from ctxwindow.eval.runner import measure, percentile, summarize
 from ctxwindow.tokens import chat_tokenizer
 
 TIMING_KEYS = {"build_ms_p50", "build_ms_p99"}
@@ -297,13 +297,17 @@ def test_a_user_strategy_plugs_in() -> None:
     class LastTwo(Strategy):
         name = "last_two"
 
-        def prepare(self, case: Case, budget: int | None, tokenizer: Any) -> Any:
-            return case.history[-2:]
+        def start(self, budget: int | None, tokenizer: Any) -> Any:
+            return []
+
+        def ingest(self, state: Any, message_id: str, message: Any) -> None:
+            state.append((message_id, message))
 
         def build(self, state: Any, case: Case) -> Any:
             from ctxwindow.eval import Built
 
-            return Built([m for _, m in state] + [case.prompt], frozenset(i for i, _ in state))
+            last = state[-2:]
+            return Built([m for _, m in last] + [case.prompt], frozenset(i for i, _ in last))
 
     register_strategy("last_two", LastTwo)
     try:
@@ -369,3 +373,49 @@ def test_compressed_evidence_counts_only_if_the_answer_survived() -> None:
     survived = "RST-9921" in text
     results = run_eval(data, strategies=["hybrid"], budgets=[1500])
     assert results["results"]["hybrid"]["1500"]["evidence_recall"] == (1.0 if survived else 0.0)
+
+
+def _without_timings(results: dict[str, Any]) -> dict[str, Any]:
+    timed = ("build_ms_p50", "build_ms_p99")
+    return {
+        name: {
+            label: {k: v for k, v in row.items() if k not in timed} for label, row in rows.items()
+        }
+        for name, rows in results["results"].items()
+    }
+
+
+def test_ingesting_once_gives_what_ingesting_per_question_gives() -> None:
+    """The shared, read-only path equals the from-scratch reference, result for result."""
+    data, _ = load_dataset("builtin:all?turns=30")
+    names = ["message_window", "token_window", "hybrid", "hybrid_norecall", "full"]
+    budgets = [512, 1536]
+    shared = run_eval(data, strategies=names, budgets=budgets)
+    tokenizer = chat_tokenizer("gpt-4o")
+    cases = [Case(c, q) for c in data.conversations for q in c.questions]
+    for name in names:
+        strategy = get_strategy(name)
+        for budget in budgets if strategy.budgeted else [None]:
+            facts = strategy.calibrate(cases, budget, tokenizer) if budget is not None else {}
+            alone = [measure(strategy, case, budget, tokenizer) for case in cases]
+            label = "unbounded" if budget is None else str(budget)
+            row = {**summarize(alone, budget, shared["input_price_per_mtok"]), **facts}
+            assert _without_timings({"results": {name: {label: row}}}) == {
+                name: {label: _without_timings(shared)[name][label]}
+            }
+
+
+def test_a_build_changes_nothing_a_later_question_sees() -> None:
+    data, _ = load_dataset("builtin:agent")
+    conversation = data.conversations[0]
+    tokenizer = chat_tokenizer("gpt-4o")
+    for name in ["token_window", "hybrid", "hybrid_norecall"]:
+        strategy = get_strategy(name)
+        state = strategy.start(1024, tokenizer)
+        for mid, message in zip(conversation.message_ids, conversation.messages, strict=True):
+            strategy.ingest(state, mid, message)
+        case = Case(conversation, conversation.questions[0])
+        first = strategy.build(state, case)
+        for question in conversation.questions[1:]:
+            strategy.build(state, Case(conversation, question))
+        assert strategy.build(state, case) == first

@@ -56,10 +56,14 @@ class Conversation:
 
     def history(self, question: Question) -> list[tuple[str, Message]]:
         """The ``(id, message)`` pairs seen before ``question`` is asked."""
-        end = len(self.messages)
-        if question.after is not None:
-            end = self.message_ids.index(question.after) + 1
+        end = self.seen(question)
         return list(zip(self.message_ids[:end], self.messages[:end], strict=True))
+
+    def seen(self, question: Question) -> int:
+        """How many messages have been seen when ``question`` is asked."""
+        if question.after is None:
+            return len(self.messages)
+        return self.message_ids.index(question.after) + 1
 
 
 @dataclass(frozen=True)

@@ -4,18 +4,23 @@ For every case (a question at its point in a conversation), every strategy
 and every budget, the strategy's context is built and measured: are the
 question's evidence messages in it, how many tokens it costs, how long it
 took to build. Everything but the timings is deterministic.
+
+Each conversation is ingested once per strategy and budget, in order; the
+questions asked at a point are built on the state at that point, read-only
+(``measure`` ingests a case from scratch instead: the reference that the
+tests hold the shared path to, result for result).
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import ctxwindow
-from ctxwindow.eval.dataset import Dataset, Question
+from ctxwindow.eval.dataset import Conversation, Dataset, Question
 from ctxwindow.eval.llm import normalize
 from ctxwindow.eval.strategies import DEFAULT_STRATEGIES, Built, Case, Strategy, get_strategy
 from ctxwindow.messages import Message
@@ -63,10 +68,11 @@ def run_eval(
         for budget in budgets if strategy.budgeted else [None]:
             facts = strategy.calibrate(cases, budget, tokenizer) if budget is not None else {}
             measured = []
-            for case in cases:
-                measured.append(measure(strategy, case, budget, tokenizer, answerer))
-                if on_progress is not None:
-                    on_progress(1)
+            for conversation in dataset.conversations:
+                for case, state in _asked(strategy, conversation, budget, tokenizer):
+                    measured.append(score(strategy, state, case, tokenizer, answerer))
+                    if on_progress is not None:
+                        on_progress(1)
             label = UNBOUNDED if budget is None else str(budget)
             results[name][label] = {**summarize(measured, budget, price), **facts}
     return {
@@ -88,6 +94,21 @@ def total_steps(dataset: Dataset, strategies: Sequence[str], budgets: Sequence[i
     return labels * dataset.n_questions
 
 
+def _asked(
+    strategy: Strategy, conversation: Conversation, budget: int | None, tokenizer: ChatTokenizer
+) -> Iterator[tuple[Case, Any]]:
+    """Each question of the conversation with the state it is asked on; one ingestion."""
+    state = strategy.start(budget, tokenizer)
+    ingested = 0
+    asked = sorted(conversation.questions, key=conversation.seen)  # stable: file order at a point
+    for question in asked:
+        seen = conversation.seen(question)
+        for at in range(ingested, seen):
+            strategy.ingest(state, conversation.message_ids[at], conversation.messages[at])
+        ingested = seen
+        yield Case(conversation, question), state
+
+
 def measure(
     strategy: Strategy,
     case: Case,
@@ -95,8 +116,18 @@ def measure(
     tokenizer: ChatTokenizer,
     answerer: Answerer | None = None,
 ) -> Measurement:
-    """Build one context (the history ingested first, untimed) and score it."""
-    state = strategy.prepare(case, budget, tokenizer)
+    """Ingest one case's history from scratch (untimed), then build and score its context."""
+    return score(strategy, strategy.prepare(case, budget, tokenizer), case, tokenizer, answerer)
+
+
+def score(
+    strategy: Strategy,
+    state: Any,
+    case: Case,
+    tokenizer: ChatTokenizer,
+    answerer: Answerer | None = None,
+) -> Measurement:
+    """Build the case's context on ``state`` (timed) and score it."""
     start = time.perf_counter()
     built: Built = strategy.build(state, case)
     build_ms = (time.perf_counter() - start) * 1000

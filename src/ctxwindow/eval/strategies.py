@@ -1,9 +1,13 @@
 """Context strategies for the evaluation, and their registry.
 
 A strategy builds the context it would send to the model when a question is
-asked. ``prepare`` ingests the history (not timed); ``build`` adds the
-question and returns the context (timed: that is ``build_ms``). A strategy
-whose ``budgeted`` is False (``full``) is run once, under the budget label
+asked. ``start`` makes an empty state for a budget and ``ingest`` adds one
+history message to it (not timed); ``build`` returns the context for a
+question without changing the state (timed: that is ``build_ms``), so a
+conversation is ingested once per budget and every question asked at the
+same point shares it. ``prepare`` ingests one case's history from scratch:
+the reference the tests compare the shared path with. A strategy whose
+``budgeted`` is False (``full``) is run once, under the budget label
 ``"unbounded"``.
 
 Register your own with ``register_strategy("mine", Mine)``; names are unique
@@ -16,7 +20,7 @@ import bisect
 import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ctxwindow.eval.dataset import Conversation, Question
@@ -67,12 +71,23 @@ class Strategy(ABC):
         return {}
 
     @abstractmethod
-    def prepare(self, case: Case, budget: int | None, tokenizer: ChatTokenizer) -> Any:
-        """Ingest the case's history for this budget (not timed); returns the state."""
+    def start(self, budget: int | None, tokenizer: ChatTokenizer) -> Any:
+        """A new state, with no history yet, for this budget (None: unbounded)."""
+
+    @abstractmethod
+    def ingest(self, state: Any, message_id: str, message: Message) -> None:
+        """Add one history message to the state (not timed)."""
 
     @abstractmethod
     def build(self, state: Any, case: Case) -> Built:
-        """Add the question and return the context (timed)."""
+        """The context for the case's question; must not change the state (timed)."""
+
+    def prepare(self, case: Case, budget: int | None, tokenizer: ChatTokenizer) -> Any:
+        """A state that has ingested the case's history, from scratch."""
+        state = self.start(budget, tokenizer)
+        for message_id, message in case.history:
+            self.ingest(state, message_id, message)
+        return state
 
 
 class FullHistory(Strategy):
@@ -81,8 +96,11 @@ class FullHistory(Strategy):
     name = "full"
     budgeted = False
 
-    def prepare(self, case: Case, budget: int | None, tokenizer: ChatTokenizer) -> Any:
-        return case.history
+    def start(self, budget: int | None, tokenizer: ChatTokenizer) -> Any:
+        return []
+
+    def ingest(self, state: Any, message_id: str, message: Message) -> None:
+        state.append((message_id, message))
 
     def build(self, state: Any, case: Case) -> Built:
         history: list[tuple[str, Message]] = state
@@ -91,29 +109,39 @@ class FullHistory(Strategy):
         return Built(messages, frozenset(mid for mid, _ in history))
 
 
+@dataclass
+class _Ingested:
+    """A window or manager that has ingested a history, and its entries' dataset ids."""
+
+    holder: Any
+    dataset_ids: dict[str, str] = field(default_factory=dict)  # entry id -> dataset message id
+
+
 class _WindowStrategy(Strategy):
-    """Ingest the history into a ctxwindow window, then add the question."""
+    """Ingest the history into a ctxwindow window; the question's context is its preview."""
 
     @abstractmethod
     def window(self, budget: int, tokenizer: ChatTokenizer) -> Window:
         """A new, empty window for this budget."""
 
-    def prepare(self, case: Case, budget: int | None, tokenizer: ChatTokenizer) -> Any:
+    def start(self, budget: int | None, tokenizer: ChatTokenizer) -> Any:
         assert budget is not None
-        window = self.window(budget, tokenizer)
-        dataset_ids: dict[str, str] = {}  # window entry id -> dataset message id
-        for mid, message in case.history:
-            entry = window.add(message, metadata={"id": mid})
-            if entry is not None:
-                dataset_ids[entry.id] = mid
-        return window, dataset_ids
+        return _Ingested(self.window(budget, tokenizer))
+
+    def ingest(self, state: Any, message_id: str, message: Message) -> None:
+        entry = state.holder.add(message, metadata={"id": message_id})
+        if entry is not None:
+            state.dataset_ids[entry.id] = message_id
 
     def build(self, state: Any, case: Case) -> Built:
-        window, dataset_ids = state
-        window.add(case.prompt)
+        window: Window = state.holder
+        context = window.preview(case.prompt)
+        sent = {id(message) for message in context.messages}
         kept: set[str] = set()
         compressed: set[str] = set()
         for entry in window.entries():
+            if id(entry.message) not in sent:
+                continue
             mid = entry.metadata.get("id")
             if mid is not None and (
                 "compressed" in entry.metadata or "truncated" in entry.metadata
@@ -122,8 +150,8 @@ class _WindowStrategy(Strategy):
             elif mid is not None:
                 kept.add(mid)
             summarized = entry.metadata.get("summarized_ids", ())
-            compressed.update(dataset_ids[i] for i in summarized if i in dataset_ids)
-        return Built(window.messages(), frozenset(kept), frozenset(compressed) - kept)
+            compressed.update(state.dataset_ids[i] for i in summarized if i in state.dataset_ids)
+        return Built(context.messages, frozenset(kept), frozenset(compressed) - kept)
 
 
 class TokenWindowStrategy(_WindowStrategy):
@@ -219,15 +247,15 @@ class HybridStrategy(Strategy):
 
     History goes through a ``ContextManager`` (in-memory store, SQLite FTS5
     archive in memory); what the window evicts is archived, and the question
-    recalls the best archived units into the context, within a quarter of the
-    budget. ``hybrid_dense`` adds dense embeddings (the ``embeddings`` extra)
-    fused with the lexical ranking.
+    recalls archived units into the context as ``ctxwindow.recall`` decides.
+    ``hybrid_dense`` adds dense embeddings (the ``embeddings`` extra) fused
+    with the lexical ranking.
     """
 
     name = "hybrid"
     dense = False
 
-    def prepare(self, case: Case, budget: int | None, tokenizer: ChatTokenizer) -> Any:
+    def start(self, budget: int | None, tokenizer: ChatTokenizer) -> Any:
         from ctxwindow.archive.sqlite import SQLiteArchive
         from ctxwindow.context import ContextManager
         from ctxwindow.stores.memory import MemoryStore
@@ -238,20 +266,21 @@ class HybridStrategy(Strategy):
             MemoryStore(), tokenizer.model, archive=archive, budget=budget, reserve_output=0,
             prefetch=False,
         )  # fmt: skip
-        dataset_ids: dict[str, str] = {}
-        for mid, message in case.history:
-            dataset_ids[manager.add("case", message, metadata={"id": mid}).id] = mid
-        return manager, dataset_ids
+        return _Ingested(manager)
+
+    def ingest(self, state: Any, message_id: str, message: Message) -> None:
+        entry = state.holder.add("case", message, metadata={"id": message_id})
+        state.dataset_ids[entry.id] = message_id
 
     def build(self, state: Any, case: Case) -> Built:
-        manager, dataset_ids = state
-        manager.add("case", case.prompt)
-        context = manager.build("case")
-        now = {d.id for d in context.report.decisions if d.action in ("kept", "pinned", "recalled")}
-        compressed = {d.id for d in context.report.decisions if d.action == "compressed"}
-        summarized = {d.id for d in context.report.decisions if d.action == "summarized"}
-        whole = {dataset_ids[i] for i in now - compressed if i in dataset_ids}
-        partial = {dataset_ids[i] for i in (now & compressed) | summarized if i in dataset_ids}
+        context = state.holder.preview("case", case.prompt)
+        decisions = context.report.decisions
+        now = {d.id for d in decisions if d.action in ("kept", "pinned", "recalled")}
+        compressed = {d.id for d in decisions if d.action == "compressed"}
+        summarized = {d.id for d in decisions if d.action == "summarized"}
+        ids = state.dataset_ids
+        whole = {ids[i] for i in now - compressed if i in ids}
+        partial = {ids[i] for i in (now & compressed) | summarized if i in ids}
         return Built(context.messages, frozenset(whole), frozenset(partial - whole))
 
     def _embedder(self) -> Any:
@@ -265,6 +294,76 @@ class HybridDense(HybridStrategy):
 
     name = "hybrid_dense"
     dense = True
+
+
+class Retrieval(Strategy):
+    """Plain retrieval, the baseline recall must beat: every past turn ranked against the question.
+
+    Each history message is indexed (SQLite FTS5 BM25, the archive's ranking,
+    with no neighbours, window or summary); the best-ranked messages that fit
+    the budget, best first, are sent in their original order, then the
+    question. A message in a tool unit is sent with its whole unit.
+    """
+
+    name = "bm25"
+
+    def start(self, budget: int | None, tokenizer: ChatTokenizer) -> Any:
+        from ctxwindow.archive.sqlite import SQLiteArchive
+
+        assert budget is not None
+        return _Retrieved(SQLiteArchive(), budget, tokenizer)
+
+    def ingest(self, state: Any, message_id: str, message: Message) -> None:
+        from ctxwindow.messages import Entry
+
+        tokens = state.tokenizer.message_tokens(message)
+        entry = Entry(message, tokens, len(state.ids) + 1, id=message_id)
+        state.archive.index("case", [entry])
+        state.ids.append(message_id)
+        state.messages.append(message)
+        state.units.append(_unit_start(state, message))
+        state.tokens.append(tokens)
+
+    def build(self, state: Any, case: Case) -> Built:
+        prompt_tokens = state.tokenizer.count([case.prompt])
+        room = state.budget - prompt_tokens
+        chosen: set[int] = set()
+        used = 0
+        for hit in state.archive.search("case", case.question.question, k=len(state.ids) or 1):
+            unit = state.unit_of(hit.entry.seq - 1)
+            size = sum(state.tokens[i] for i in unit)
+            if chosen.intersection(unit) or used + size > room:
+                continue
+            chosen.update(unit)
+            used += size
+        messages = [state.messages[i] for i in sorted(chosen)]
+        return Built([*messages, case.prompt], frozenset(state.ids[i] for i in chosen))
+
+
+@dataclass
+class _Retrieved:
+    """What ``Retrieval`` keeps: the index, and each message's tokens and tool unit."""
+
+    archive: Any
+    budget: int
+    tokenizer: ChatTokenizer
+    ids: list[str] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    units: list[int] = field(default_factory=list)  # index of the message starting each unit
+
+    def unit_of(self, index: int) -> range:
+        start = self.units[index]
+        end = index + 1
+        while end < len(self.units) and self.units[end] == start:
+            end += 1
+        return range(start, end)
+
+
+def _unit_start(state: _Retrieved, message: Message) -> int:
+    """Where the unit of a new message starts: a tool result belongs to its call's unit."""
+    index = len(state.units)
+    return state.units[-1] if message["role"] == "tool" and state.units else index
 
 
 _embedders: dict[type, Any] = {}
@@ -318,5 +417,6 @@ for _strategy in (
     HybridNoRecall,
     HybridNoSummary,
     FullHistory,
+    Retrieval,
 ):
     register_strategy(_strategy.name, _strategy)
