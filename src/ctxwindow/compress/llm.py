@@ -211,12 +211,14 @@ def merged_entry(
     tokenizer: ChatTokenizer,
     by: str,
     entry_id: str | None = None,
+    tokens: int | None = None,
 ) -> Entry:
     """One ``summary`` entry standing for ``entries``, at the first one's place.
 
-    Its id is ``entry_id``, else derived from the ids it stands for.
+    Its id is ``entry_id``, else derived from the ids it stands for; ``tokens``
+    are the message's, counted here unless the caller has counted them.
     """
-    tokens = tokenizer.message_tokens(message)
+    tokens = tokenizer.message_tokens(message) if tokens is None else tokens
     ids = prompt.summarized_ids(entries)
     record = {"by": by, "from_tokens": total_tokens(entries), "to_tokens": tokens}
     return Entry(

@@ -2,7 +2,7 @@
 
 A merged summary is a ``user`` message whose content starts with a heading
 in the language of the text: ``Summary of earlier conversation:``, or
-``此前对话摘要：`` when the text is mostly CJK (``これまでの会話の要約：``
+``此前对话摘要：`` when most of its letters are CJK (``これまでの会話の要約：``
 when it has kana), then a newline and the summary.
 """
 
@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ctxwindow.compress.sentences import cjk_share, has_kana
+from ctxwindow.compress.sentences import script_counts
 from ctxwindow.messages import Entry, Message
 
 SYSTEM_PROMPT = (
@@ -30,10 +30,16 @@ HEADINGS = {
 
 
 def heading_for(text: str) -> str:
-    """The summary heading in the language of ``text``."""
-    if cjk_share(text) < 0.5:
+    """The summary heading in the language of ``text`` (digits are no language)."""
+    return heading_of(*script_counts(text))
+
+
+def heading_of(letters: int, cjk: int, kana: bool) -> str:
+    """The heading of a text of these ``sentences.script_counts``: CJK if at least
+    half of its letters are, Japanese if it has kana."""
+    if not letters or cjk / letters < 0.5:
         return HEADINGS["en"]
-    return HEADINGS["ja"] if has_kana(text) else HEADINGS["zh"]
+    return HEADINGS["ja"] if kana else HEADINGS["zh"]
 
 
 def strip_heading(text: str) -> str:

@@ -22,6 +22,7 @@ _KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
 _IS_CJK = re.compile(f"[{_CJK}]")
 _CJK_RUNS = re.compile(f"[{_CJK}]+|[^{_CJK}]+")
 _ALNUM = re.compile(r"[^\W_]")  # str.isalnum(), one character at a time
+_LETTER = re.compile(r"[^\W\d_]")
 _CJK_ALNUM = re.compile(f"(?=[{_CJK}])[^\\W_]")
 _CLOSERS = "\"'”’)\\]}」』）》】〉"
 _CJK_MARKS = "。！？；…‥"
@@ -99,6 +100,17 @@ def is_cjk(char: str) -> bool:
     return bool(_IS_CJK.match(char))
 
 
+@functools.lru_cache(maxsize=16_384)
+def script_counts(text: str) -> tuple[int, int, bool]:
+    """Letters of ``text`` (digits are no script), the CJK ones among them, and whether
+    it has kana.
+
+    Counts of a concatenation are the sums of the parts' counts, so a text
+    made of cached parts is measured without reading it again.
+    """
+    return len(_LETTER.findall(text)), len(_CJK_ALNUM.findall(text)), has_kana(text)
+
+
 def cjk_share(text: str) -> float:
     """The share of CJK characters among the letters and digits of ``text``."""
     letters = len(_ALNUM.findall(text))
@@ -124,6 +136,10 @@ def _terms(sentence: str) -> tuple[str, ...]:
     """``terms``, cached: a rolling summary re-reads the sentences it kept at every fold."""
     out: list[str] = []
     for token in _TOKEN.findall(sentence.casefold()):
+        if token.isascii():  # no CJK run to split: the common case, kept fast
+            if token not in STOPWORDS and (len(token) > 1 or token.isdigit()):
+                out.append(token)
+            continue
         for run in _CJK_RUNS.findall(token):
             if is_cjk(run[0]):
                 out.extend([run[i : i + 2] for i in range(len(run) - 1)] or [run])

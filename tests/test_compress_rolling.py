@@ -1,0 +1,327 @@
+"""The rolling summary keeps facts: what survives a fold, and what always holds."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxwindow.compress import Extractive, RollingSummary, Truncate
+from ctxwindow.compress.calendar import MAX_WAITING, Calendar
+from ctxwindow.compress.facts import weigh
+from ctxwindow.compress.prompt import HEADINGS
+from ctxwindow.compress.turns import TurnReader, header_date, timestamp_date
+from ctxwindow.messages import Entry
+
+from .test_compress import TOK, make
+
+MARKER_ONLY = re.compile(r"\W*(?:\[… \d+ chars \(\d+ tokens\) cut by ctxwindow …\]\W*)*")
+
+
+def rolling() -> RollingSummary:
+    return RollingSummary(Extractive(TOK), TOK)
+
+
+def said(role: str, text: str, seq: int, **metadata: Any) -> Entry:
+    return make({"role": role, "content": text}, seq, metadata=metadata)
+
+
+def body(entry: Entry) -> str:
+    text = entry.message["content"]
+    assert isinstance(text, str)
+    return text.split("\n", 1)[1]
+
+
+def fold_all(entries: list[Entry], budget: int, batch: int = 4) -> Entry:
+    summary = None
+    fold = rolling().fold
+    for start in range(0, len(entries), batch):
+        summary = fold(summary, entries[start : start + batch], budget)
+    assert summary is not None
+    return summary
+
+
+SMALL_TALK_EN = [
+    "Hey! How are you doing?",
+    "Haha, that's awesome! 😂",
+    "Thanks so much, that sounds great.",
+    "Wow, cool! Good to hear.",
+    "Sure, sounds good to me!",
+    "Aww, that's so sweet of you!",
+]
+FACTS_EN = [
+    "My order A-1042 ships to 221B Baker Street on Friday.",
+    "We agreed to move the launch to 12 March 2025.",
+    "Please email the invoice to ana.lima@example.com before v2.3.1 is released.",
+    "I decided to book the Lisbon flight, it costs $480.",
+]
+
+
+def chat(talk: list[str], facts: list[str]) -> list[Entry]:
+    """Small talk around each fact, users and assistants in turn."""
+    texts = [t for fact, chat in zip(facts, talk, strict=False) for t in (chat, fact, chat)]
+    texts += talk[len(facts) :]
+    return [said("user" if n % 2 else "assistant", t, n) for n, t in enumerate(texts)]
+
+
+# -- what survives -------------------------------------------------------------------
+
+
+def test_names_numbers_dates_and_decisions_survive_small_talk() -> None:
+    summary = fold_all(chat(SMALL_TALK_EN, FACTS_EN), 110)
+    text = body(summary)
+    for kept in ("A-1042", "Friday", "12 March 2025", "ana.lima@example.com", "Lisbon", "$480"):
+        assert kept in text
+    for talk in SMALL_TALK_EN:
+        assert talk not in text
+    assert summary.tokens <= 110
+
+
+def test_chinese_facts_survive_small_talk() -> None:
+    talk = ["你好！", "哈哈，太好了！", "谢谢，没问题。", "好的好的。", "嗯嗯。"]
+    facts = [
+        "我的订单号是220186848339，一共897元。",
+        "我们决定下周三在上海开会。",
+        "快递单号SF9477515917953，预计8月9日到。",
+    ]
+    text = body(fold_all(chat(talk, facts), 90))
+    for kept in ("220186848339", "897元", "决定", "上海", "SF9477515917953", "8月9日"):
+        assert kept in text
+    assert "哈哈" not in text and "谢谢" not in text
+    assert text.startswith(("user: ", "assistant: "))
+    assert fold_all(chat(talk, facts), 90).message["content"].startswith(HEADINGS["zh"])
+
+
+def test_japanese_facts_survive_small_talk() -> None:
+    talk = ["こんにちは！", "ありがとうございます！", "なるほど、いいね。", "はい、了解です。"]
+    facts = [
+        "田中さんと来週の金曜日に大阪で会う約束をしました。",
+        "注文番号はJP-5521で、3200円でした。",
+    ]
+    summary = fold_all(chat(talk, facts), 80)
+    text = body(summary)
+    for kept in ("田中さん", "金曜日", "大阪", "約束", "JP-5521", "3200円"):
+        assert kept in text
+    assert "こんにちは" not in text and "ありがとう" not in text
+    assert summary.message["content"].startswith(HEADINGS["ja"])
+
+
+def test_a_fact_keeps_its_speaker_and_its_session_date() -> None:
+    entries = [
+        said(
+            "user", "[Session 3 - 1:56 pm on 8 May, 2023]\nCaroline: Hi Mel! So good to see you!", 0
+        ),
+        said("assistant", "Melanie: Hey Caroline! Great to see you too!", 1),
+        said("user", "Caroline: I went to the LGBTQ support group in Boston yesterday.", 2),
+        said("assistant", "Melanie: I ran a 5k charity race last Saturday.", 3),
+    ]
+    text = body(rolling().fold(None, entries, 200))
+    assert text.splitlines() == [
+        "[8 May 2023] Caroline: I went to the LGBTQ support group in Boston yesterday.",
+        "Melanie: I ran a 5k charity race last Saturday.",
+    ]
+
+
+def test_a_timestamp_in_metadata_dates_the_fact() -> None:
+    entry = said(
+        "user", "The deploy of v1.8.9 failed on host web-07.", 4, timestamp="2024-08-07T23:30:00Z"
+    )
+    text = body(rolling().fold(None, [entry], 100))
+    assert text == "[2024-08-07] user: The deploy of v1.8.9 failed on host web-07."
+
+
+def test_tool_results_are_named_after_their_call() -> None:
+    calls = [
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "get_order", "arguments": '{"id": "A-7"}'},
+        }
+    ]
+    entries = [
+        make({"role": "assistant", "content": None, "tool_calls": calls}, 0),
+        make(
+            {
+                "role": "tool",
+                "tool_call_id": "c1",
+                "content": "Order A-7 shipped on 3 June with DHL.",
+            },
+            1,
+        ),
+    ]
+    text = body(rolling().fold(None, entries, 120))
+    assert 'assistant: calls get_order({"id": "A-7"})' in text
+    assert "tool (get_order): Order A-7 shipped on 3 June with DHL." in text
+
+
+def test_cut_markers_of_earlier_compression_never_reach_the_summary() -> None:
+    long = "The contract number is K-2291 and the renewal date is 1 April 2026. " * 30
+    [cut] = Truncate(TOK)([said("user", long, 0)], 80)
+    assert "cut by ctxwindow" in cut.message["content"]
+    text = body(rolling().fold(None, [cut], 120))
+    assert "K-2291" in text and "cut by ctxwindow" not in text
+
+
+def test_a_summary_without_fold_state_is_read_back_from_its_text() -> None:
+    """An older summary (or a model's) has no facts in its metadata: its lines are reread."""
+    old = rolling().fold(None, chat(SMALL_TALK_EN, FACTS_EN[:2]), 100)
+    stateless = dataclasses.replace(old, metadata={"summarized_ids": ["x"]})
+    new = rolling().fold(stateless, [said("user", "Also: the PIN is 7735.", 20)], 100)
+    assert "A-1042" in body(new) and "7735" in body(new)
+    assert new.metadata["summarized_ids"][0] == "x"
+
+
+def test_when_full_the_least_dense_goes_first_then_the_oldest() -> None:
+    dense = [said("user", f"Ticket T-{n:03} is due on day {n}.", n) for n in range(40)]
+    vague = [said("user", "I was thinking about what we could maybe do about all of it.", 40)]
+    summary = fold_all(dense + vague, 60)
+    text = body(summary)
+    assert "thinking" not in text
+    kept = [int(n) for n in re.findall(r"T-(\d+)", text)]
+    assert kept and kept == sorted(kept) and max(kept) == 39  # the newest stay, in order
+
+
+def test_a_date_passes_to_the_next_turns_whatever_order_they_are_folded_in() -> None:
+    header = said("user", "[Session 1 - 9:00 am on 2 June, 2024]\nAna: My flat is in Porto.", 10)
+    later = said("assistant", "Bo: My sister Eva moved to Lyon in 2019.", 11)
+    summary = rolling().fold(None, [later], 200)
+    assert body(summary) == "Bo: My sister Eva moved to Lyon in 2019."  # no date known yet
+    summary = rolling().fold(summary, [header], 200)
+    assert body(summary).splitlines() == [
+        "[2 June 2024] Ana: My flat is in Porto.",
+        "Bo: My sister Eva moved to Lyon in 2019.",
+    ]
+    assert summary.metadata["rolling"]["facts"][1][4] == "2 June 2024"
+
+
+def test_the_fold_state_stays_small_however_long_the_history() -> None:
+    entries = [
+        said("user", f"Order O-{n} of client C{n % 7} ships on day {n}.", n) for n in range(600)
+    ]
+    summary = fold_all(entries, 120, batch=6)
+    state = summary.metadata["rolling"]
+    assert len(state["facts"]) < 20 and not state["dated"]
+    assert len(state["waiting"]) == MAX_WAITING  # no date ever: the newest wait, boundedly
+    assert len(summary.metadata["summarized_ids"]) == 600
+
+
+# -- the pieces of the work ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "facts"),
+    [
+        ("Order A-1042 ships on Friday.", {"id:a-1042", "d:friday"}),
+        ("We agreed to meet in Lisbon next week.", {"x:agreed", "name:lisbon", "d:next week"}),
+        ("我们决定下周三见面。", {"x:决定", "d:下周"}),
+        ("田中さんと約束をしました。", {"name:田中さん", "x:約束"}),
+        (
+            "The deploy failed with HEALTHCHECK_FAILED_503.",
+            {"!:failed", "id:healthcheck_failed_503"},
+        ),
+    ],
+)
+def test_weigh_finds_the_facts(text: str, facts: set[str]) -> None:
+    assert facts <= dict(weigh(text)).keys()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Hey Mel! Good to see you!", "Thanks, Caroline!", "Wow, Gina, that's gorgeous!",
+     "哈哈，谢谢！", "ありがとうございます！", "😂😂😂", "", "   ", "Sounds good, see you then."],
+)  # fmt: skip
+def test_small_talk_weighs_nothing(text: str) -> None:
+    assert weigh(text) == ()
+
+
+def test_a_question_weighs_half_and_many_numbers_count_less() -> None:
+    statement, question = dict(weigh("The room is 42.")), dict(weigh("Is the room 42?"))
+    assert question["n:42"] == statement["n:42"] / 2
+    series = dict(weigh("Values: 11, 12, 13, 14, 15, 16."))
+    assert series["n:11"] == 2.0 and series["n:16"] == 0.5
+
+
+def test_dates_of_headers_and_timestamps() -> None:
+    assert header_date("[Session 3 - 1:56 pm on 8 May, 2023]") == "8 May 2023"
+    assert header_date("[May 8, 2023 at noon]") == "May 8 2023"
+    assert header_date("[2023/05/20 (Sat) 02:21]") == "2023/05/20"
+    assert header_date("[2023年5月8日]") == "2023年5月8日"
+    assert header_date("[URGENT]") is None
+    assert timestamp_date("2024-05-01T23:30:00-02:00") == "2024-05-02"
+    assert timestamp_date(0) == "1970-01-01"
+    assert timestamp_date(float("nan")) is None and timestamp_date(True) is None
+
+
+def test_a_long_sentence_is_cut_into_pieces_that_fit() -> None:
+    reader = TurnReader(TOK.text, max_tokens=12)
+    sentence = "we went to " + ", then ".join(f"town number {n}" for n in range(30))
+    pieces = list(reader.pieces(sentence, "下一单：" + "订单号220186848339，" * 12))
+    assert len(pieces) > 10 and all(TOK.text(p.text) <= 12 for p in pieces)
+    assert "town number 29" in " ".join(p.text for p in pieces)
+
+
+def test_calendar_passes_dates_along_unbroken_runs_only() -> None:
+    calendar = Calendar()
+    calendar.add([(7, None), (5, None), (9, None)])
+    calendar.add([(4, "8 May 2023")])
+    assert [calendar.date(s) for s in (4, 5, 6, 7)] == ["8 May 2023", "8 May 2023", None, None]
+    calendar.add([(6, None)])
+    assert calendar.date(7) == "8 May 2023" and calendar.date(9) is None
+    again = Calendar.from_state(calendar.state())
+    again.add([(8, None)])
+    assert again.date(9) == "8 May 2023"
+
+
+# -- properties ----------------------------------------------------------------------
+
+SCRIPTS = [
+    "Order A-1042 ships Friday.", "我们决定下周三在上海见面。", "田中さんは3200円払いました。",
+    "haha 😂🎉", "Thanks!", "", "   ", "\n\n", "é" * 50, "ok… fine…", "Meeting at 10:30 in Room 4B",
+    "[Session 2 - 2:32 pm on 29 January, 2023]\nGina: I launched an ad campaign.",
+    "Caroline: We agreed to adopt. [shares a photo: a dog]",
+    "\n[… 839 chars (124 tokens) cut by ctxwindow …]\n",
+]  # fmt: skip
+texts = st.one_of(
+    st.lists(st.sampled_from(SCRIPTS), max_size=6).map(" ".join),
+    st.lists(st.sampled_from(SCRIPTS[:4]), min_size=30, max_size=120).map("".join),  # one long line
+    st.text(max_size=300),
+)
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> list[list[Entry]]:
+    roles = st.sampled_from(["user", "assistant"])
+    entries = [
+        said(draw(roles), draw(texts), seq)
+        for seq in draw(st.permutations(range(draw(st.integers(1, 14)))))
+    ]
+    cuts = sorted(draw(st.sets(st.integers(1, len(entries)), max_size=4)) | {len(entries)})
+    return [entries[a:b] for a, b in zip([0, *cuts], cuts, strict=False) if a < b]
+
+
+def marker_only(line: str) -> bool:
+    rest = re.sub(r"^(\[[^\]]*\] )?[^:：]{1,40}?[:：] ", "", line)
+    return bool(MARKER_ONLY.fullmatch(rest))
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches(), st.integers(20, 400))
+def test_property_within_cap_deterministic_and_no_marker_lines(
+    folds: list[list[Entry]], budget: int
+) -> None:
+    summary = None
+    for batch in folds:
+        first = rolling().fold(summary, batch, budget)
+        second = rolling().fold(summary, batch, budget)
+        assert first.message == second.message and first.metadata == second.metadata
+        assert first.tokens == TOK.message_tokens(first.message) <= budget
+        text = body(first)
+        assert "cut by ctxwindow" not in text
+        assert not any(marker_only(line) for line in text.splitlines())
+        summary = first
+    assert summary is not None
+    assert summary.metadata["summarized_ids"] == [e.id for batch in folds for e in batch]
