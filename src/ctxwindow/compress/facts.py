@@ -205,11 +205,20 @@ def _marks(text: str, found: dict[str, float]) -> None:
 def _words(text: str, found: dict[str, float]) -> tuple[list[str], set[str]]:
     """Facts among the Latin-script words; returns the names, and the names only addressed."""
     matches = list(_WORD.finditer(text))
-    lower = [m.group().casefold() for m in matches]
+    words = [m.group() for m in matches]
+    lower = [word.casefold() for word in words]
     names: list[str] = []
     vocatives: set[str] = set()
-    for i in [i for i, low in enumerate(lower) if _looked_up(low, matches[i].group())]:
-        low, word = lower[i], matches[i].group()
+    looked_up = [  # most words are neither a fact nor a name: skip them in one sweep
+        i
+        for i, low in enumerate(lower)
+        if low in _TRIGGERS
+        or words[i][0].isupper()
+        or low.startswith(DECISION_STEMS)
+        or low.endswith(_WILL)
+    ]
+    for i in looked_up:
+        low, word = lower[i], words[i]
         before = lower[i - 1] if i else ""
         after = lower[i + 1] if i + 1 < len(lower) else ""
         if word in DATE_NAMES:  # capitalized only: "May", not "may"
@@ -223,16 +232,6 @@ def _words(text: str, found: dict[str, float]) -> tuple[list[str], set[str]]:
             else:
                 names.append(word)
     return names, vocatives
-
-
-def _looked_up(low: str, word: str) -> bool:
-    """Whether a word can be a fact or a name (most words are neither)."""
-    return (
-        low in _TRIGGERS
-        or word[0].isupper()
-        or low.startswith(DECISION_STEMS)
-        or low.endswith(_WILL)
-    )
 
 
 def _phrase(low: str, before: str, after: str) -> tuple[str, float] | None:

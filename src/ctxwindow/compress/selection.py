@@ -72,14 +72,11 @@ class Candidate:
     fact: Fact
     weights: tuple[tuple[str, float], ...]
     tokens: int
+    weight: float = 0.0  # of all its terms
     speaker_tokens: int = 0  # "Speaker: " and the newline, paid once per turn kept
     date_tokens: int = 0  # "[date] ", paid once per date kept
     cost: float = 0.0  # tokens plus its share of the turn's prefix
     age: float = 1.0  # 1 - AGE for the oldest, 1 for the newest
-
-    @property
-    def weight(self) -> float:
-        return sum(w for _, w in self.weights)
 
     def gain(self, kept: set[str]) -> float:
         """The weight of the terms not kept yet, and a quarter of the others'."""
@@ -99,7 +96,8 @@ def candidates(facts: Iterable[Fact], tokens: Callable[[str], int]) -> list[Cand
         weights = weigh(fact.text)
         if weights and (fact.speaker, fact.text) not in seen:
             seen.add((fact.speaker, fact.text))
-            found.append(Candidate(fact, weights, tokens(fact.text)))
+            weight = sum(w for _, w in weights)
+            found.append(Candidate(fact, weights, tokens(fact.text), weight))
     per_turn = {turn: len(list(group)) for turn, group in itertools.groupby(found, key=_turn)}
     last = max(len(found) - 1, 1)
     for rank, c in enumerate(found):
