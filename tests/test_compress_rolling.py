@@ -175,6 +175,22 @@ def test_a_summary_without_fold_state_is_read_back_from_its_text() -> None:
     assert new.metadata["summarized_ids"][0] == "x"
 
 
+def test_a_summary_of_the_old_form_loses_its_cut_markers() -> None:
+    old_text = (
+        f"{HEADINGS['en']}\nuser: Order A-1042 ships Friday. …\n"
+        "[… 9 chars (3 tokens) cut by ctxwindow …]\nassistant: The $40 refund was approved."
+    )
+    state = {"facts": [[1, 2]], "dated": [["x", 1]]}  # not a fold's state: the text is read
+    old = make({"role": "user", "content": old_text}, -1, kind="summary",
+               metadata={"summarized_ids": ["a"], "rolling": state})  # fmt: skip
+    new = rolling().fold(old, [said("user", "My PIN is 7735.", 5)], 200)
+    assert body(new).splitlines() == [
+        "user: Order A-1042 ships Friday.",
+        "assistant: The $40 refund was approved.",
+        "user: My PIN is 7735.",
+    ]
+
+
 def test_when_full_the_least_dense_goes_first_then_the_oldest() -> None:
     dense = [said("user", f"Ticket T-{n:03} is due on day {n}.", n) for n in range(40)]
     vague = [said("user", "I was thinking about what we could maybe do about all of it.", 40)]

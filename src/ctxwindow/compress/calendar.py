@@ -34,12 +34,11 @@ class Calendar:
         """The calendar saved by ``state()`` (anything else gives an empty calendar)."""
         if not isinstance(state, Mapping):
             return cls()
-        dated = state.get("dated") or []
-        waiting = state.get("waiting") or []
-        return cls(
-            {int(seq): str(date) for seq, date in dated},
-            (int(seq) for seq in waiting),
-        )
+        try:
+            dated = {int(seq): str(date) for seq, date in state.get("dated") or []}
+            return cls(dated, [int(seq) for seq in state.get("waiting") or []])
+        except (TypeError, ValueError):
+            return cls()  # not a calendar's state: start afresh rather than fail a fold
 
     def add(self, turns: Iterable[tuple[int, str | None]]) -> None:
         """Fold in ``(seq, own date or None)`` pairs; dates pass on to waiting turns."""

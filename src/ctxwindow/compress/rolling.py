@@ -134,10 +134,10 @@ class RollingSummary:
     def _turns(self, entries: Sequence[Entry]) -> list[Turn]:
         """The turns of ``entries`` in conversation order (a summary among them: its lines)."""
         names = {
-            str(call.get("id")): str(call.get("function", {}).get("name"))
+            str(call.get("id")): str(call["function"].get("name"))
             for entry in entries
             for call in entry.message.get("tool_calls") or ()
-            if isinstance(call, dict)
+            if isinstance(call, dict) and isinstance(call.get("function"), dict)
         }
         turns: list[Turn] = []
         for entry in sorted(entries, key=lambda e: e.seq):

@@ -130,7 +130,7 @@ class TurnReader:
             return named.group(1), text[named.end() :]
         role = str(message.get("role"))
         if role == "tool" and message.get("tool_call_id") in tool_names:
-            return f"tool ({tool_names[message['tool_call_id']]})", text
+            return _one_line(f"tool ({tool_names[message['tool_call_id']]})"), text
         name = message.get("name")
         return _one_line(f"{role} ({name})" if isinstance(name, str) else role), text
 
@@ -197,8 +197,8 @@ def summary_turns(entry: Entry, reader: TurnReader) -> Iterator[Turn]:
     date = None  # a line's date holds for the lines after it, until the next one
     for number, line in enumerate(line for line in text.splitlines() if line.strip()):
         header = re.match(r"\[([^\]\n]{1,40})\] ", line)
-        if header:
-            date, line = header.group(1), line[header.end() :]
+        if header and header_date(header.group(1)):  # a date, not "[… 9 chars … cut …]"
+            date, line = header_date(header.group(1)), line[header.end() :]
         speaker, said = _line_speaker(line)
         yield Turn(entry.seq, speaker, date, tuple(reader.pieces(said)), line=number)
 
