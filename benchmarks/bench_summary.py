@@ -18,13 +18,12 @@ hold nothing but a cut marker (``[… N chars (M tokens) cut by ctxwindow …]``
 
 Data: the built-in datasets, and ``../shared/data/locomo-dev.json`` (relative
 to the repository; CC BY-NC, read in place, never copied) when it exists,
-through ``load_dataset("locomo:PATH")`` or, where that loader is missing, a
-private conversion with the same rendering. Nothing here asserts a number.
+through ``load_dataset("locomo:PATH")`` (categories 1-4; see docs/eval.md).
+Nothing here asserts a number.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxwindow.context import hybrid_policy
-from ctxwindow.eval.dataset import Conversation, Dataset, DatasetError, load_dataset, parse_dataset
+from ctxwindow.eval.dataset import Conversation, Dataset, load_dataset
 from ctxwindow.eval.llm import normalize
 from ctxwindow.messages import Entry
 from ctxwindow.policies import Window
@@ -128,44 +127,6 @@ def measure(dataset: Dataset) -> Iterator[tuple[int, int, Tally]]:
         yield budget, dataset.n_questions, total
 
 
-def locomo(path: Path) -> tuple[Dataset, str]:
-    """LoCoMo categories 1-4 through the library's loader, else converted here."""
-    try:
-        return load_dataset(f"locomo:{path}")[0], "locomo loader"
-    except (DatasetError, ImportError):
-        data = convert_locomo(json.loads(path.read_text(encoding="utf-8")))
-        return parse_dataset(data, f"locomo:{path}", skip_invalid=True)[0], "private conversion"
-
-
-def convert_locomo(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """One message per turn (speaker_a: user), a session header on each session's first turn."""
-    conversations = []
-    for sample in samples:
-        talk = sample["conversation"]
-        roles = {talk["speaker_a"]: "user", talk["speaker_b"]: "assistant"}
-        numbers = sorted(int(k.split("_")[1]) for k in talk if re.fullmatch(r"session_\d+", k))
-        messages = []
-        for k in numbers:
-            for position, turn in enumerate(talk[f"session_{k}"]):
-                content = f"{turn['speaker']}: {turn['text']}"
-                if turn.get("blip_caption"):
-                    content += f" [shares a photo: {turn['blip_caption']}]"
-                if position == 0:
-                    content = f"[Session {k} - {talk[f'session_{k}_date_time']}]\n{content}"
-                role = roles[turn["speaker"]]
-                messages.append({"id": turn["dia_id"], "role": role, "content": content})
-        known = {m["id"] for m in messages}
-        questions = [
-            {"id": f"q{n}", "question": q["question"], "answer": str(q["answer"]),
-             "evidence": q["evidence"], "category": str(q["category"])}
-            for n, q in enumerate(sample["qa"])
-            if q.get("category") in (1, 2, 3, 4) and q["evidence"] and set(q["evidence"]) <= known
-        ]  # fmt: skip
-        conversation = {"id": sample["sample_id"], "messages": messages, "questions": questions}
-        conversations.append(conversation)
-    return {"conversations": conversations}
-
-
 def report(name: str, rows: Iterator[tuple[int, int, Tally]]) -> None:
     for budget, questions, t in rows:
         share = f"{100 * t.retained / t.folded:6.1f}%" if t.folded else "      -"
@@ -185,9 +146,7 @@ def main() -> None:
     )
     report("builtin:all", measure(load_dataset("builtin:all")[0]))
     if LOCOMO.exists():
-        dataset, how = locomo(LOCOMO)
-        report("locomo-dev", measure(dataset))
-        print(f"locomo-dev read with the {how}")
+        report("locomo-dev", measure(load_dataset(f"locomo:{LOCOMO}")[0]))
     else:
         print(f"{LOCOMO} not found: LoCoMo skipped")
     print(
