@@ -419,3 +419,11 @@ def test_a_build_changes_nothing_a_later_question_sees() -> None:
         for question in conversation.questions[1:]:
             strategy.build(state, Case(conversation, question))
         assert strategy.build(state, case) == first
+
+
+def test_workers_change_nothing_but_the_time() -> None:
+    data, _ = load_dataset("builtin:all?turns=20")
+    names = ["token_window", "hybrid", "full"]
+    alone = run_eval(data, strategies=names, budgets=[512, 1024])
+    forked = run_eval(data, strategies=names, budgets=[512, 1024], workers=2)
+    assert _without_timings(forked) == _without_timings(alone)

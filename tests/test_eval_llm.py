@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ctxwindow.eval import run_eval
 from ctxwindow.eval.llm import LLMError, OpenAIAnswerer, match_score, normalize
@@ -54,3 +58,10 @@ def test_endpoint_failure_is_a_clear_error() -> None:
     answerer = OpenAIAnswerer(url, "m", api_key="k", timeout=2, max_retries=0)
     with pytest.raises(LLMError, match="the LLM endpoint failed"):
         run_eval(dataset(conversation()), strategies=["full"], answerer=answerer)
+
+
+@given(st.text())
+def test_normalize_keeps_exactly_the_letters_and_numbers(text: str) -> None:
+    """The regex equals the definition: casefolded NFKC, characters of categories L* and N*."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    assert normalize(text) == "".join(ch for ch in folded if unicodedata.category(ch)[0] in "LN")

@@ -177,6 +177,12 @@ def eval_command(
     llm_judge: Annotated[
         bool, typer.Option("--llm-judge", help="Let the model grade answers (YES/NO).")
     ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Processes measuring conversations in parallel (default: one per CPU)."
+        ),
+    ] = None,
 ) -> None:
     """Measure context strategies and budgets; print a table, write a report.
 
@@ -195,6 +201,7 @@ def eval_command(
         llm_base_url=llm_base_url,
         llm_model=llm_model,
         llm_judge=llm_judge,
+        **({"workers": workers} if workers is not None else {}),
     )
     try:
         run_command(options)

@@ -121,6 +121,8 @@ class _Session:
         self.last_id = ""  # the id of that entry (a session deleted and rebuilt differs)
         # The candidates found for a query, (score, unit) best first (prefetched or reused).
         self.recall: tuple[str, list[tuple[float, Unit]]] | None = None
+        self.units: dict[int, Unit] = {}  # whole archived units read for recall, by store seq
+        self.unarchived: list[Entry] = []  # seen by the window, not yet in the archive
         # With redact="context": message id -> (message, redacted copy, token change),
         # for the messages of the last context (each message is redacted once).
         self.redacted: dict[int, tuple[Message, Message, int]] = {}
@@ -206,15 +208,15 @@ class _Core:
             self.forget(session_id)  # deleted or rebuilt meanwhile: reloaded on next use
 
     def restore(self, session: _Session, stored: Sequence[Entry]) -> None:
-        """Add stored entries the window has not seen, with their stored tokens, and archive them.
+        """Add stored entries the window has not seen, with their stored tokens.
 
-        Every turn is archived as stored when the window first sees it, so
-        recall ranks the window's turns and the evicted ones alike.
+        Each is also queued for the archive, as stored (see ``unarchived``).
         """
         window = session.window
-        added = [e for e in stored if e.seq > session.last_seq and e.message["role"] != "system"]
-        if self.archive is not None and added:
-            self.archive.index(session.id, added)
+        if self.archive is not None:
+            session.unarchived.extend(
+                e for e in stored if e.seq > session.last_seq and e.message["role"] != "system"
+            )
         for entry in stored:
             if entry.seq <= session.last_seq:
                 continue  # an idempotent retry returned what the window already has
@@ -297,6 +299,41 @@ class _Core:
                 return text_of(entry.message)
         return ""
 
+    def unarchived(self, session: _Session) -> list[Entry]:
+        """The turns to archive before the next search, taken off the queue.
+
+        Every turn is archived when the window first sees it, so recall ranks
+        the window's turns and the evicted ones alike; the queue is archived in
+        one batch when a search needs it. A queue lost with its process is
+        archived again when the session is next loaded (archiving is idempotent).
+        """
+        queued, session.unarchived = session.unarchived, []
+        return queued
+
+    def scored(self, session: _Session, hits: Sequence[Any]) -> tuple[dict[int, float], list[int]]:
+        """Each hit's and neighbour's score by seq, and the seqs to read from the archive."""
+        scores = self.recall.scores({hit.entry.seq: hit.score for hit in hits})
+        have = {hit.entry.seq for hit in hits} | session.units.keys()
+        return scores, [seq for seq in scores if seq not in have]
+
+    def uncached(
+        self, session: _Session, hits: Sequence[Any], around: Sequence[Entry]
+    ) -> list[Entry]:
+        """The entries found whose unit the session has not cached yet."""
+        return [e for e in (*(hit.entry for hit in hits), *around) if e.seq not in session.units]
+
+    def cache(self, session: _Session, unit: Unit) -> None:
+        """Keep a whole archived unit for later queries (entries are never rewritten)."""
+        if len(session.units) >= _CACHED_UNITS:
+            session.units.clear()
+        if _complete(unit):  # a call still waiting for results is read again later
+            session.units.update((entry.seq, unit) for entry in unit.entries)
+
+    def ranked(self, session: _Session, scores: Mapping[int, float]) -> list[tuple[float, Unit]]:
+        """The cached units of the scored seqs, ``(score, unit)`` best first, each once."""
+        units = {id(u): u for seq in scores if (u := session.units.get(seq)) is not None}
+        return rank_units(scores, units.values())
+
     def recalled(self, session: _Session, budget: int, ranked: list[tuple[float, Unit]]) -> Recall:
         """The candidates ``ranked`` that come back, in the room the budget leaves them."""
         window = session.window
@@ -320,7 +357,7 @@ class _Core:
             for j, entry in enumerate(unit.entries):
                 keyed.append((float(entry.seq) + j * 1e-6, len(keyed), entry.message))
         messages = [m for _, _, m in sorted(keyed, key=lambda k: (k[0], k[1]))]
-        tokens = self.tokenizer.count(messages)
+        tokens = context.total_tokens + sum(u.size for u in recalled)  # stored counts, exact
         earlier = context.report.decisions
 
         def decisions() -> list[Decision]:
@@ -584,13 +621,17 @@ class ContextManager:
         key = f"{session.last_seq}:{query}"
         if session.recall is not None and session.recall[0] == key:
             return session.recall[1]
+        queued = core.unarchived(session)
+        if queued:
+            archive.index(session_id, queued)
         started = time.perf_counter()
         hits = archive.search(session_id, query, k=core.recall.depth)
-        scores = core.recall.scores({hit.entry.seq: hit.score for hit in hits})
-        around = archive.at(session_id, _neighbours(scores, hits))
+        scores, missing = core.scored(session, hits)
+        around = archive.at(session_id, missing)
         core.searched(started)
-        units = [self._whole_unit(session_id, e) for e in (*(h.entry for h in hits), *around)]
-        session.recall = (key, rank_units(scores, units))
+        for entry in core.uncached(session, hits, around):
+            core.cache(session, self._whole_unit(session_id, entry))
+        session.recall = (key, core.ranked(session, scores))
         return session.recall[1]
 
     def _whole_unit(self, session_id: str, entry: Entry) -> Unit:
@@ -750,26 +791,21 @@ class AsyncContextManager:
         key = f"{session.last_seq}:{query}"
         if session.recall is not None and session.recall[0] == key:
             return session.recall[1]
+        queued = core.unarchived(session)
+        if queued:
+            await asyncio.to_thread(archive.index, session_id, queued)
         started = time.perf_counter()
         hits = await asyncio.to_thread(archive.search, session_id, query, k=core.recall.depth)
-        scores = core.recall.scores({hit.entry.seq: hit.score for hit in hits})
-        missing = _neighbours(scores, hits)
+        scores, missing = core.scored(session, hits)
         around = await asyncio.to_thread(archive.at, session_id, missing)
         core.searched(started)
-        units = []
-        for entry in (*(h.entry for h in hits), *around):
+        for entry in core.uncached(session, hits, around):
             near = None
             if _in_tool_unit(entry):
                 near = await self.store.load(session_id, after=_after(entry), limit=_AROUND)
-            units.append(_unit_of(entry, near))
-        session.recall = (key, rank_units(scores, units))
+            core.cache(session, _unit_of(entry, near))
+        session.recall = (key, core.ranked(session, scores))
         return session.recall[1]
-
-
-def _neighbours(scores: Mapping[int, float], hits: Sequence[Any]) -> list[int]:
-    """Seqs of the scored turns that are not hits: the archive is read for them."""
-    have = {hit.entry.seq for hit in hits}
-    return [seq for seq in scores if seq not in have]
 
 
 def _holding(
@@ -781,6 +817,14 @@ def _holding(
 
 
 _AROUND = 32  # stored entries read around a recalled tool message to find its unit
+_CACHED_UNITS = 4096  # archived units a session keeps decoded for its next queries
+
+
+def _complete(unit: Unit) -> bool:
+    """No tool call of the unit waits for its result."""
+    calls = {c["id"] for e in unit.entries for c in e.message.get("tool_calls") or ()}
+    answered = {e.message.get("tool_call_id") for e in unit.entries}
+    return calls <= answered
 
 
 def _in_tool_unit(entry: Entry) -> bool:

@@ -105,8 +105,8 @@ class RecallPolicy:
                 continue
             if held.issuperset(ids):
                 keep.update(ids)
-            elif held.intersection(ids) or unit.entries[0].message["role"] == "tool":
-                continue  # partly in the window, or a tool result without its call
+            elif held.intersection(ids) or not _whole(unit):
+                continue  # partly in the window, or not a whole tool unit
             else:
                 units.append(Unit([replace(e, kind="recalled") for e in unit.entries], unit.size))
             used += unit.size
@@ -131,3 +131,11 @@ def rank_units(scores: Mapping[int, float], units: Iterable[Unit]) -> list[tuple
     ranked = [(max(scores.get(e.seq, 0.0) for e in unit.entries), unit) for unit in units]
     ranked.sort(key=lambda pair: (-pair[0], pair[1].entries[0].seq))
     return ranked
+
+
+def _whole(unit: Unit) -> bool:
+    """The unit starts with its call, and every call it makes has its result."""
+    if unit.entries[0].message["role"] == "tool":
+        return False
+    calls = {c["id"] for e in unit.entries for c in e.message.get("tool_calls") or ()}
+    return calls <= {e.message.get("tool_call_id") for e in unit.entries}

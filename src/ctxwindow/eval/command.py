@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ class EvalOptions:
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_judge: bool = False
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
 
 
 def run_command(options: EvalOptions, console: Console | None = None) -> dict[str, Any]:
@@ -57,15 +59,22 @@ def run_command(options: EvalOptions, console: Console | None = None) -> dict[st
         TimeElapsedColumn(),
         console=errors,
         transient=True,
+        auto_refresh=False,  # no refresh thread when run_eval forks its workers
     ) as progress:
         task = progress.add_task("eval", total=steps)
+
+        def advance(n: int) -> None:
+            progress.advance(task, n)
+            progress.refresh()
+
         results = run_eval(
             dataset,
             strategies=options.strategies,
             budgets=options.budgets,
             model=options.model,
             answerer=answerer,
-            on_progress=lambda n: progress.advance(task, n),
+            on_progress=advance,
+            workers=options.workers,
         )
     console.print(results_table(results))
     from ctxwindow.eval.report import write_report

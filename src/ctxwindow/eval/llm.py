@@ -9,6 +9,7 @@ that need none get a placeholder.
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
 from typing import Any
 
@@ -27,10 +28,17 @@ class LLMError(CtxWindowError):
     """The answering or judging endpoint failed; the text says how."""
 
 
+_NOT_LETTER_OR_NUMBER = re.compile(r"[\W_]+")  # \w: letters and numbers (and _)
+
+
 def normalize(text: str) -> str:
-    """Casefolded NFKC text with punctuation, symbols and spaces removed."""
+    """Casefolded NFKC text with punctuation, symbols, marks and spaces removed.
+
+    >>> normalize("Ｔhe  A-1042, 东京！")
+    'thea1042东京'
+    """
     folded = unicodedata.normalize("NFKC", text).casefold()
-    return "".join(ch for ch in folded if unicodedata.category(ch)[0] in "LN")
+    return _NOT_LETTER_OR_NUMBER.sub("", folded)
 
 
 def match_score(reply: str, answer: str) -> float:

@@ -13,6 +13,7 @@ tests hold the shared path to, result for result).
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -55,26 +56,29 @@ def run_eval(
     model: str = "gpt-4o",
     answerer: Answerer | None = None,
     on_progress: Callable[[int], None] | None = None,
+    workers: int = 1,
 ) -> dict[str, Any]:
-    """Measure each strategy at each budget; returns the ``results.json`` document."""
+    """Measure each strategy at each budget; returns the ``results.json`` document.
+
+    ``workers`` > 1 measures conversations in that many processes (forked, so
+    registered strategies come along; where fork is unavailable, and with an
+    ``answerer``, the run stays in this process). Results do not depend on it.
+    """
     tokenizer = chat_tokenizer(model)
     chosen = [get_strategy(name) for name in strategies]  # unknown names fail before any work
     budgets = _check_budgets(budgets)
     cases = [Case(c, q) for c in dataset.conversations for q in c.questions]
     price = model_info(model).input_price
-    results: dict[str, dict[str, Any]] = {}
+    runs: list[_Run] = []
     for name, strategy in zip(strategies, chosen, strict=True):
-        results[name] = {}
         for budget in budgets if strategy.budgeted else [None]:
             facts = strategy.calibrate(cases, budget, tokenizer) if budget is not None else {}
-            measured = []
-            for conversation in dataset.conversations:
-                for case, state in _asked(strategy, conversation, budget, tokenizer):
-                    measured.append(score(strategy, state, case, tokenizer, answerer))
-                    if on_progress is not None:
-                        on_progress(1)
-            label = UNBOUNDED if budget is None else str(budget)
-            results[name][label] = {**summarize(measured, budget, price), **facts}
+            runs.append(_Run(name, strategy, budget, facts))
+    measured = _measure_all(dataset, runs, tokenizer, answerer, on_progress, workers)
+    results: dict[str, dict[str, Any]] = {name: {} for name in strategies}
+    for run, found in zip(runs, measured, strict=True):
+        label = UNBOUNDED if run.budget is None else str(run.budget)
+        results[run.name][label] = {**summarize(found, run.budget, price), **run.facts}
     return {
         "model": model,
         "dataset": dataset.name,
@@ -86,6 +90,78 @@ def run_eval(
         "ctxwindow_version": ctxwindow.__version__,
         "results": results,
     }
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One strategy at one budget (calibrated), to measure on every conversation."""
+
+    name: str
+    strategy: Strategy
+    budget: int | None
+    facts: dict[str, Any]
+
+
+# What forked workers measure: set before the pool forks, read by _measure_job.
+_JOBS: tuple[Dataset, list[_Run], ChatTokenizer] | None = None
+
+
+def _measure_all(
+    dataset: Dataset,
+    runs: list[_Run],
+    tokenizer: ChatTokenizer,
+    answerer: Answerer | None,
+    on_progress: Callable[[int], None] | None,
+    workers: int,
+) -> list[list[Measurement]]:
+    """Each run's measurements, conversation by conversation in dataset order."""
+    global _JOBS
+    jobs = [(r, c) for r in range(len(runs)) for c in range(len(dataset.conversations))]
+    parallel = workers > 1 and answerer is None and len(jobs) > 1
+    if parallel and "fork" in multiprocessing.get_all_start_methods():
+        _JOBS = (dataset, runs, tokenizer)
+        try:
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                done = pool.imap(_measure_job, jobs, chunksize=1)
+                found = [_progressed(part, on_progress) for part in done]
+        finally:
+            _JOBS = None
+    else:
+        found = []
+        for r, c in jobs:
+            run, conversation = runs[r], dataset.conversations[c]
+            found.append(
+                _progressed(
+                    _measure_conversation(run, conversation, tokenizer, answerer), on_progress
+                )
+            )
+    per_run: list[list[Measurement]] = [[] for _ in runs]
+    for (r, _), part in zip(jobs, found, strict=True):
+        per_run[r].extend(part)
+    return per_run
+
+
+def _measure_job(job: tuple[int, int]) -> list[Measurement]:
+    assert _JOBS is not None
+    dataset, runs, tokenizer = _JOBS
+    return _measure_conversation(runs[job[0]], dataset.conversations[job[1]], tokenizer, None)
+
+
+def _measure_conversation(
+    run: _Run, conversation: Conversation, tokenizer: ChatTokenizer, answerer: Answerer | None
+) -> list[Measurement]:
+    return [
+        score(run.strategy, state, case, tokenizer, answerer)
+        for case, state in _asked(run.strategy, conversation, run.budget, tokenizer)
+    ]
+
+
+def _progressed(
+    part: list[Measurement], on_progress: Callable[[int], None] | None
+) -> list[Measurement]:
+    if on_progress is not None:
+        on_progress(len(part))
+    return part
 
 
 def total_steps(dataset: Dataset, strategies: Sequence[str], budgets: Sequence[int]) -> int:
@@ -132,7 +208,7 @@ def score(
     built: Built = strategy.build(state, case)
     build_ms = (time.perf_counter() - start) * 1000
     evidence = case.question.evidence
-    present = sum(1 for mid in evidence if _present(mid, built, case))
+    present = _present(evidence, built, case)
     score = answerer(built.messages, case.question) if answerer is not None else None
     return Measurement(
         category=case.question.category or "uncategorized",
@@ -144,14 +220,14 @@ def score(
     )
 
 
-def _present(mid: str, built: Built, case: Case) -> bool:
-    """Kept whole, or kept compressed with the answer still in the context."""
-    if mid in built.kept_ids:
-        return True
-    if mid not in built.compressed_ids or not case.question.answer:
-        return False
-    text = " ".join(text_of(m) for m in built.messages)
-    return normalize(case.question.answer) in normalize(text)
+def _present(evidence: Sequence[str], built: Built, case: Case) -> int:
+    """How many evidence messages are kept whole, or compressed with the answer still there."""
+    whole = sum(1 for mid in evidence if mid in built.kept_ids)
+    compressed = sum(1 for mid in evidence if mid in built.compressed_ids)
+    if not compressed or not case.question.answer:
+        return whole
+    text = normalize(" ".join(text_of(m) for m in built.messages))
+    return whole + compressed if normalize(case.question.answer) in text else whole
 
 
 def summarize(measured: Sequence[Measurement], budget: int | None, price: float) -> dict[str, Any]:

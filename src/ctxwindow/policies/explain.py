@@ -15,6 +15,8 @@ from typing import Any, overload
 from ctxwindow.messages import Entry, Message
 from ctxwindow.policies.rules import Priority, text_of
 
+_PRIORITY_NAMES = {int(p): p.name for p in Priority}
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -40,7 +42,7 @@ class Decision:
             seq=entry.seq,
             role=entry.message["role"],
             kind=entry.kind,
-            priority=Priority(entry.priority).name,
+            priority=_PRIORITY_NAMES.get(entry.priority) or Priority(entry.priority).name,
             action=action,
             tokens=entry.tokens,
             reason=reason,

@@ -114,6 +114,8 @@ class PriorityWindow(TokenWindow):
         # What left or changed, as (action, entry, reason, extra); turned into
         # Decisions only when a report is asked for, so adding stays cheap.
         self._log: deque[_Logged] = deque(maxlen=log_size)
+        # Decisions about kept entries, by seq, reused while an entry stays as it is.
+        self._decided: dict[int, tuple[Entry, tuple[object, ...], Decision]] = {}
         self._evicted_entries = 0
         self._evicted_tokens = 0
         self._cause = "over budget"
@@ -459,6 +461,7 @@ class PriorityWindow(TokenWindow):
     def _view_remove(self, unit: Unit) -> None:
         for entry in unit.entries:
             self._messages.pop(entry.seq, None)
+            self._decided.pop(entry.seq, None)
         self._live.pop(unit.seq, None)
         if unit is self._latest_user:
             self._latest_user = None
@@ -495,6 +498,7 @@ class PriorityWindow(TokenWindow):
         self._latest_user = self._small_talk = self._summary = None
         self._unfolded, self._unfolded_tokens = [], 0
         self._evicted_entries = self._evicted_tokens = 0
+        self._decided.clear()
 
     # -- building ----------------------------------------------------------------
 
@@ -513,7 +517,9 @@ class PriorityWindow(TokenWindow):
         budget = self._budget if budget is None else min(budget, self._budget)
         left_out = self._narrow(budget, keep) if self._used > budget else set()
         messages = self.messages() if not left_out else self._messages_without(left_out)
-        tokens = self.tokenizer.count(messages, self._tools) if left_out else self.total_tokens
+        # Every entry was counted once when added: the sum of what stays is exact.
+        gone = sum(e.tokens for seq in left_out for e in self._live[seq].entries)
+        tokens = self.total_tokens - gone
         return Context(messages, tokens, self._report(budget, left_out, tokens))
 
     def preview(self, role_or_message: str | Mapping[str, Any], content: Any = None) -> Context:
@@ -571,6 +577,14 @@ class PriorityWindow(TokenWindow):
         """The explanation of the current window (see ``build``)."""
         return self._report(self._budget, set(), self.total_tokens)
 
+    def _said(self, entry: Entry, action: str, reason: str) -> Decision:
+        """The decision about a kept entry, made once while it stays as it is."""
+        state = (action, reason, entry.priority, entry.tokens, entry.kind)
+        known = self._decided.get(entry.seq)
+        if known is None or known[0] is not entry or known[1] != state:
+            known = self._decided[entry.seq] = (entry, state, Decision.of(entry, action, reason))
+        return known[2]
+
     def _report(self, budget: int, left_out: set[int], tokens: int) -> Report:
         by_priority: dict[str, int] = {p.name: 0 for p in reversed(Priority)}
         if self._system is not None:
@@ -589,7 +603,7 @@ class PriorityWindow(TokenWindow):
             for unit in units:
                 action = "evicted" if unit.seq in left_out else "pinned" if unit.pinned else "kept"
                 reason = "narrower budget for this call" if action == "evicted" else ""
-                out.extend(Decision.of(entry, action, reason) for entry in unit.entries)
+                out.extend(self._said(entry, action, reason) for entry in unit.entries)
             return out
 
         categories = {c: t for c, t in sorted(self._category_tokens.items()) if t}
