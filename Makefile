@@ -39,6 +39,8 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_priority.py
 	$(BIN)/python benchmarks/bench_stores.py
 	$(BIN)/python benchmarks/bench_server.py
+	$(BIN)/python benchmarks/bench_summary.py
+	$(BIN)/python benchmarks/bench_recall.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
