@@ -32,6 +32,11 @@ from typing import Any
 
 from ctxwindow.eval.dataset import Dataset, DatasetError, parse_dataset, read_json
 
+NOT_MENTIONED = "Not mentioned in the conversation"
+"""The answer to a LoCoMo category 5 question: the one it baits is not in the conversation."""
+
+_ANSWER = "a string or a number"
+
 LOCOMO_CATEGORIES = {
     1: "multi-hop",
     2: "temporal",
@@ -180,12 +185,15 @@ def _locomo_question(raw: Any, question_id: str, where: str) -> dict[str, Any]:
     category = _get(raw, "category", "an integer", where)
     if category not in LOCOMO_CATEGORIES:
         raise _Malformed(f"{where}'category' must be 1 to 5, got {category}")
-    answer_key = "adversarial_answer" if category == 5 and "adversarial_answer" in raw else "answer"
     evidence = _get(raw, "evidence", "a list", where)
     return {
         "id": question_id,
         "question": _get(raw, "question", "a string", where),
-        "answer": str(_get(raw, answer_key, "a string or a number", where)),
+        "answer": (
+            NOT_MENTIONED
+            if category == 5
+            else str(_get(raw, "answer", "a string or a number", where))
+        ),
         "evidence": _dia_ids(evidence, f"{where}evidence: "),
         "category": LOCOMO_CATEGORIES[category],
     }
