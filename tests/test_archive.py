@@ -519,6 +519,16 @@ def test_at_with_no_seqs_is_empty(make_archive: MakeArchive) -> None:
     assert archive.at("s1", iter(())) == []
 
 
+@pytest.mark.parametrize("bad", [[2**63], [-(2**63) - 1], ["3"], [1.0], [True]])
+def test_at_refuses_seqs_that_are_not_sequence_numbers(
+    make_archive: MakeArchive, bad: list[object]
+) -> None:
+    archive = make_archive()
+    archive.index("s1", entries("one"))
+    with pytest.raises(ValueError, match="seqs must be integers"):
+        archive.at("s1", bad)  # type: ignore[arg-type]
+
+
 def test_bad_session_ids_are_store_errors(make_archive: MakeArchive) -> None:
     archive = make_archive()
     for bad in ("", "x" * 300):

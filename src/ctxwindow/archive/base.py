@@ -152,9 +152,12 @@ class Archive(ABC):
 
     def at(self, session_id: str, seqs: Iterable[int]) -> list[Entry]:
         """The session's archived entries at these seqs, in order (absent ones left out)."""
-        wanted = sorted(set(seqs))
+        wanted = list(set(seqs))
+        if any(type(seq) is not int or not -(2**63) <= seq < 2**63 for seq in wanted):
+            raise ValueError("seqs must be integers that fit in 64 bits")
         if not wanted:
             return []
+        wanted.sort()
         rows = self._at(check_session_id(session_id), wanted)
         return sorted((entry_from_json(json) for json in rows), key=lambda entry: entry.seq)
 
