@@ -123,7 +123,9 @@ def test_locomo_adversarial_questions_are_left_out_unless_asked() -> None:
 
     dataset, notes = load_dataset(f"locomo:{LOCOMO}", include_unanswerable=True)
     adversarial = [q for q in dataset.conversations[0].questions if q.category == "adversarial"]
-    assert [(q.id, q.answer, q.evidence) for q in adversarial] == [("demo-1:q5", "Not mentioned in the conversation", ("D2:2",))]
+    assert [(q.id, q.answer, q.evidence) for q in adversarial] == [
+        ("demo-1:q5", "Not mentioned in the conversation", ("D2:2",))
+    ]
     assert not any("adversarial" in note for note in notes)
 
 
