@@ -25,7 +25,7 @@ from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
 from ctxwindow.policies import Context, PriorityWindow, Window
 from ctxwindow.policies.explain import Decision, Decisions, Report
 from ctxwindow.policies.rules import text_of
-from ctxwindow.recall import Recall, RecallPolicy, rank_units
+from ctxwindow.recall import Recall, RecallPolicy, is_whole, rank_units
 from ctxwindow.stores.base import AsyncStore, Store
 from ctxwindow.tokens.chat import ChatTokenizer, chat_tokenizer
 from ctxwindow.tokens.models import model_info
@@ -326,7 +326,7 @@ class _Core:
         """Keep a whole archived unit for later queries (entries are never rewritten)."""
         if len(session.units) >= _CACHED_UNITS:
             session.units.clear()
-        if _complete(unit):  # a call still waiting for results is read again later
+        if is_whole(unit):  # a call still waiting for results is read again later
             session.units.update((entry.seq, unit) for entry in unit.entries)
 
     def ranked(self, session: _Session, scores: Mapping[int, float]) -> list[tuple[float, Unit]]:
@@ -818,13 +818,6 @@ def _holding(
 
 _AROUND = 32  # stored entries read around a recalled tool message to find its unit
 _CACHED_UNITS = 4096  # archived units a session keeps decoded for its next queries
-
-
-def _complete(unit: Unit) -> bool:
-    """No tool call of the unit waits for its result."""
-    calls = {c["id"] for e in unit.entries for c in e.message.get("tool_calls") or ()}
-    answered = {e.message.get("tool_call_id") for e in unit.entries}
-    return calls <= answered
 
 
 def _in_tool_unit(entry: Entry) -> bool:

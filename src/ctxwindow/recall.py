@@ -105,7 +105,7 @@ class RecallPolicy:
                 continue
             if held.issuperset(ids):
                 keep.update(ids)
-            elif held.intersection(ids) or not _whole(unit):
+            elif held.intersection(ids) or not is_whole(unit):
                 continue  # partly in the window, or not a whole tool unit
             else:
                 units.append(Unit([replace(e, kind="recalled") for e in unit.entries], unit.size))
@@ -133,8 +133,8 @@ def rank_units(scores: Mapping[int, float], units: Iterable[Unit]) -> list[tuple
     return ranked
 
 
-def _whole(unit: Unit) -> bool:
-    """The unit starts with its call, and every call it makes has its result."""
+def is_whole(unit: Unit) -> bool:
+    """The unit does not start with a tool result, and every call it makes has its result."""
     if unit.entries[0].message["role"] == "tool":
         return False
     calls = {c["id"] for e in unit.entries for c in e.message.get("tool_calls") or ()}
