@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from typing import Any
 
@@ -108,6 +109,62 @@ def test_japanese_facts_survive_small_talk() -> None:
         assert kept in text
     assert "こんにちは" not in text and "ありがとう" not in text
     assert summary.message["content"].startswith(HEADINGS["ja"])
+
+
+ADVICE = {
+    "en": [
+        "Overwatering is the most common problem with houseplants, so let the soil dry out first.",
+        "Consistency matters more than intensity, especially in the first few months.",
+        "A pair of shoes that really fits matters more than any other piece of gear.",
+        "Putting the phone in another room removes the biggest distraction of all.",
+        "Small daily habits usually work better than big plans that never get started.",
+    ],
+    "zh": [
+        "养绿植最常见的问题其实是浇水太多，等表层土干了再浇。",
+        "坚持比强度重要，尤其是在刚开始的那段时间。",
+        "一双合脚的鞋比其他任何装备都重要。",
+        "把手机放到另一个房间，最大的干扰就没了。",
+        "每天养成小习惯，往往比定一个很大的计划更有用。",
+    ],
+    "ja": [
+        "観葉植物でいちばん多い失敗は水のやりすぎなので、土が乾いてから水をあげましょう。",
+        "最初のうちは、強さよりも続けることのほうが大切です。",
+        "足に合った靴は、ほかのどんな道具よりも大事です。",
+        "携帯を別の部屋に置くだけで、いちばんの邪魔がなくなります。",
+        "大きな計画より、毎日の小さな習慣のほうが続きやすいです。",
+    ],
+}
+PLACES = {
+    "en": (
+        "Here are a few places worth a visit:\n"
+        "- Blue Fin (Seattle): nothing on the menu has peanuts, the staff are careful.\n"
+        "- Old Mill Diner (Portland): great food, but most sauces have peanuts.",
+        ["Blue Fin (Seattle)", "Old Mill Diner (Portland)"],
+    ),
+    "zh": (
+        "这几家都值得一去：\n- 青禾小馆（杭州）：菜单上没有任何含花生的菜，店员也很细心。\n"
+        "- 石板街面馆（成都）：味道很好，但大部分酱汁里都有花生。",
+        ["青禾小馆（杭州）", "石板街面馆（成都）"],
+    ),
+    "ja": (
+        "おすすめのお店はこちらです：\n"
+        "- 柚子庵（京都）：ピーナッツを使った料理はひとつもありません。\n"
+        "- 海風食堂（神戸）：とても美味しいですが、ソースの多くにピーナッツが入っています。",
+        ["柚子庵（京都）", "海風食堂（神戸）"],
+    ),
+}
+
+
+@pytest.mark.parametrize("language", ["en", "zh", "ja"])
+def test_a_list_of_named_places_survives_generic_advice(language: str) -> None:
+    """List items that name things (a name, its place) outweigh advice that names nothing."""
+    advice, (places, names) = ADVICE[language], PLACES[language]
+    texts = [*advice[:2], places, *advice[2:]]
+    summary = fold_all([said("assistant", t, n) for n, t in enumerate(texts)], 80, batch=2)
+    text = body(summary)
+    assert all(name in text for name in names)
+    assert sum(line in text for line in advice) <= 1
+    assert summary.tokens <= 80
 
 
 def test_a_fact_keeps_its_speaker_and_its_session_date() -> None:
@@ -254,6 +311,51 @@ def test_small_talk_weighs_nothing(text: str) -> None:
     assert weigh(text) == ()
 
 
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("- 拾味居（厦门）：菜单上没有芒果。", {"name:拾味居", "name:厦门"}),
+        ("1. Blue Fin (Seattle): no peanuts.", {"name:blue fin", "name:seattle"}),
+        ("・さくら亭（京都）：そばが美味しい。", {"name:さくら亭", "name:京都"}),
+        ("推荐 **青禾小馆**，就在西湖边。", {"name:青禾小馆"}),
+        ("我在用 Notion 记笔记。", {"name:notion"}),
+        ("App 适合入门。", {"name:app"}),  # a Latin word in CJK text, even first
+    ],
+)
+def test_weigh_finds_names_by_how_they_are_written(text: str, names: set[str]) -> None:
+    assert names <= dict(weigh(text)).keys()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "- pros: it is cheap (mostly)",  # a lowercase head and qualifier name nothing
+        "以后我这么叫你别奇怪。",  # 叫 before a pronoun gives no name
+        "希望周末之前天气能好起来。",  # 之前天气 holds no 前天; a weekend alone is no date
+    ],
+)
+def test_weigh_finds_no_name_or_date_in_ordinary_words(text: str) -> None:
+    assert not {t for t, _ in weigh(text) if t.startswith(("name:", "d:"))}
+
+
+@pytest.mark.parametrize(
+    ("advice", "item"),
+    [
+        (ADVICE["en"][0], "- Blue Fin (Seattle): nothing on the menu has peanuts."),
+        (ADVICE["zh"][0], "- 青禾小馆（杭州）：菜单上没有任何含花生的菜。"),
+        (ADVICE["ja"][0], "- 柚子庵（京都）：ピーナッツを使った料理はありません。"),
+        ("每天练十五分钟，比一周集中学两个小时效果好。", "我养了一只猫，叫汤圆。"),
+    ],
+)
+def test_generic_advice_weighs_less_per_token_than_what_names_things(
+    advice: str, item: str
+) -> None:
+    def density(text: str) -> float:
+        return sum(w for _, w in weigh(text)) / TOK.text(text)
+
+    assert density(advice) < density(item)
+
+
 def test_a_question_weighs_half_and_many_numbers_count_less() -> None:
     statement, question = dict(weigh("The room is 42.")), dict(weigh("Is the room 42?"))
     assert question["n:42"] == statement["n:42"] / 2
@@ -278,6 +380,26 @@ def test_a_long_sentence_is_cut_into_pieces_that_fit() -> None:
     pieces = list(reader.pieces(sentence, "下一单：" + "订单号220186848339，" * 12))
     assert len(pieces) > 10 and all(TOK.text(p.text) <= 12 for p in pieces)
     assert "town number 29" in " ".join(p.text for p in pieces)
+
+
+def test_json_records_are_cut_between_records() -> None:
+    """A record is one fact: a host and its failed deploy stay in one piece."""
+    reader = TurnReader(TOK.text, max_tokens=24)
+    records = [
+        {"host": f"web-{n:02}", "zone": "eu-west-1a", "status": "failed" if n == 7 else "ok"}
+        for n in range(12)
+    ]
+    pieces = [p.text for p in reader.pieces(json.dumps({"hosts": records}))]
+    assert any("web-07" in p and "failed" in p for p in pieces)
+    assert all(p.count('"host"') <= 1 for p in pieces)
+
+
+def test_a_cjk_line_ending_in_a_colon_is_no_speaker() -> None:
+    reader = TurnReader(TOK.text)
+    message = {"role": "assistant", "content": "这几家都值得一去：\n- 青禾小馆（杭州）"}
+    assert reader.speaker_and_text(message, {})[0] == "assistant"
+    named = {"role": "user", "content": "小明：我住在杭州。"}
+    assert reader.speaker_and_text(named, {}) == ("小明", "我住在杭州。")
 
 
 def test_calendar_passes_dates_along_unbroken_runs_only() -> None:

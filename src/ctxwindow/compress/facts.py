@@ -9,13 +9,15 @@ kind          examples                                               weight
 ============  =====================================================  ======
 identifier    ``A-1042``, ``SF9477515917953``, ``v1.8.9``, e-mails,  3
               URLs, ``HEALTHCHECK_FAILED_503``, ``#42``
-number        ``42``, ``15.00``, ``3.5``, ``三个``, ``两次``           2
-              (number words: ``two``, ``dozen``)                     1
+number        ``42``, ``15.00``, ``3.5``, ``897元``                   2
+              number words: ``two``, ``fifteen``, ``三个``, ``两次``     1
 date          ``May``, ``Friday``, ``yesterday``, ``last week``,     2
               ``昨天``, ``星期五``, ``先週``
-name          capitalized words inside a sentence, acronyms,         2
-              katakana words, ``李さん``, ``王老师``, 「quoted」 terms,
-              what follows ``叫`` / ``名叫`` (a name being given)
+name          capitalized words inside a sentence (anywhere in CJK   2
+              text), acronyms, katakana words, ``李さん``, ``王老师``,
+              「quoted」 terms, what follows ``叫`` (a name being
+              given), list heads, ``(Place)`` qualifiers and bold
+              terms (:mod:`ctxwindow.compress.entities`)
 decision      ``decided``, ``agreed to``, ``let's``, ``决定``, ``約束``  2
               plans: ``will``, ``going to``, ``打算``, ``予定``        1
 problem       ``failed``, ``error``, ``refund``, ``delayed``,         2
@@ -26,6 +28,10 @@ content word  other words (stopwords and small talk left out)        0.5
 
 Identifiers and numbers after the fourth of one piece count a quarter (a
 table or a time series is not that many facts). A question weighs half.
+Content with no name and no fact but a weak one (a number word, a plan)
+counts half: generic advice (``Water less; check the drainage.``,
+``一双合脚的鞋比其他装备都重要。``) gives way to what names things, in
+every script alike.
 Small talk — greetings, thanks, interjections,
 praise, emoji — and names that only address someone (``Hey Mel!``) carry
 nothing: a piece without a fact needs two content words (or a name and
@@ -43,11 +49,13 @@ from __future__ import annotations
 import functools
 import re
 
+from ctxwindow.compress.entities import entities
 from ctxwindow.compress.sentences import STOPWORDS, is_cjk, terms
 
 IDENTIFIER, NUMBER, DATE, NAME, DECISION, PLAN, PROBLEM = 3.0, 2.0, 2.0, 2.0, 2.0, 1.0, 2.0
 NUMBER_WORD, CONTENT, BIGRAM = 1.0, 0.5, 0.25
 QUESTION = 0.5
+GENERIC = 0.5  # content with no name and no fact but a weak one (advice, opinion) counts half
 ENOUGH = 1.0  # without a fact, a piece needs this much content (two words) to count
 MANY, MANY_WEIGHT = 4, 0.25  # identifiers and numbers of one piece after the 4th count 1/4
 
@@ -65,8 +73,9 @@ _PERIODS = """week weekend month year night morning afternoon evening summer win
 fall autumn semester season time monday tuesday wednesday thursday friday saturday sunday"""
 PERIODS = frozenset(_PERIODS.split())
 DAYS = frozenset({"yesterday", "today", "tonight", "tomorrow"})
-_NUMBER_WORDS = """one two three four five six seven eight nine ten eleven twelve twenty thirty
-forty fifty hundred thousand million billion dozen twice half"""
+_NUMBER_WORDS = """one two three four five six seven eight nine ten eleven twelve thirteen
+fourteen fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy
+eighty ninety hundred thousand million billion dozen twice half"""
 NUMBER_WORDS = frozenset(_NUMBER_WORDS.split())
 DECISION_STEMS = ("decid", "promis", "commit", "schedul", "confirm", "approv", "cancel", "postpon")
 DECISION_WORDS = frozenset({"chose", "choose", "chosen", "deadline", "booked", "let's", "let’s"})
@@ -126,8 +135,8 @@ _CONSTANT = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b")
 _CJK_NUMERAL = "[一二三四五六七八九十两兩百千万萬亿億〇零]+"
 _COUNTER = "[个個年月日号號天岁歳次回本只隻位名件家周週小时時分秒点點元块塊円人つ枚台杯张張条條]"
 _CJK_DATES = (
-    "昨天|今天|明天|前天|后天|後天|去年|明年|今年|前年|上周|下周|本周|这周|上个月|下个月|这个月|"
-    "周末|週末|星期[一二三四五六日天]|礼拜[一二三四五六日天]|昨日|今日|明日|一昨日|明後日|先週|"
+    "昨天|今天|明天|(?<![之以此从從提])前天|(?<![之以此然])[后後]天|去年|明年|今年|前年|上周|下周|"
+    "本周|这周|上个月|下个月|这个月|星期[一二三四五六日天]|礼拜[一二三四五六日天]|昨日|今日|明日|一昨日|明後日|先週|"
     "来週|今週|先月|来月|今月|昨年|来年|[月火水木金土日]曜日?|暑假|寒假|春节|春節|夏休み|冬休み|正月"
 )
 _CJK_FACTS = re.compile(
@@ -137,12 +146,12 @@ _CJK_FACTS = re.compile(
     "|(?P<e>失败|失敗|错误|錯誤|异常|異常|超时|超時|故障|报错|損壊|损坏|破損|丢失|紛失|延误|遅延|"
     "退款|返金|投诉|エラー|障害|キャンセル)"
 )
-_CJK_WEIGHTS = {"n": NUMBER, "d": DATE, "x": DECISION, "p": PLAN, "e": PROBLEM}
+_CJK_WEIGHTS = {"n": NUMBER_WORD, "d": DATE, "x": DECISION, "p": PLAN, "e": PROBLEM}
 _CJK_NAMES = re.compile(
     "[\u30a1-\u30faー]{2,}"  # katakana words: names, places, brands
     f"|[{_HAN}\u30a0-\u30ff]{{1,4}}(?:さん|様|さま|先生|君|くん|ちゃん|老师|老師|女士|小姐|"
     "经理|經理|部長|課長|社長)"
-    f"|(?:叫|名为|名為|名字是|我是)([{_HAN}]{{1,4}})"  # a name being given
+    f"|(?:叫|名为|名為|名字是|我是)(?![你我他她它您])([{_HAN}]{{1,4}})"  # a name being given
     "|「([^」]{1,20})」|『([^』]{1,20})』|《([^》]{1,30})》|“([^”]{1,30})”"
 )
 _CJK_TALK = re.compile(
@@ -159,9 +168,11 @@ def weigh(text: str) -> tuple[tuple[str, float], ...]:
     """The terms ``text`` carries and their weights; ``()`` when it carries nothing."""
     found: dict[str, float] = {}
     _marks(text, found)
-    names, vocatives = _words(text, found)
+    cjk = bool(_IS_CJK.search(text))
+    names, vocatives = _words(text, found, cjk)
+    names += entities(text)
     plain = text
-    if _IS_CJK.search(text):
+    if cjk:
         plain = _CJK_TALK.sub(" ", text)
         names += _cjk(plain, found)
     left_out = {name.casefold() for name in names} | vocatives
@@ -169,10 +180,11 @@ def weigh(text: str) -> tuple[tuple[str, float], ...]:
     enough = CONTENT if names else ENOUGH  # a name and what is said of it: "I met Tom."
     if not found and sum(weight for _, weight in content) < enough:
         return ()  # no fact, one word of content: "Wow, Caroline, that's gorgeous!"
+    generic = 1.0 if names or any(w >= NAME for w in found.values()) else GENERIC
     for name in names:
         found.setdefault(f"name:{name.casefold()}", NAME)
     for term, weight in content:
-        found.setdefault(f"w:{term}", weight)
+        found.setdefault(f"w:{term}", weight * generic)
     factor = QUESTION if text.rstrip(" \"'”’)]」』）").endswith(("?", "？")) else 1.0
     marks = 0
     weighed: list[tuple[str, float]] = []
@@ -202,8 +214,11 @@ def _marks(text: str, found: dict[str, float]) -> None:
             found.setdefault(f"n:{match.group()}", NUMBER)
 
 
-def _words(text: str, found: dict[str, float]) -> tuple[list[str], set[str]]:
-    """Facts among the Latin-script words; returns the names, and the names only addressed."""
+def _words(text: str, found: dict[str, float], cjk: bool) -> tuple[list[str], set[str]]:
+    """Facts among the Latin-script words; returns the names, and the names only addressed.
+
+    In CJK text (``cjk``), a capitalized Latin word is a name wherever it stands.
+    """
     matches = list(_WORD.finditer(text))
     words = [m.group() for m in matches]
     lower = [word.casefold() for word in words]
@@ -226,7 +241,7 @@ def _words(text: str, found: dict[str, float]) -> tuple[list[str], set[str]]:
         fact = _VOCABULARY.get(low) or _phrase(low, before, after)
         if fact is not None:
             found.setdefault(fact[0], fact[1])
-        if word[0].isupper() and _is_name(text, matches[i].start(), word, i):
+        if word[0].isupper() and _is_name(text, matches[i].start(), word, i, cjk):
             if before in GREETINGS or _ends_addressing(text, matches, i):
                 vocatives.add(low)
             else:
@@ -251,11 +266,11 @@ def _phrase(low: str, before: str, after: str) -> tuple[str, float] | None:
     return None
 
 
-def _is_name(text: str, start: int, word: str, i: int) -> bool:
-    """A capitalized word that does not start a sentence, or an acronym."""
+def _is_name(text: str, start: int, word: str, i: int, cjk: bool = False) -> bool:
+    """A capitalized word that does not start a sentence (or is in CJK text), or an acronym."""
     if len(word) < 2 or word in _NOT_NAMES or word in DATE_NAMES:
         return False
-    if word.isupper():
+    if word.isupper() or (cjk and word.casefold() not in TALK):
         return True
     j = start - 1
     while j >= 0 and text[j].isspace():

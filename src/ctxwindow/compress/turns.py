@@ -12,7 +12,10 @@
   cut markers and omissions of earlier compression (``[… N chars (M tokens)
   cut by ctxwindow …]``, ``…``) taken out; a sentence longer than
   ``max_tokens`` is cut at clause marks, then between words (or characters
-  for CJK), so a long one-sentence message still gives pieces. Each piece has
+  for CJK), so a long one-sentence message still gives pieces. A list of
+  JSON records (``}, {``) is first cut between records, each record its own
+  piece when it fits twice ``max_tokens`` (a record is one fact: the host
+  and its failed deploy stay together). Each piece has
   an index in the turn: consecutive indexes were next to each other in the
   text, a gap of two or more marks something left out between them.
 
@@ -46,7 +49,7 @@ _DATE = re.compile(
 )
 _HEADER = re.compile(r"\s*\[([^\]\n]{1,120})\][ \t]*(?:\n|$)")
 _SPEAKER = re.compile(
-    rf"([A-Z][A-Za-z'’.-]*(?: [A-Z][A-Za-z'’.-]*){{0,2}}|[{_CJK}]{{1,8}})(?::[ \t]+|：\s*)"
+    rf"([A-Z][A-Za-z'’.-]*(?: [A-Z][A-Za-z'’.-]*){{0,2}}|[{_CJK}]{{1,8}})(?::[ \t]+|：[ \t]*)(?=\S)"
 )
 # What earlier compression left in a text: truncation and JSON cut markers, omissions.
 # A truncation marker is matched whole or in part (a sentence splitter may have cut it).
@@ -54,7 +57,9 @@ _MARKERS = re.compile(
     r"\s*(?:\[?…?\s*\d+ chars \(\d+ tokens\) cut by ctxwindow\s*…?\]?|…\[\+\d+ chars\]|…+)\s*"
 )
 _SPACES = re.compile(r"\s+")
-_CLAUSE = re.compile(r"[,;:]\s+|[，、；：]\s*|\s+[-–—]+\s+|\},\s*(?=\{)")  # "}, {": records
+_CLAUSE = re.compile(r"[,;:]\s+|[，、；：]\s*|\s+[-–—]+\s+")
+_RECORD = re.compile(r"\},\s*(?=\{)")  # "}, {": between two JSON records
+RECORD = 2  # a JSON record up to this many times max_tokens stays one piece
 _WORD = re.compile(f"[{_CJK}]\\s*|[^\\s{_CJK}]+\\s*|\\s+")  # a CJK character is a word
 
 
@@ -153,6 +158,8 @@ class TurnReader:
         """
         if self.tokens(sentence) <= self.max_tokens:
             return [sentence]
+        if "}" in sentence and _RECORD.search(sentence):
+            return self._records(sentence)
         cuts = [0, *(m.end() for m in _CLAUSE.finditer(sentence)), len(sentence)]
         clauses = [sentence[a:b] for a, b in itertools.pairwise(cuts) if a < b]
         if len(clauses) == 1:
@@ -163,6 +170,16 @@ class TurnReader:
                 parts[-1] += clause
             else:
                 parts.extend(self._parts(clause))
+        return parts
+
+    def _records(self, text: str) -> list[str]:
+        """``text`` cut between JSON records; a record that fits ``RECORD`` pieces is whole."""
+        cuts = [0, *(m.end() for m in _RECORD.finditer(text)), len(text)]
+        parts: list[str] = []
+        for a, b in itertools.pairwise(cuts):
+            record = text[a:b]
+            whole = self.tokens(record) <= RECORD * self.max_tokens
+            parts.extend([record] if whole else self._parts(record))
         return parts
 
     def _split_words(self, text: str) -> list[str]:
