@@ -119,7 +119,9 @@ def measure(dataset: Dataset, budgets: list[int], dense: bool) -> None:
         f"in {wall:.1f} s ({WORKERS} workers)"
     )
     others = ["bm25", "bm25s", *(["hybrid_dense"] if dense else [])]
+    start = time.perf_counter()
     rest = run_eval(dataset, strategies=others, budgets=budgets, workers=WORKERS)
+    print(f"  ({', '.join(others)} in {time.perf_counter() - start:.1f} s)")
     results = {**timed["results"], **rest["results"]}
     order = ["token_window", "hybrid_norecall", "hybrid", *others]
     print_table("evidence recall (%)", results, order, budgets)
@@ -156,6 +158,7 @@ def print_margins(results: dict[str, Any], budgets: list[int]) -> None:
 
 
 def main() -> None:
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]  # progress as it comes
     register_strategy(BM25sReference.name, BM25sReference)
     dense = dense_available()
     if dense is not None:
