@@ -338,3 +338,13 @@ def test_message_window_counts_pinned_messages() -> None:
     with pytest.raises(PinnedOverBudgetError):
         window.add("user", "p4", pin=True)
     assert contents(window) == ["pinned", "p2", "p3"]
+
+
+def test_every_window_labels_entries_with_a_kind_and_restores_it() -> None:
+    window = TokenWindow(200)
+    entry = window.add("user", "see the attached manual", kind="document")
+    assert entry is not None and entry.kind == "document"
+    copy = TokenWindow(200)
+    copy.restore(window.entries())
+    assert [e.kind for e in copy.entries()] == ["document"]
+    assert copy.entries()[0].id == entry.id

@@ -174,8 +174,7 @@ class _Core:
     def new_session(self, session_id: str, stored: Sequence[Entry]) -> _Session:
         window = self.policy(self.budget, self.tokenizer)
         session = _Session(session_id, window)
-        if isinstance(window, PriorityWindow):
-            window.on_event = self.on_event
+        window.on_event = self.on_event
         self.restore(session, stored)
         self._sessions[session_id] = session
         while len(self._sessions) > self.hot_sessions:
@@ -228,15 +227,10 @@ class _Core:
             metadata = {**entry.metadata, "seq": entry.seq}
             if entry.message["role"] == "system":
                 window.set_system(entry.message["content"])  # sets or replaces the prompt
-            elif isinstance(window, PriorityWindow):
+            else:
                 kind = entry.kind if entry.kind not in ("chat", "summary") else None
                 window.add(
                     entry.message, pin=entry.pinned, metadata=metadata, kind=kind,
-                    tokens=entry.tokens, entry_id=entry.id,
-                )  # fmt: skip
-            else:
-                window.add(
-                    entry.message, pin=entry.pinned, metadata=metadata,
                     tokens=entry.tokens, entry_id=entry.id,
                 )  # fmt: skip
             session.last_seq, session.last_id = entry.seq, entry.id

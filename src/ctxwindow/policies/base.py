@@ -87,6 +87,9 @@ class Window(ABC):
         self._used = self._overhead()
         self._pinned_used = self._used
         self._n_messages = 0
+        # Told of work as it happens, for metrics (``PriorityWindow``: "compressed",
+        # "summary_updated"); a plain window has nothing to tell.
+        self.on_event: Callable[[str, float], None] | None = None
         if system is not None:
             self.set_system(system)
 
@@ -139,31 +142,39 @@ class Window(ABC):
         *,
         pin: bool = False,
         metadata: Mapping[str, Any] | None = None,
+        kind: str | None = None,
         tokens: int | None = None,
         entry_id: str | None = None,
     ) -> Entry | None:
         """Add one message; evict the oldest units until the window fits again.
 
         A ``system``/``developer`` message is pinned. Returns the stored entry,
-        or ``None`` when the ``"drop"`` oversize policy discarded it.
-        ``tokens`` and ``entry_id`` restore an entry from a store: its stored
-        count (for this window's model) is trusted, so it is not tokenized again.
+        or ``None`` when the ``"drop"`` oversize policy discarded it. ``kind``
+        labels the entry (``PriorityWindow`` budgets by it). ``tokens`` and
+        ``entry_id`` restore an entry from a store: its stored count (for this
+        window's model) is trusted, so it is not tokenized again.
         """
         message = make_message(role_or_message, content)
         pin = pin or message["role"] in SYSTEM_ROLES
         given = (tokens, entry_id)
         if message["role"] == "tool":
-            return self._add_tool_result(message, metadata, given)
+            return self._labelled(self._add_tool_result(message, metadata, given), kind)
         if self._open is not None:
             raise InvalidMessageError(
                 f"tool calls {sorted(self._open.pending)} have no results yet; "
                 "add their tool messages before the next message"
             )
-        entry = self._entry(message, pin, metadata, given)
+        entry = self._labelled(self._entry(message, pin, metadata, given), kind)
         if entry is None:
             return None
         pending = set(tool_call_ids(message)) if "tool_calls" in message else set()
         self._admit(Unit([entry], self._size_of(entry), pending))
+        return entry
+
+    @staticmethod
+    def _labelled(entry: Entry | None, kind: str | None) -> Entry | None:
+        if entry is not None and kind is not None:
+            entry.kind = kind
         return entry
 
     def extend(self, messages: Iterable[Mapping[str, Any]]) -> None:
@@ -194,12 +205,13 @@ class Window(ABC):
         self._evict_until_fits()
 
     def restore(self, entries: Iterable[Entry]) -> None:
-        """Add stored entries again, with their stored ids and token counts."""
+        """Add stored entries again, with their stored ids, token counts and kinds."""
         for entry in entries:
             self.add(
                 entry.message,
                 pin=entry.pinned,
                 metadata=entry.metadata,
+                kind=entry.kind if entry.kind not in ("chat", "summary") else None,
                 tokens=entry.tokens,
                 entry_id=entry.id,
             )

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from ctxwindow.errors import PinnedOverBudgetError
@@ -119,8 +119,6 @@ class PriorityWindow(TokenWindow):
         self._evicted_entries = 0
         self._evicted_tokens = 0
         self._cause = "over budget"
-        # Told of work as it happens: ("compressed", entries) and ("summary_updated", 1).
-        self.on_event: Callable[[str, float], None] | None = None
         super().__init__(
             max_tokens,
             model,
@@ -180,18 +178,6 @@ class PriorityWindow(TokenWindow):
         return super().add(
             role_or_message, content, pin=pin, metadata=meta, tokens=tokens, entry_id=entry_id
         )
-
-    def restore(self, entries: Iterable[Entry]) -> None:
-        """Add stored entries again, with their stored ids, token counts and kinds."""
-        for entry in entries:
-            self.add(
-                entry.message,
-                pin=entry.pinned,
-                metadata=entry.metadata,
-                kind=entry.kind if entry.kind not in ("chat", "summary") else None,
-                tokens=entry.tokens,
-                entry_id=entry.id,
-            )
 
     def _entry(
         self, message: Message, pin: bool, metadata: Mapping[str, Any] | None, given: Given
