@@ -461,3 +461,66 @@ def test_a_turn_handed_over_is_carried_on_elsewhere() -> None:
         return [e.message["content"] for e in await cm.history("s")]
 
     assert asyncio.run(run()) == ["質問: where is it?", "回答: in Lyon 🚚", "thanks"]
+
+
+# -- the async manager: archive work off the event loop, prefetch ---------------------
+
+
+class WatchedArchive(SQLiteArchive):
+    """An archive whose indexing waits until the event loop has run something else."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop_ran = threading.Event()
+        self.batches: list[int] = []  # entries per index call
+        self.waited: list[bool] = []  # whether the loop ran while each call waited
+        self.searches = 0
+
+    def index(self, session_id: str, entries: Any, *, user_id: str | None = None) -> int:
+        batch = list(entries)
+        self.batches.append(len(batch))
+        self.waited.append(self.loop_ran.wait(timeout=5))
+        return super().index(session_id, batch, user_id=user_id)
+
+    def search(self, *args: Any, **kwargs: Any) -> Any:
+        self.searches += 1
+        return super().search(*args, **kwargs)
+
+
+def test_archiving_a_large_batch_leaves_the_event_loop_free() -> None:
+    """Indexing waits until another coroutine ran: on the loop it would wait in vain."""
+    archive = WatchedArchive()
+
+    async def run() -> None:
+        cm = AsyncContextManager(AsyncMemoryStore(), budget=300, archive=archive, prefetch=False)
+        await cm.add("s", {"role": "system", "content": "Be brief."})
+        for i in range(400):
+            await cm.add("s", {"role": "user", "content": f"turn {i}: 东京 tracking SF{i:06d}"})
+
+        async def another_request() -> None:
+            await asyncio.sleep(0)
+            archive.loop_ran.set()
+
+        context, _ = await asyncio.gather(cm.build("s", query="SF000007"), another_request())
+        assert any("SF000007" in str(m["content"]) for m in context.messages)
+
+    asyncio.run(run())
+    assert archive.batches == [400]  # every turn, archived in one batch before the search
+    assert archive.waited == [True]
+
+
+def test_the_async_manager_prefetches_recall_like_the_sync_one() -> None:
+    archive = WatchedArchive()
+    archive.loop_ran.set()
+
+    async def run() -> list[str]:
+        async with AsyncContextManager(AsyncMemoryStore(), budget=300, archive=archive) as cm:
+            for i in range(60):
+                await cm.add("s", {"role": "assistant", "content": f"note {i}: code K{i:03d}"})
+            await cm.add("s", {"role": "user", "content": "what was code K007?"})
+            searches = archive.searches
+            context = await cm.build("s")
+            assert archive.searches == searches == 1  # the add searched; the build reused it
+            return [str(m["content"]) for m in context.messages]
+
+    assert "note 7: code K007" in asyncio.run(run())

@@ -637,7 +637,11 @@ class ContextManager:
 
 
 class AsyncContextManager:
-    """``ContextManager`` over an ``AsyncStore``, for servers (same behaviour, awaited)."""
+    """``ContextManager`` over an ``AsyncStore``, for servers (same behaviour, awaited).
+
+    Archive work (indexing, search, reading neighbours) runs in a worker
+    thread, never on the event loop. ``async with`` closes the store.
+    """
 
     def __init__(
         self,
@@ -651,6 +655,7 @@ class AsyncContextManager:
         budget: int | float = 0.75,
         reserve_output: int | None = None,
         recall: RecallPolicy | None = None,
+        prefetch: bool = True,
         hot_sessions: int = 256,
         lock_timeout: float | None = None,
         redact: RedactAt = "storage",
@@ -661,6 +666,7 @@ class AsyncContextManager:
 
             store = open_async_store(store)
         self.store: AsyncStore = store
+        self.prefetch = prefetch
         self.lock_timeout = lock_timeout
         self._core = _Core(
             model, policy, archive, summarizer, redactor, budget, reserve_output,
@@ -669,6 +675,7 @@ class AsyncContextManager:
 
     @property
     def budget(self) -> int:
+        """The default context budget in tokens."""
         return self._core.budget
 
     async def add(
@@ -681,16 +688,24 @@ class AsyncContextManager:
         kind: str | None = None,
         idempotency_key: str | None = None,
     ) -> Entry:
+        """Store a message (durably, first), then add it to the session's window.
+
+        With ``prefetch`` a user message's recall search runs now, and the
+        ``build`` that follows reuses it.
+        """
         async with self.turn(session_id):
             session = await self._session(session_id)
             entry = self._core.prepare(session, message, pin, metadata, kind)
             stored = await self.store.append(session_id, [entry], idempotency_key=idempotency_key)
             self._core.restore(session, stored)
+            if self.prefetch and entry.message["role"] == "user":
+                await self._candidates(session_id, session, text_of(entry.message))
             return stored[0]
 
     async def build(
         self, session_id: str, query: str | None = None, max_tokens: int | None = None
     ) -> Context:
+        """The context to send now: window + recalled units, within the budget, with a report."""
         async with self.turn(session_id):
             session = await self._session(session_id)
             budget = min(max_tokens or self.budget, self.budget)
@@ -711,9 +726,11 @@ class AsyncContextManager:
             return built.plus(clean, tokens, budget=budget + tokens)
 
     async def history(self, session_id: str) -> list[Entry]:
+        """Every stored entry of the session, in order."""
         return await self.store.load(session_id)
 
     async def delete(self, session_id: str) -> bool:
+        """Delete the session everywhere: store, window, archive."""
         async with self.turn(session_id):
             self._core.forget(session_id)
             if self._core.archive is not None:
@@ -759,6 +776,12 @@ class AsyncContextManager:
 
     async def close(self) -> None:
         await self.store.close()
+
+    async def __aenter__(self) -> AsyncContextManager:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     async def _session(self, session_id: str) -> _Session:
         cached = self._core.cached(session_id)
