@@ -17,6 +17,7 @@ from ctxwindow import (
     InvalidMessageError,
     OrphanToolResultError,
     SessionBusyError,
+    SessionFullError,
     TokenWindow,
     count_tokens,
 )
@@ -524,3 +525,51 @@ def test_the_async_manager_prefetches_recall_like_the_sync_one() -> None:
             return [str(m["content"]) for m in context.messages]
 
     assert "note 7: code K007" in asyncio.run(run())
+
+
+# -- extend: one idempotent batch -------------------------------------------------------
+
+
+def batch_of(n: int) -> list[dict[str, Any]]:
+    return [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"消息 {i} 🙂"} for i in range(n)
+    ]
+
+
+def test_extend_stores_a_batch_once_and_replays_it() -> None:
+    cm = ContextManager(MemoryStore(), budget=400)
+    first = cm.extend("s", batch_of(3), idempotency_key="req-1", metadata={"request": "req-1"})
+    again = cm.extend("s", batch_of(3), idempotency_key="req-1")
+    assert [e.seq for e in first] == [1, 2, 3] and [e.id for e in again] == [e.id for e in first]
+    assert len(cm.history("s")) == 3
+    assert all(e.metadata == {"request": "req-1"} for e in cm.history("s"))
+
+
+def test_extend_validates_every_message_before_storing_any() -> None:
+    cm = ContextManager(MemoryStore(), budget=400)
+    with pytest.raises(InvalidMessageError):
+        cm.extend("s", [*batch_of(2), {"role": "wizard", "content": "x"}])
+    assert cm.history("s") == []
+
+
+def test_extend_refuses_a_batch_over_the_limit_and_counts_only_new_messages() -> None:
+    cm = ContextManager(MemoryStore(), budget=400)
+    cm.extend("s", batch_of(3), idempotency_key="a", max_messages=4)
+    with pytest.raises(SessionFullError, match="over 4 messages"):
+        cm.extend("s", batch_of(2), idempotency_key="b", max_messages=4)
+    assert len(cm.history("s")) == 3  # nothing of the refused batch
+    assert len(cm.extend("s", batch_of(3), idempotency_key="a", max_messages=4)) == 3  # a retry
+
+
+def test_the_async_extend_behaves_like_the_sync_one() -> None:
+    async def run() -> list[int]:
+        async with AsyncContextManager(AsyncMemoryStore(), budget=400) as cm:
+            stored = await cm.extend("s", batch_of(3), idempotency_key="k", max_messages=3)
+            assert [e.id for e in await cm.extend("s", batch_of(3), idempotency_key="k")] == [
+                e.id for e in stored
+            ]
+            with pytest.raises(SessionFullError):
+                await cm.extend("s", batch_of(1), max_messages=3)
+            return [e.seq for e in await cm.history("s")]
+
+    assert asyncio.run(run()) == [1, 2, 3]

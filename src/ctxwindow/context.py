@@ -20,7 +20,12 @@ from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, Literal, Protocol
 
-from ctxwindow.errors import BudgetError, InvalidMessageError, OrphanToolResultError
+from ctxwindow.errors import (
+    BudgetError,
+    InvalidMessageError,
+    OrphanToolResultError,
+    SessionFullError,
+)
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
 from ctxwindow.policies import Context, PriorityWindow, Window
 from ctxwindow.policies.explain import Decision, Decisions, Report
@@ -264,6 +269,20 @@ class _Core:
         if kind is not None:
             entry.kind = kind
         return entry
+
+    @staticmethod
+    def batch(
+        messages: Sequence[Mapping[str, Any]], idempotency_key: str | None
+    ) -> list[tuple[Message, str | None]]:
+        """The messages of a batch, all validated first, each with its own key (``KEY:i``)."""
+        checked = [make_message(message) for message in messages]
+        keys = [f"{idempotency_key}:{i}" if idempotency_key else None for i in range(len(checked))]
+        return list(zip(checked, keys, strict=True))
+
+    @staticmethod
+    def check_room(stored: int, new: int, max_messages: int | None) -> None:
+        if max_messages is not None and new and stored + new > max_messages:
+            raise SessionFullError(f"the session would have over {max_messages} messages")
 
     def previewed(self, message: Mapping[str, Any]) -> tuple[Message, int]:
         """A message to preview, validated (and redacted as ``add`` would), and its tokens."""
@@ -521,6 +540,34 @@ class ContextManager:
                 self._candidates(session_id, session, text_of(entry.message))
             return stored[0]
 
+    def extend(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        max_messages: int | None = None,
+    ) -> list[Entry]:
+        """Store several messages in order, in one turn, as one idempotent batch.
+
+        Every message is validated before any is stored. With
+        ``idempotency_key`` message ``i`` is keyed ``KEY:i``: a retry stores
+        what the first attempt did not and returns what it stored.
+        ``max_messages`` refuses (``SessionFullError``, nothing stored) a batch
+        whose new messages would take the session over that many.
+        """
+        batch = self._core.batch(messages, idempotency_key)
+        with self.turn(session_id):
+            if max_messages is not None:
+                new = sum(k is None or self.store.replayed(session_id, k) is None for _, k in batch)
+                last = self.store.tail(session_id, 1)
+                self._core.check_room(last[0].seq if last else 0, new, max_messages)
+            return [
+                self.add(session_id, message, metadata=metadata, idempotency_key=key)
+                for message, key in batch
+            ]
+
     def build(
         self, session_id: str, query: str | None = None, max_tokens: int | None = None
     ) -> Context:
@@ -701,6 +748,29 @@ class AsyncContextManager:
             if self.prefetch and entry.message["role"] == "user":
                 await self._candidates(session_id, session, text_of(entry.message))
             return stored[0]
+
+    async def extend(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        max_messages: int | None = None,
+    ) -> list[Entry]:
+        """Store several messages as one idempotent batch (see ``ContextManager.extend``)."""
+        batch = self._core.batch(messages, idempotency_key)
+        async with self.turn(session_id):
+            if max_messages is not None:
+                new = [
+                    k is None or await self.store.replayed(session_id, k) is None for _, k in batch
+                ]
+                last = await self.store.tail(session_id, 1)
+                self._core.check_room(last[0].seq if last else 0, sum(new), max_messages)
+            return [
+                await self.add(session_id, message, metadata=metadata, idempotency_key=key)
+                for message, key in batch
+            ]
 
     async def build(
         self, session_id: str, query: str | None = None, max_tokens: int | None = None

@@ -10,6 +10,7 @@
     ├── OrphanToolResultError      a tool result whose call is not in the window (also ValueError)
     ├── CompressionError           a compressor cannot work at all (bad config, failing LLM
     │                              endpoint, a budget below one empty message)
+    ├── SessionFullError           a batch would take a session over its message limit
     └── StoreError                 a session store failed (bad input, a backend error)
         ├── StoreUnavailableError  the store's server or file cannot be reached
         └── SessionBusyError       a session stayed locked longer than the caller would wait
@@ -62,6 +63,10 @@ class CompressionError(CtxWindowError):
     Compressors that merely fall short of a target do not raise: they return
     their best effort and the caller compares the total with its budget.
     """
+
+
+class SessionFullError(CtxWindowError):
+    """A batch would take a session over the number of messages it may hold; nothing was stored."""
 
 
 class StoreError(CtxWindowError):

@@ -215,17 +215,13 @@ async def _store_turns(
     key: str | None,
 ) -> None:
     """Store the request's messages (a retry's stored ones again as no-ops) within the limit."""
-    keys = [f"{key}:{i}" if key else None for i in range(len(messages))]
-    new = [k is None or await service.store.replayed(sid, k) is None for k in keys]
-    await service.check_room(sid, sum(new))
-    for message, item_key in zip(messages, keys, strict=True):
-        try:
-            await manager.add(
-                sid, message, metadata={"request": key} if key else None,
-                idempotency_key=item_key,
-            )  # fmt: skip
-        except CtxWindowError as exc:
-            raise from_library(exc) from exc
+    try:
+        await manager.extend(
+            sid, messages, metadata={"request": key} if key else None, idempotency_key=key,
+            max_messages=service.settings.max_messages_per_session,
+        )  # fmt: skip
+    except CtxWindowError as exc:
+        raise from_library(exc) from exc
 
 
 async def _build(manager: AsyncContextManager, sid: str, budget: int) -> Context:

@@ -14,6 +14,7 @@ from ctxwindow.errors import (
     BudgetError,
     InvalidMessageError,
     SessionBusyError,
+    SessionFullError,
     StoreError,
     UnknownModelError,
 )
@@ -63,6 +64,8 @@ def from_library(exc: Exception) -> APIError:
         return APIError(400, str(exc), code="context_length_exceeded", param="messages")
     if isinstance(exc, (InvalidMessageError, ValueError)):
         return APIError(400, str(exc), code="invalid_message", param="messages")
+    if isinstance(exc, SessionFullError):
+        return APIError(413, str(exc), code="session_full")
     if isinstance(exc, SessionBusyError):
         return APIError(409, f"{exc}; retry later", code="session_busy")
     if isinstance(exc, StoreError):

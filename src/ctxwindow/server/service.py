@@ -68,14 +68,6 @@ class Service:
             self._managers[model] = manager
         return manager
 
-    async def check_room(self, sid: str, new: int) -> None:
-        """413 if ``new`` more messages would take the session over its limit."""
-        limit = self.settings.max_messages_per_session
-        if new and await self.session_size(sid) + new > limit:
-            raise APIError(
-                413, f"the session would have over {limit} messages", code="session_full"
-            )
-
     def managers(self) -> list[AsyncContextManager]:
         return list(self._managers.values())
 

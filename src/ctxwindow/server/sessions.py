@@ -49,16 +49,11 @@ def router(service: Service, tenant: Any) -> APIRouter:
         sid = scoped(tenant, session_id)
         manager = service.manager(model)
         key = request.headers.get("idempotency-key")
-        keys = [f"{key}:{i}" if key else None for i in range(len(messages))]
-        stored: list[Entry] = []
-        async with manager.turn(sid):
-            new = [k is None or await service.store.replayed(sid, k) is None for k in keys]
-            await service.check_room(sid, sum(new))
-            for message, item_key in zip(messages, keys, strict=True):
-                try:
-                    stored.append(await manager.add(sid, message, idempotency_key=item_key))
-                except CtxWindowError as exc:
-                    raise from_library(exc) from exc
+        limit = service.settings.max_messages_per_session
+        try:
+            stored = await manager.extend(sid, messages, idempotency_key=key, max_messages=limit)
+        except CtxWindowError as exc:
+            raise from_library(exc) from exc
         return {"object": "list", "data": [entry_json(e) for e in stored]}
 
     @api.get("/{session_id}/messages")
