@@ -573,3 +573,17 @@ def test_the_async_extend_behaves_like_the_sync_one() -> None:
             return [e.seq for e in await cm.history("s")]
 
     assert asyncio.run(run()) == [1, 2, 3]
+
+
+def test_no_search_while_the_window_holds_the_whole_session() -> None:
+    archive = WatchedArchive()
+    archive.loop_ran.set()
+    cm = ContextManager(MemoryStore(), budget=300, archive=archive)
+    for i in range(4):
+        cm.add("s", {"role": "user", "content": f"short turn {i} about the kettle"})
+    cm.build("s", query="kettle")
+    assert archive.searches == 0  # recall could not change this context
+    chat(cm, "s", 40)
+    cm.build("s", query="kettle")
+    assert archive.searches >= 1
+    assert any("short turn 0" in str(m["content"]) for m in cm.build("s", query="turn 0").messages)

@@ -865,7 +865,8 @@ def test_compressions_summary_updates_and_recall_latency_are_exported(
         text = http.get("/metrics").text
     assert _metric(text, "ctxwindow_compressions_total") >= 1
     assert _metric(text, "ctxwindow_summary_updates_total") >= 1
-    assert _metric(text, "ctxwindow_recall_latency_seconds_count") >= 25
+    # a request searches once something has left the window (before, recall can add nothing)
+    assert 1 <= _metric(text, "ctxwindow_recall_latency_seconds_count") <= 26
 
 
 def _long_session(http: TestClient, session: str) -> list[str]:

@@ -128,9 +128,14 @@ class _Session:
         self.recall: tuple[str, list[tuple[float, Unit]]] | None = None
         self.units: dict[int, Unit] = {}  # whole archived units read for recall, by store seq
         self.unarchived: list[Entry] = []  # seen by the window, not yet in the archive
+        self.whole = True  # nothing has left the window yet (told by its on_evict)
+        window.on_evict = self.evicted
         # With redact="context": message id -> (message, redacted copy, token change),
         # for the messages of the last context (each message is redacted once).
         self.redacted: dict[int, tuple[Message, Message, int]] = {}
+
+    def evicted(self, units: list[Unit]) -> None:
+        self.whole = False
 
 
 class _Core:
@@ -347,6 +352,10 @@ class _Core:
         units = {id(u): u for seq in scores if (u := session.units.get(seq)) is not None}
         return rank_units(scores, units.values())
 
+    def holds_all(self, session: _Session, budget: int) -> bool:
+        """The window holds every message and fits ``budget``: recall could change nothing."""
+        return session.whole and session.window.total_tokens <= budget
+
     def recalled(self, session: _Session, budget: int, ranked: list[tuple[float, Unit]]) -> Recall:
         """The candidates ``ranked`` that come back, in the room the budget leaves them."""
         window = session.window
@@ -537,7 +546,7 @@ class ContextManager:
             stored = self.store.append(session_id, [entry], idempotency_key=idempotency_key)
             self._core.restore(session, stored)
             if self.prefetch and entry.message["role"] == "user":
-                self._candidates(session_id, session, text_of(entry.message))
+                self._candidates(session_id, session, text_of(entry.message), self.budget)
             return stored[0]
 
     def extend(
@@ -575,7 +584,9 @@ class ContextManager:
         with self.turn(session_id):
             session = self._session(session_id)
             budget = min(max_tokens or self.budget, self.budget)
-            found = self._candidates(session_id, session, self._core.query_of(session, query))
+            found = self._candidates(
+                session_id, session, self._core.query_of(session, query), budget
+            )
             return self._core.context(session, budget, self._core.recalled(session, budget, found))
 
     def preview(
@@ -591,7 +602,7 @@ class ContextManager:
             session = self._session(session_id)
             clean, tokens = self._core.previewed(message)
             budget = min(max_tokens or self.budget, self.budget) - tokens
-            found = self._candidates(session_id, session, text_of(clean))
+            found = self._candidates(session_id, session, text_of(clean), budget)
             built = self._core.context(session, budget, self._core.recalled(session, budget, found))
             return built.plus(clean, tokens, budget=budget + tokens)
 
@@ -653,11 +664,14 @@ class ContextManager:
             self._core.catch_up(session_id, session, self.store.load(session_id, after=after))
 
     def _candidates(
-        self, session_id: str, session: _Session, query: str
+        self, session_id: str, session: _Session, query: str, budget: int
     ) -> list[tuple[float, Unit]]:
-        """Archived units that match ``query``, ``(score, unit)`` best first (cached per query)."""
+        """Archived units that match ``query``, ``(score, unit)`` best first (cached per query).
+
+        None when the window holds the whole session within ``budget``.
+        """
         core, archive = self._core, self._core.archive
-        if archive is None or not query:
+        if archive is None or not query or core.holds_all(session, budget):
             return []
         key = f"{session.last_seq}:{query}"
         if session.recall is not None and session.recall[0] == key:
@@ -746,7 +760,7 @@ class AsyncContextManager:
             stored = await self.store.append(session_id, [entry], idempotency_key=idempotency_key)
             self._core.restore(session, stored)
             if self.prefetch and entry.message["role"] == "user":
-                await self._candidates(session_id, session, text_of(entry.message))
+                await self._candidates(session_id, session, text_of(entry.message), self.budget)
             return stored[0]
 
     async def extend(
@@ -780,7 +794,7 @@ class AsyncContextManager:
             session = await self._session(session_id)
             budget = min(max_tokens or self.budget, self.budget)
             query = self._core.query_of(session, query)
-            found = await self._candidates(session_id, session, query)
+            found = await self._candidates(session_id, session, query, budget)
             return self._core.context(session, budget, self._core.recalled(session, budget, found))
 
     async def preview(
@@ -791,7 +805,7 @@ class AsyncContextManager:
             session = await self._session(session_id)
             clean, tokens = self._core.previewed(message)
             budget = min(max_tokens or self.budget, self.budget) - tokens
-            found = await self._candidates(session_id, session, text_of(clean))
+            found = await self._candidates(session_id, session, text_of(clean), budget)
             built = self._core.context(session, budget, self._core.recalled(session, budget, found))
             return built.plus(clean, tokens, budget=budget + tokens)
 
@@ -869,11 +883,11 @@ class AsyncContextManager:
             self._core.catch_up(session_id, session, newer)
 
     async def _candidates(
-        self, session_id: str, session: _Session, query: str
+        self, session_id: str, session: _Session, query: str, budget: int
     ) -> list[tuple[float, Unit]]:
         """Archived units that match ``query`` (see ``ContextManager._candidates``)."""
         core, archive = self._core, self._core.archive
-        if archive is None or not query:
+        if archive is None or not query or core.holds_all(session, budget):
             return []
         key = f"{session.last_seq}:{query}"
         if session.recall is not None and session.recall[0] == key:
