@@ -31,12 +31,12 @@ from ctxwindow.policies import Context, PriorityWindow, Window
 from ctxwindow.policies.explain import Decision, Decisions, Report
 from ctxwindow.policies.rules import text_of
 from ctxwindow.recall import Recall, RecallPolicy, is_whole, rank_units
+from ctxwindow.redact.redactor import RedactFn
 from ctxwindow.stores.base import AsyncStore, Store
 from ctxwindow.tokens.chat import ChatTokenizer, chat_tokenizer
 from ctxwindow.tokens.models import model_info
 
 Policy = Callable[[int, ChatTokenizer], Window]
-Redactor = Callable[[Message], Message]
 # Told of work as it happens (for metrics): ("compressed", entries),
 # ("summary_updated", 1), ("recall_seconds", seconds of one archive search).
 EventHook = Callable[[str, float], None]
@@ -147,7 +147,7 @@ class _Core:
         policy: Policy | None,
         archive: ArchiveLike | None,
         summarizer: Any,
-        redactor: Redactor | None,
+        redactor: RedactFn | None,
         budget: int | float,
         reserve_output: int | None,
         recall: RecallPolicy,
@@ -501,7 +501,7 @@ class ContextManager:
         policy: Policy | None = None,
         archive: ArchiveLike | None = None,
         summarizer: Any = None,
-        redactor: Redactor | None = None,
+        redactor: RedactFn | None = None,
         *,
         budget: int | float = 0.75,
         reserve_output: int | None = None,
@@ -711,7 +711,7 @@ class AsyncContextManager:
         policy: Policy | None = None,
         archive: ArchiveLike | None = None,
         summarizer: Any = None,
-        redactor: Redactor | None = None,
+        redactor: RedactFn | None = None,
         *,
         budget: int | float = 0.75,
         reserve_output: int | None = None,

@@ -22,7 +22,7 @@ from ctxwindow.redact.detectors import (
     luhn_valid,
     valid_cn_id,
 )
-from ctxwindow.redact.redactor import DEFAULT_DETECTORS, Redactor, resolve
+from ctxwindow.redact.redactor import DEFAULT_DETECTORS, RedactFn, Redactor, resolve
 
 __all__ = [
     "DEFAULT_DETECTORS",
@@ -35,6 +35,7 @@ __all__ = [
     "Password",
     "PatternDetector",
     "Phone",
+    "RedactFn",
     "Redactor",
     "Span",
     "cn_id_check_digit",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ctxwindow.messages import Message
@@ -44,6 +44,10 @@ def resolve(found: Sequence[tuple[Span, int]]) -> list[tuple[Span, int]]:
         if before_ok and after_ok:
             chosen.insert(at, ((start, end), index))
     return chosen
+
+
+RedactFn = Callable[[Message], Message]
+"""Anything that redacts a message: a ``Redactor``, or a function of your own."""
 
 
 class Redactor:

@@ -18,9 +18,10 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ctxwindow.context import ArchiveLike
+from ctxwindow.redact import RedactFn
 from ctxwindow.server import chat, sessions
 from ctxwindow.server.errors import install
-from ctxwindow.server.service import Redactor, Service
+from ctxwindow.server.service import Service
 from ctxwindow.server.settings import Settings
 from ctxwindow.stores.base import AsyncStore
 
@@ -30,7 +31,7 @@ def create_app(
     *,
     upstream_transport: httpx.AsyncBaseTransport | None = None,
     store: AsyncStore | None = None,
-    redactor: Redactor | None = None,
+    redactor: RedactFn | None = None,
     archive: ArchiveLike | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> FastAPI:
@@ -44,9 +45,9 @@ def create_app(
     if archive is None and (path := settings.archive_path()) is not None:
         archive = owned = open_archive(path)
     if redactor is None and settings.redact != "off":
-        from ctxwindow.redact import Redactor as DefaultRedactor
+        from ctxwindow.redact import Redactor
 
-        redactor = DefaultRedactor()
+        redactor = Redactor()
     service = Service(
         settings, store=store, upstream_transport=upstream_transport, redactor=redactor,
         archive=archive, clock=clock,

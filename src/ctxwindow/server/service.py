@@ -14,6 +14,7 @@ from ctxwindow.context import ArchiveLike, AsyncContextManager, Policy, hybrid_p
 from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import Entry
 from ctxwindow.policies import TokenWindow
+from ctxwindow.redact import RedactFn
 from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.metrics import Metrics
 from ctxwindow.server.settings import Settings
@@ -21,8 +22,6 @@ from ctxwindow.server.tenants import Limiter, LocalLimiter, RedisLimiter, Tenant
 from ctxwindow.server.upstream import Upstream
 from ctxwindow.stores.base import AsyncStore
 from ctxwindow.stores.url import open_async_store
-
-Redactor = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class Service:
@@ -34,7 +33,7 @@ class Service:
         *,
         store: AsyncStore | None = None,
         upstream_transport: httpx.AsyncBaseTransport | None = None,
-        redactor: Redactor | None = None,
+        redactor: RedactFn | None = None,
         archive: ArchiveLike | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
