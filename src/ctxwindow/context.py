@@ -331,8 +331,8 @@ class _Core:
     def scored(self, session: _Session, hits: Sequence[Any]) -> tuple[dict[int, float], list[int]]:
         """Each hit's and neighbour's score by seq, and the seqs to read from the archive."""
         scores = self.recall.scores({hit.entry.seq: hit.score for hit in hits})
-        have = {hit.entry.seq for hit in hits} | session.units.keys()
-        return scores, [seq for seq in scores if seq not in have]
+        found = {hit.entry.seq for hit in hits}
+        return scores, [seq for seq in scores if seq not in found and seq not in session.units]
 
     def uncached(
         self, session: _Session, hits: Sequence[Any], around: Sequence[Entry]
