@@ -1,0 +1,34 @@
+"""``ContextManager``: one object that keeps sessions and builds their contexts.
+
+Per session it appends to a store (durably, before anything else), keeps a
+window in memory (hydrated once from the store with the stored token counts),
+archives every turn, and builds the context for a model and a
+budget: the window's messages, plus archived units recalled for the query,
+placed at their original position, with a report of every decision.
+
+``AsyncContextManager`` is the same over an ``AsyncStore`` for servers.
+
+The package, one concern a module: ``policy`` (the default window and the
+budget), ``contracts`` (what the managers are given), ``session`` (a session's
+window and cached archive units), ``turns`` (which sessions a task holds),
+``core`` (what both managers share: admission, recall and merging,
+context-time redaction), ``manager`` and ``aio`` (the two faces).
+"""
+
+from ctxwindow.context.aio import AsyncContextManager
+from ctxwindow.context.contracts import REDACT_AT, ArchiveLike, EventHook, RedactAt
+from ctxwindow.context.manager import ContextManager
+from ctxwindow.context.policy import COMPRESSORS, Policy, default_budget, hybrid_policy
+
+__all__ = [
+    "COMPRESSORS",
+    "REDACT_AT",
+    "ArchiveLike",
+    "AsyncContextManager",
+    "ContextManager",
+    "EventHook",
+    "Policy",
+    "RedactAt",
+    "default_budget",
+    "hybrid_policy",
+]

@@ -1,0 +1,233 @@
+"""``AsyncContextManager``: the ``ContextManager`` over an ``AsyncStore``, for servers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from ctxwindow.context.contracts import ArchiveLike, EventHook, RedactAt
+from ctxwindow.context.core import Core
+from ctxwindow.context.policy import Policy
+from ctxwindow.context.session import AROUND, Session, after_for, in_tool_unit, unit_of
+from ctxwindow.context.turns import HELD, holding
+from ctxwindow.messages import Entry, Unit
+from ctxwindow.policies import Context
+from ctxwindow.policies.rules import text_of
+from ctxwindow.recall import RecallPolicy
+from ctxwindow.redact.redactor import RedactFn
+from ctxwindow.stores.base import AsyncStore
+
+
+class AsyncContextManager:
+    """``ContextManager`` over an ``AsyncStore``, for servers (same behaviour, awaited).
+
+    Archive work (indexing, search, reading neighbours) runs in a worker
+    thread, never on the event loop. ``async with`` closes the store.
+    """
+
+    def __init__(
+        self,
+        store: AsyncStore | str = "sqlite:///ctxwindow.db",
+        model: str = "gpt-4o",
+        policy: Policy | None = None,
+        archive: ArchiveLike | None = None,
+        summarizer: Any = None,
+        redactor: RedactFn | None = None,
+        *,
+        budget: int | float = 0.75,
+        reserve_output: int | None = None,
+        recall: RecallPolicy | None = None,
+        prefetch: bool = True,
+        hot_sessions: int = 256,
+        lock_timeout: float | None = None,
+        redact: RedactAt = "storage",
+        on_event: EventHook | None = None,
+    ) -> None:
+        if isinstance(store, str):
+            from ctxwindow.stores.url import open_async_store
+
+            store = open_async_store(store)
+        self.store: AsyncStore = store
+        self.prefetch = prefetch
+        self.lock_timeout = lock_timeout
+        self._core = Core(
+            model, policy, archive, summarizer, redactor, budget, reserve_output,
+            recall or RecallPolicy(), hot_sessions, redact, on_event,
+        )  # fmt: skip
+
+    @property
+    def budget(self) -> int:
+        """The default context budget in tokens."""
+        return self._core.budget
+
+    async def add(
+        self,
+        session_id: str,
+        message: Mapping[str, Any],
+        *,
+        pin: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+        kind: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Entry:
+        """Store a message (durably, first), then add it to the session's window.
+
+        With ``prefetch`` a user message's recall search runs now, and the
+        ``build`` that follows reuses it.
+        """
+        async with self.turn(session_id):
+            session = await self._session(session_id)
+            entry = self._core.prepare(session, message, pin, metadata, kind)
+            stored = await self.store.append(session_id, [entry], idempotency_key=idempotency_key)
+            self._core.restore(session, stored)
+            if self.prefetch and entry.message["role"] == "user":
+                await self._candidates(session_id, session, text_of(entry.message), self.budget)
+            return stored[0]
+
+    async def extend(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        max_messages: int | None = None,
+    ) -> list[Entry]:
+        """Store several messages as one idempotent batch (see ``ContextManager.extend``)."""
+        batch = self._core.batch(messages, idempotency_key)
+        async with self.turn(session_id):
+            if max_messages is not None:
+                new = [
+                    k is None or await self.store.replayed(session_id, k) is None for _, k in batch
+                ]
+                last = await self.store.tail(session_id, 1)
+                self._core.check_room(last[0].seq if last else 0, sum(new), max_messages)
+            return [
+                await self.add(session_id, message, metadata=metadata, idempotency_key=key)
+                for message, key in batch
+            ]
+
+    async def build(
+        self, session_id: str, query: str | None = None, max_tokens: int | None = None
+    ) -> Context:
+        """The context to send now: window + recalled units, within the budget, with a report."""
+        async with self.turn(session_id):
+            session = await self._session(session_id)
+            budget = min(max_tokens or self.budget, self.budget)
+            query = self._core.query_of(session, query)
+            found = await self._candidates(session_id, session, query, budget)
+            return self._core.context(session, budget, self._core.recalled(session, budget, found))
+
+    async def preview(
+        self, session_id: str, message: Mapping[str, Any], max_tokens: int | None = None
+    ) -> Context:
+        """The context ``build`` would give if ``message`` were added now; nothing is stored."""
+        async with self.turn(session_id):
+            session = await self._session(session_id)
+            clean, tokens = self._core.previewed(message)
+            budget = min(max_tokens or self.budget, self.budget) - tokens
+            found = await self._candidates(session_id, session, text_of(clean), budget)
+            built = self._core.context(session, budget, self._core.recalled(session, budget, found))
+            return built.plus(clean, tokens, budget=budget + tokens)
+
+    async def history(self, session_id: str) -> list[Entry]:
+        """Every stored entry of the session, in order."""
+        return await self.store.load(session_id)
+
+    async def delete(self, session_id: str) -> bool:
+        """Delete the session everywhere: store, window, archive."""
+        async with self.turn(session_id):
+            self._core.forget(session_id)
+            if self._core.archive is not None:
+                await asyncio.to_thread(self._core.archive.forget, session_id)
+            return await self.store.delete(session_id)
+
+    @asynccontextmanager
+    async def turn(self, session_id: str, *, timeout: float | None = None) -> AsyncIterator[None]:
+        """Hold the session for several calls (see ``ContextManager.turn``).
+
+        Tasks started inside the block act within the turn (they inherit it).
+        The block may also end in another task than it began, as a streamed
+        reply does: the handler calls ``hand_over`` and returns, and the code
+        that finishes the turn runs in ``carry_on`` until it ends the block.
+        """
+        held = HELD.get()
+        inside = holding(held, self.store, session_id)
+        if inside is None:  # held by this task (or the task that started it) already
+            yield
+            return
+        wait = self.lock_timeout if timeout is None else timeout
+        async with self.store.lock(session_id, timeout=wait):
+            HELD.set(inside)
+            try:
+                await self._catch_up(session_id)
+                yield
+            finally:
+                HELD.set(held)
+
+    def hand_over(self, session_id: str) -> None:
+        """This task no longer acts within its turn of the session (whose end it handed
+        to other code): its later calls take the session like anybody else's."""
+        HELD.set(HELD.get() - {(id(self.store), session_id)})
+
+    @contextmanager
+    def carry_on(self, session_id: str) -> Iterator[None]:
+        """Act within a turn of the session handed over by another task (see ``turn``)."""
+        token = HELD.set(HELD.get() | {(id(self.store), session_id)})
+        try:
+            yield
+        finally:
+            HELD.reset(token)
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def __aenter__(self) -> AsyncContextManager:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _session(self, session_id: str) -> Session:
+        cached = self._core.cached(session_id)
+        if cached is not None:
+            return cached
+        return self._core.new_session(session_id, await self.store.load(session_id))
+
+    async def _catch_up(self, session_id: str) -> None:
+        session = self._core.cached(session_id)
+        if session is None:
+            return  # loaded whole on first use
+        after = self._core.stale(session, await self.store.tail(session_id, 1))
+        if after is not None:
+            newer = await self.store.load(session_id, after=after)
+            self._core.catch_up(session_id, session, newer)
+
+    async def _candidates(
+        self, session_id: str, session: Session, query: str, budget: int
+    ) -> list[tuple[float, Unit]]:
+        """Archived units that match ``query`` (see ``ContextManager._candidates``)."""
+        core, archive = self._core, self._core.archive
+        if archive is None or not query or core.holds_all(session, budget):
+            return []
+        key = f"{session.last_seq}:{query}"
+        if session.recall is not None and session.recall[0] == key:
+            return session.recall[1]
+        queued = core.unarchived(session)
+        if queued:
+            await asyncio.to_thread(archive.index, session_id, queued)
+        started = time.perf_counter()
+        hits = await asyncio.to_thread(archive.search, session_id, query, k=core.recall.depth)
+        scores, missing = core.scored(session, hits)
+        around = await asyncio.to_thread(archive.at, session_id, missing)
+        core.searched(started)
+        for entry in core.uncached(session, hits, around):
+            near = None
+            if in_tool_unit(entry):
+                near = await self.store.load(session_id, after=after_for(entry), limit=AROUND)
+            core.cache(session, unit_of(entry, near))
+        session.recall = (key, core.ranked(session, scores))
+        return session.recall[1]

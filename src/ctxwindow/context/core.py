@@ -1,0 +1,361 @@
+"""What the sync and async managers share: sessions, admission, recall, merging, redaction."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ctxwindow.context.contracts import REDACT_AT, ArchiveLike, EventHook, RedactAt
+from ctxwindow.context.policy import Policy, default_budget, hybrid_policy
+from ctxwindow.context.session import CACHED_UNITS, Session
+from ctxwindow.errors import (
+    BudgetError,
+    InvalidMessageError,
+    OrphanToolResultError,
+    SessionFullError,
+)
+from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
+from ctxwindow.policies import Context
+from ctxwindow.policies.explain import Decision, Decisions, Report
+from ctxwindow.policies.rules import text_of
+from ctxwindow.recall import Recall, RecallPolicy, is_whole, rank_units
+from ctxwindow.redact.redactor import RedactFn
+from ctxwindow.tokens.chat import chat_tokenizer
+from ctxwindow.tokens.models import model_info
+
+
+class Core:
+    """What the sync and async managers share: windows, recall, merging, reports."""
+
+    def __init__(
+        self,
+        model: str,
+        policy: Policy | None,
+        archive: ArchiveLike | None,
+        summarizer: Any,
+        redactor: RedactFn | None,
+        budget: int | float,
+        reserve_output: int | None,
+        recall: RecallPolicy,
+        hot_sessions: int,
+        redact: RedactAt = "storage",
+        on_event: EventHook | None = None,
+    ) -> None:
+        if redact not in REDACT_AT:
+            raise ValueError(f"redact must be one of {REDACT_AT}, got {redact!r}")
+        self.model = model
+        self.tokenizer = chat_tokenizer(model)
+        info = model_info(model)
+        self.reserve_output = (
+            min(4096, info.max_output) if reserve_output is None else reserve_output
+        )
+        self.budget = default_budget(model, budget, self.reserve_output)
+        self.policy = policy or hybrid_policy(summarizer)
+        self.archive = archive
+        self.redactor = redactor
+        self.redact_context = redactor is not None and redact == "context"
+        self.recall = recall
+        self.on_event = on_event
+        self.hot_sessions = hot_sessions
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+
+    # -- sessions in the hot tier ---------------------------------------------------
+
+    def cached(self, session_id: str) -> Session | None:
+        session = self._sessions.get(session_id)
+        if session is not None:
+            self._sessions.move_to_end(session_id)
+        return session
+
+    def new_session(self, session_id: str, stored: Sequence[Entry]) -> Session:
+        window = self.policy(self.budget, self.tokenizer)
+        session = Session(session_id, window)
+        window.on_event = self.on_event
+        self.restore(session, stored)
+        self._sessions[session_id] = session
+        while len(self._sessions) > self.hot_sessions:
+            self._sessions.popitem(last=False)
+        return session
+
+    def forget(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+
+    def stale(self, session: Session, last: Sequence[Entry]) -> int | None:
+        """Where to read what others stored since the window last saw the store.
+
+        ``last`` is the store's last entry (or nothing). None: the window is
+        current. Otherwise the ``after`` to load from: it includes the window's
+        own last entry, so ``catch_up`` can check the session was not rebuilt.
+        """
+        if last and last[0].seq == session.last_seq and last[0].id == session.last_id:
+            return None
+        if not last and session.last_seq == 0:
+            return None
+        return max(session.last_seq - 1, 0)
+
+    def catch_up(self, session_id: str, session: Session, newer: Sequence[Entry]) -> None:
+        """Add what others stored to the window; forget a window that no longer matches."""
+        if session.last_seq == 0:
+            self.restore(session, newer)
+        elif newer and newer[0].seq == session.last_seq and newer[0].id == session.last_id:
+            self.restore(session, newer[1:])
+        else:
+            self.forget(session_id)  # deleted or rebuilt meanwhile: reloaded on next use
+
+    def restore(self, session: Session, stored: Sequence[Entry]) -> None:
+        """Add stored entries the window has not seen, with their stored tokens.
+
+        Each is also queued for the archive, as stored (see ``unarchived``).
+        """
+        window = session.window
+        if self.archive is not None:
+            session.unarchived.extend(
+                e for e in stored if e.seq > session.last_seq and e.message["role"] != "system"
+            )
+        for entry in stored:
+            if entry.seq <= session.last_seq:
+                continue  # an idempotent retry returned what the window already has
+            if entry.message["role"] == "tool" and entry.message.get("tool_call_id") not in (
+                window.pending_tool_calls
+            ):
+                session.last_seq, session.last_id = entry.seq, entry.id
+                continue  # its call is older than what was loaded: never an orphan
+            metadata = {**entry.metadata, "seq": entry.seq}
+            if entry.message["role"] == "system":
+                window.set_system(entry.message["content"])  # sets or replaces the prompt
+            else:
+                kind = entry.kind if entry.kind not in ("chat", "summary") else None
+                window.add(
+                    entry.message, pin=entry.pinned, metadata=metadata, kind=kind,
+                    tokens=entry.tokens, entry_id=entry.id,
+                )  # fmt: skip
+            session.last_seq, session.last_id = entry.seq, entry.id
+
+    # -- adding ----------------------------------------------------------------------
+
+    def prepare(
+        self,
+        session: Session,
+        message: Mapping[str, Any],
+        pin: bool,
+        metadata: Mapping[str, Any] | None,
+        kind: str | None,
+    ) -> Entry:
+        """Validate, redact and tokenize a new message: the entry to store."""
+        clean = make_message(message)  # validated before a redactor sees it
+        if self.redactor is not None and not self.redact_context:
+            clean = make_message(self.redactor(dict(clean)))
+        pending = session.window.pending_tool_calls
+        if clean["role"] == "tool" and clean["tool_call_id"] not in pending:
+            raise OrphanToolResultError(
+                f"tool result for call {clean['tool_call_id']!r} does not answer a waiting call"
+            )
+        if clean["role"] != "tool" and pending:
+            raise InvalidMessageError(
+                f"tool calls {sorted(pending)} have no results yet; add their tool messages first"
+            )
+        entry = Entry(clean, self.tokenizer.message_tokens(clean), 0)
+        entry.pinned = pin or clean["role"] in SYSTEM_ROLES
+        entry.metadata = dict(metadata or {})
+        if kind is not None:
+            entry.kind = kind
+        return entry
+
+    @staticmethod
+    def batch(
+        messages: Sequence[Mapping[str, Any]], idempotency_key: str | None
+    ) -> list[tuple[Message, str | None]]:
+        """The messages of a batch, all validated first, each with its own key (``KEY:i``)."""
+        checked = [make_message(message) for message in messages]
+        keys = [f"{idempotency_key}:{i}" if idempotency_key else None for i in range(len(checked))]
+        return list(zip(checked, keys, strict=True))
+
+    @staticmethod
+    def check_room(stored: int, new: int, max_messages: int | None) -> None:
+        if max_messages is not None and new and stored + new > max_messages:
+            raise SessionFullError(f"the session would have over {max_messages} messages")
+
+    def previewed(self, message: Mapping[str, Any]) -> tuple[Message, int]:
+        """A message to preview, validated (and redacted as ``add`` would), and its tokens."""
+        clean = make_message(message)
+        if clean["role"] == "tool" or clean["role"] in SYSTEM_ROLES:
+            raise InvalidMessageError("preview takes a new user or assistant turn")
+        if self.redactor is not None:
+            clean = make_message(self.redactor(dict(clean)))
+        tokens = self.tokenizer.message_tokens(clean)
+        if tokens >= self.budget:
+            raise BudgetError(
+                f"the message takes {tokens} tokens, the whole budget of {self.budget}"
+            )
+        return clean, tokens
+
+    # -- recall ----------------------------------------------------------------------
+
+    def searched(self, started: float) -> None:
+        if self.on_event is not None:
+            self.on_event("recall_seconds", time.perf_counter() - started)
+
+    def query_of(self, session: Session, query: str | None) -> str:
+        if query:
+            return query
+        for entry in reversed(session.window.entries()):
+            if entry.message["role"] == "user":
+                return text_of(entry.message)
+        return ""
+
+    def unarchived(self, session: Session) -> list[Entry]:
+        """The turns to archive before the next search, taken off the queue.
+
+        Every turn is archived when the window first sees it, so recall ranks
+        the window's turns and the evicted ones alike; the queue is archived in
+        one batch when a search needs it. A queue lost with its process is
+        archived again when the session is next loaded (archiving is idempotent).
+        """
+        queued, session.unarchived = session.unarchived, []
+        return queued
+
+    def scored(self, session: Session, hits: Sequence[Any]) -> tuple[dict[int, float], list[int]]:
+        """Each hit's and neighbour's score by seq, and the seqs to read from the archive."""
+        scores = self.recall.scores({hit.entry.seq: hit.score for hit in hits})
+        found = {hit.entry.seq for hit in hits}
+        return scores, [seq for seq in scores if seq not in found and seq not in session.units]
+
+    def uncached(
+        self, session: Session, hits: Sequence[Any], around: Sequence[Entry]
+    ) -> list[Entry]:
+        """The entries found whose unit the session has not cached yet."""
+        return [e for e in (*(hit.entry for hit in hits), *around) if e.seq not in session.units]
+
+    def cache(self, session: Session, unit: Unit) -> None:
+        """Keep a whole archived unit for later queries (entries are never rewritten)."""
+        if len(session.units) >= CACHED_UNITS:
+            session.units.clear()
+        if is_whole(unit):  # a call still waiting for results is read again later
+            session.units.update((entry.seq, unit) for entry in unit.entries)
+
+    def ranked(self, session: Session, scores: Mapping[int, float]) -> list[tuple[float, Unit]]:
+        """The cached units of the scored seqs, ``(score, unit)`` best first, each once."""
+        units = {id(u): u for seq in scores if (u := session.units.get(seq)) is not None}
+        return rank_units(scores, units.values())
+
+    def holds_all(self, session: Session, budget: int) -> bool:
+        """The window holds every message and fits ``budget``: recall could change nothing."""
+        return session.whole and session.window.total_tokens <= budget
+
+    def recalled(self, session: Session, budget: int, ranked: list[tuple[float, Unit]]) -> Recall:
+        """The candidates ``ranked`` that come back, in the room the budget leaves them."""
+        window = session.window
+        kept = {e.id for e in window.entries()}
+        return self.recall.choose(ranked, kept, self.recall.room(budget, window.pinned_tokens))
+
+    def merge(
+        self, session: Session, context: Context, recalled: list[Unit], budget: int
+    ) -> Context:
+        """Recalled units placed at their original position; tokens recounted exactly.
+
+        (The window was built in ``budget`` less the recalled units' room.)
+        """
+        if not recalled:
+            return context
+        position = {
+            id(e.message): float(e.metadata.get("seq", 0)) for e in session.window.entries()
+        }
+        keyed = [(position.get(id(m), -1.0), i, m) for i, m in enumerate(context.messages)]
+        for unit in recalled:
+            for j, entry in enumerate(unit.entries):
+                keyed.append((float(entry.seq) + j * 1e-6, len(keyed), entry.message))
+        messages = [m for _, _, m in sorted(keyed, key=lambda k: (k[0], k[1]))]
+        tokens = context.total_tokens + sum(u.size for u in recalled)  # stored counts, exact
+        earlier = context.report.decisions
+
+        def decisions() -> list[Decision]:
+            found = [
+                Decision.of(e, "recalled", "matched the query") for u in recalled for e in u.entries
+            ]
+            return [*earlier, *found]
+
+        report = Report(
+            budget=budget,
+            used=tokens + context.report.reserve_output,
+            reserve_output=context.report.reserve_output,
+            tokens_by_category={
+                **context.report.tokens_by_category,
+                "recalled": sum(u.size for u in recalled),
+            },
+            tokens_by_priority=context.report.tokens_by_priority,
+            decisions=Decisions(decisions),
+            evicted_entries=context.report.evicted_entries,
+            evicted_tokens=context.report.evicted_tokens,
+            recalled_entries=sum(len(u.entries) for u in recalled),
+        )
+        return Context(messages, tokens, report)
+
+    def context(self, session: Session, budget: int, recalled: Recall) -> Context:
+        """The context to send; with ``redact="context"``, redacted and still within budget.
+
+        A placeholder can take more tokens than the secret it replaces: then
+        the context is built with less room, the largest room that fits.
+        """
+        built = self.build_window(session, budget, recalled)
+        if not self.redact_context:
+            return built
+        fitted = self.redacted(session, built, budget)
+        if fitted.total_tokens > budget:
+            overshoot = fitted.total_tokens - budget
+            fitted = self.fit_redacted(session, budget, recalled, budget - overshoot)
+        sent = {id(message) for message in fitted.messages}
+        session.redacted = {k: hit for k, hit in session.redacted.items() if id(hit[1]) in sent}
+        return fitted
+
+    def fit_redacted(self, session: Session, budget: int, recalled: Recall, room: int) -> Context:
+        """The redacted context of the largest room up to ``room`` that fits in ``budget``.
+
+        ``room`` (the budget less the overshoot) is tried first and usually
+        fits; bisection then finds the largest room below the budget that does.
+        """
+        best, low, high = None, 0, budget - 1
+        mid = min(max(room, 0), high)
+        while low <= high:
+            try:
+                built = self.build_window(session, mid, recalled)
+            except BudgetError:  # too little room for what must be kept: try more
+                low = mid + 1
+            else:
+                attempt = self.redacted(session, built, budget)
+                if attempt.total_tokens > budget:
+                    high = mid - 1
+                else:
+                    best, low = attempt, mid + 1
+            mid = (low + high) // 2
+        if best is None:
+            raise BudgetError(f"the redacted context does not fit in {budget} tokens")
+        return best
+
+    def redacted(self, session: Session, built: Context, budget: int) -> Context:
+        """``built`` with its messages redacted and its tokens corrected (maybe over budget)."""
+        hits = [self.redact_one(session, m) for m in built.messages]
+        extra = sum(change for _, _, change in hits)
+        report = replace(built.report, budget=budget, used=built.report.used + extra)
+        return Context([clean for _, clean, _ in hits], built.total_tokens + extra, report)
+
+    def redact_one(self, session: Session, message: Message) -> tuple[Message, Message, int]:
+        """(message, its redacted copy, the tokens that adds), redacting each message once."""
+        assert self.redactor is not None
+        hit = session.redacted.get(id(message))
+        if hit is None or hit[0] is not message:
+            clean = self.redactor(dict(message))
+            change = 0
+            if clean != message:
+                change = self.tokenizer.message_tokens(clean) - self.tokenizer.message_tokens(
+                    message
+                )
+            hit = session.redacted[id(message)] = (message, clean, change)
+        return hit
+
+    def build_window(self, session: Session, budget: int, recalled: Recall) -> Context:
+        room = budget - recalled.tokens
+        context = session.window.build(max_tokens=room, keep=recalled.keep)
+        return self.merge(session, context, recalled.units, budget)

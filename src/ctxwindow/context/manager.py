@@ -1,0 +1,245 @@
+"""``ContextManager``: sessions kept in a store, contexts built within a budget."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from ctxwindow.context.contracts import ArchiveLike, EventHook, RedactAt
+from ctxwindow.context.core import Core
+from ctxwindow.context.policy import Policy
+from ctxwindow.context.session import AROUND, Session, after_for, in_tool_unit, unit_of
+from ctxwindow.context.turns import HELD, holding
+from ctxwindow.messages import Entry, Unit
+from ctxwindow.policies import Context
+from ctxwindow.policies.rules import text_of
+from ctxwindow.recall import RecallPolicy
+from ctxwindow.redact.redactor import RedactFn
+from ctxwindow.stores.base import Store
+
+
+class ContextManager:
+    """Sessions kept in a store, contexts built within a model's budget.
+
+    >>> from ctxwindow.stores.memory import MemoryStore
+    >>> cm = ContextManager(MemoryStore(), model="gpt-4o", budget=2000)
+    >>> _ = cm.add("s1", {"role": "user", "content": "My order is A-1042."})
+    >>> cm.build("s1").messages[-1]["content"]
+    'My order is A-1042.'
+
+    ``redactor`` masks secrets. With ``redact="storage"`` (the default) it runs
+    before a message is stored, so neither the store nor any context holds
+    them; with ``redact="context"`` the store keeps messages as sent and each
+    built context is redacted (every message once), still within the budget.
+    ``lock_timeout`` bounds how long a call waits for a session that another
+    thread or process holds (``turn``); None waits as long as it takes.
+    ``on_event(name, value)`` is told of work as it happens, for metrics:
+    ``("compressed", 1)`` per compressed message, ``("summary_updated", 1)``
+    per fold into the rolling summary, ``("recall_seconds", s)`` per archive
+    search. ``recall`` decides which archived turns come back and how much of
+    the budget they get (``ctxwindow.recall.RecallPolicy``).
+    """
+
+    def __init__(
+        self,
+        store: Store | str = "sqlite:///ctxwindow.db",
+        model: str = "gpt-4o",
+        policy: Policy | None = None,
+        archive: ArchiveLike | None = None,
+        summarizer: Any = None,
+        redactor: RedactFn | None = None,
+        *,
+        budget: int | float = 0.75,
+        reserve_output: int | None = None,
+        recall: RecallPolicy | None = None,
+        prefetch: bool = True,
+        hot_sessions: int = 256,
+        lock_timeout: float | None = None,
+        redact: RedactAt = "storage",
+        on_event: EventHook | None = None,
+    ) -> None:
+        if isinstance(store, str):
+            from ctxwindow.stores.url import open_store
+
+            store = open_store(store)
+        self.store: Store = store
+        self.prefetch = prefetch
+        self.lock_timeout = lock_timeout
+        self._core = Core(
+            model, policy, archive, summarizer, redactor, budget, reserve_output,
+            recall or RecallPolicy(), hot_sessions, redact, on_event,
+        )  # fmt: skip
+
+    @property
+    def budget(self) -> int:
+        """The default context budget in tokens."""
+        return self._core.budget
+
+    def add(
+        self,
+        session_id: str,
+        message: Mapping[str, Any],
+        *,
+        pin: bool = False,
+        metadata: Mapping[str, Any] | None = None,
+        kind: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Entry:
+        """Store a message (durably, first), then add it to the session's window."""
+        with self.turn(session_id):
+            session = self._session(session_id)
+            entry = self._core.prepare(session, message, pin, metadata, kind)
+            stored = self.store.append(session_id, [entry], idempotency_key=idempotency_key)
+            self._core.restore(session, stored)
+            if self.prefetch and entry.message["role"] == "user":
+                self._candidates(session_id, session, text_of(entry.message), self.budget)
+            return stored[0]
+
+    def extend(
+        self,
+        session_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        max_messages: int | None = None,
+    ) -> list[Entry]:
+        """Store several messages in order, in one turn, as one idempotent batch.
+
+        Every message is validated before any is stored. With
+        ``idempotency_key`` message ``i`` is keyed ``KEY:i``: a retry stores
+        what the first attempt did not and returns what it stored.
+        ``max_messages`` refuses (``SessionFullError``, nothing stored) a batch
+        whose new messages would take the session over that many.
+        """
+        batch = self._core.batch(messages, idempotency_key)
+        with self.turn(session_id):
+            if max_messages is not None:
+                new = sum(k is None or self.store.replayed(session_id, k) is None for _, k in batch)
+                last = self.store.tail(session_id, 1)
+                self._core.check_room(last[0].seq if last else 0, new, max_messages)
+            return [
+                self.add(session_id, message, metadata=metadata, idempotency_key=key)
+                for message, key in batch
+            ]
+
+    def build(
+        self, session_id: str, query: str | None = None, max_tokens: int | None = None
+    ) -> Context:
+        """The context to send now: window + recalled units, within the budget, with a report."""
+        with self.turn(session_id):
+            session = self._session(session_id)
+            budget = min(max_tokens or self.budget, self.budget)
+            found = self._candidates(
+                session_id, session, self._core.query_of(session, query), budget
+            )
+            return self._core.context(session, budget, self._core.recalled(session, budget, found))
+
+    def preview(
+        self, session_id: str, message: Mapping[str, Any], max_tokens: int | None = None
+    ) -> Context:
+        """The context ``build`` would give if ``message`` were added now; nothing is stored.
+
+        The message's text is the recall query and its tokens are kept free
+        for it; it ends the returned context. Use it to check what the model
+        would see, or to evaluate many questions on one state of a session.
+        """
+        with self.turn(session_id):
+            session = self._session(session_id)
+            clean, tokens = self._core.previewed(message)
+            budget = min(max_tokens or self.budget, self.budget) - tokens
+            found = self._candidates(session_id, session, text_of(clean), budget)
+            built = self._core.context(session, budget, self._core.recalled(session, budget, found))
+            return built.plus(clean, tokens, budget=budget + tokens)
+
+    def history(self, session_id: str) -> list[Entry]:
+        """Every stored entry of the session, in order."""
+        return self.store.load(session_id)
+
+    def delete(self, session_id: str) -> bool:
+        """Delete the session everywhere: store, window, archive."""
+        with self.turn(session_id):
+            self._core.forget(session_id)
+            if self._core.archive is not None:
+                self._core.archive.forget(session_id)
+            return self.store.delete(session_id)
+
+    @contextmanager
+    def turn(self, session_id: str, *, timeout: float | None = None) -> Iterator[None]:
+        """Hold the session for several calls: nobody else adds to it meanwhile.
+
+        Other threads, and other processes sharing the store, wait (up to
+        ``timeout``, default ``lock_timeout``; then ``SessionBusyError``). The
+        window first catches up with what they stored. ``add``, ``build`` and
+        ``delete`` hold a turn of their own unless the caller holds one.
+        """
+        held = HELD.get()
+        inside = holding(held, self.store, session_id)
+        if inside is None:  # held by this thread already
+            yield
+            return
+        wait = self.lock_timeout if timeout is None else timeout
+        with self.store.lock(session_id, timeout=wait):
+            HELD.set(inside)
+            try:
+                self._catch_up(session_id)
+                yield
+            finally:
+                HELD.set(held)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> ContextManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _session(self, session_id: str) -> Session:
+        return self._core.cached(session_id) or self._core.new_session(
+            session_id, self.store.load(session_id)
+        )
+
+    def _catch_up(self, session_id: str) -> None:
+        session = self._core.cached(session_id)
+        if session is None:
+            return  # loaded whole on first use
+        after = self._core.stale(session, self.store.tail(session_id, 1))
+        if after is not None:
+            self._core.catch_up(session_id, session, self.store.load(session_id, after=after))
+
+    def _candidates(
+        self, session_id: str, session: Session, query: str, budget: int
+    ) -> list[tuple[float, Unit]]:
+        """Archived units that match ``query``, ``(score, unit)`` best first (cached per query).
+
+        None when the window holds the whole session within ``budget``.
+        """
+        core, archive = self._core, self._core.archive
+        if archive is None or not query or core.holds_all(session, budget):
+            return []
+        key = f"{session.last_seq}:{query}"
+        if session.recall is not None and session.recall[0] == key:
+            return session.recall[1]
+        queued = core.unarchived(session)
+        if queued:
+            archive.index(session_id, queued)
+        started = time.perf_counter()
+        hits = archive.search(session_id, query, k=core.recall.depth)
+        scores, missing = core.scored(session, hits)
+        around = archive.at(session_id, missing)
+        core.searched(started)
+        for entry in core.uncached(session, hits, around):
+            core.cache(session, self._whole_unit(session_id, entry))
+        session.recall = (key, core.ranked(session, scores))
+        return session.recall[1]
+
+    def _whole_unit(self, session_id: str, entry: Entry) -> Unit:
+        """The entry with the rest of its tool unit (call and results), from the store."""
+        around = None
+        if in_tool_unit(entry):
+            around = self.store.load(session_id, after=after_for(entry), limit=AROUND)
+        return unit_of(entry, around)
