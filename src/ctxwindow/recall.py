@@ -6,36 +6,25 @@ query are scored again with their neighbours: each hit gives half its score
 to the turns next to it, a quarter to the turns two away, an eighth to those
 three away (``spread``), and a turn's score is its own plus what it gets.
 On LoCoMo's real conversations this finds the evidence of 10-15 points more
-questions than ranking the turns alone (docs/archive.md has the figures).
+questions than ranking the turns alone (docs/eval.md has the figures).
 
-Every turn is archived when it is stored, so the window's own turns are
-ranked with the evicted ones, on one scale. The room is decided per query,
-not as a fixed share: the best candidates, best first, as long as they score
-at least ``min_share`` of the best one, take the budget less what the window
-always keeps (its pinned messages and ``recent_share`` of the budget for the
-newest turns). Candidates the window holds are kept there (it leaves them
-out last); the others are recalled. A query that matches old turns strongly
-gets most of the budget for them; one that matches the recent turns, or
-nothing, leaves the window as it is.
+The manager archives every turn its window sees (before the next search),
+so the window's own turns are ranked with the evicted ones, on one scale.
+The room is decided per query, not as a fixed share: the best candidates,
+best first, as long as they score at least ``min_share`` of the best one,
+take the budget less what the window always keeps (its pinned messages and
+``recent_share`` of the budget for the newest turns). Candidates the window
+holds are kept there (it leaves them out last); the others are recalled. A
+query that matches old turns strongly gets most of the budget for them; one
+that matches the recent turns, or nothing, leaves the window as it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
-from ctxwindow.messages import Entry, Unit
-
-
-class Scored(Protocol):
-    """What recall needs of an archive hit (``ctxwindow.archive.Hit``)."""
-
-    @property
-    def entry(self) -> Entry: ...
-
-    @property
-    def score(self) -> float: ...
+from ctxwindow.messages import Unit
 
 
 @dataclass(frozen=True)
