@@ -19,6 +19,7 @@ from ctxwindow.errors import (
 )
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
 from ctxwindow.policies import Context
+from ctxwindow.policies.base import stored_kind
 from ctxwindow.policies.explain import Decision, Decisions, Report
 from ctxwindow.policies.rules import text_of
 from ctxwindow.recall import Recall, RecallPolicy, is_whole, rank_units
@@ -127,9 +128,8 @@ class Core:
             if entry.message["role"] == "system":
                 window.set_system(entry.message["content"])  # sets or replaces the prompt
             else:
-                kind = entry.kind if entry.kind not in ("chat", "summary") else None
                 window.add(
-                    entry.message, pin=entry.pinned, metadata=metadata, kind=kind,
+                    entry.message, pin=entry.pinned, metadata=metadata, kind=stored_kind(entry),
                     tokens=entry.tokens, entry_id=entry.id,
                 )  # fmt: skip
             session.last_seq, session.last_id = entry.seq, entry.id

@@ -41,6 +41,12 @@ EvictHook = Callable[[list[Unit]], None]
 _OVERSIZE = ("error", "truncate", "drop")
 
 
+def stored_kind(entry: Entry) -> str | None:
+    """The kind to give again when a stored entry is restored; None lets the window infer it
+    (``chat`` is the default, and a ``summary`` is the window's own)."""
+    return entry.kind if entry.kind not in ("chat", "summary") else None
+
+
 class Window(ABC):
     """A conversation kept inside a budget; whole units leave from the oldest end.
 
@@ -211,7 +217,7 @@ class Window(ABC):
                 entry.message,
                 pin=entry.pinned,
                 metadata=entry.metadata,
-                kind=entry.kind if entry.kind not in ("chat", "summary") else None,
+                kind=stored_kind(entry),
                 tokens=entry.tokens,
                 entry_id=entry.id,
             )
