@@ -51,6 +51,8 @@ from ctxwindow.stores import (
     open_store,
 )
 from ctxwindow.stores import sqlite as sqlite_module
+from ctxwindow.stores.sqlite import files as sqlite_files
+from ctxwindow.stores.sqlite import schema as sqlite_schema
 
 T = TypeVar("T")
 
@@ -885,8 +887,8 @@ def test_a_failing_migration_changes_nothing(
         conn.execute("CREATE TABLE half_done (x INTEGER)")
         conn.execute("THIS IS NOT SQL")
 
-    monkeypatch.setitem(sqlite_module.MIGRATIONS, 3, broken)
-    monkeypatch.setattr(sqlite_module, "SCHEMA_VERSION", 3)
+    monkeypatch.setitem(sqlite_schema.MIGRATIONS, 3, broken)
+    monkeypatch.setattr(sqlite_schema, "SCHEMA_VERSION", 3)
     with pytest.raises(StoreError, match=re.escape(str(path))):
         SQLiteStore(path)
     with sqlite3.connect(path) as conn:
@@ -1015,7 +1017,7 @@ def test_without_ofd_locks_sqlite_holds_sessions_within_the_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The fallback where ``F_OFD_SETLK`` does not exist (not Linux): docs/stores.md."""
-    monkeypatch.setattr(sqlite_module, "OFD_SETLK", None)
+    monkeypatch.setattr(sqlite_files, "OFD_SETLK", None)
     path = tmp_path / "store.db"
     with SQLiteStore(path) as store, SQLiteStore(path) as other, store.lock("s"):
         with pytest.raises(SessionBusyError), store.lock("s", timeout=0):

@@ -8,11 +8,18 @@ placed at their original position, with a report of every decision.
 
 ``AsyncContextManager`` is the same over an ``AsyncStore`` for servers.
 
+>>> from ctxwindow.stores.memory import MemoryStore
+>>> cm = ContextManager(MemoryStore(), model="gpt-4o", budget=2000)
+>>> _ = cm.add("s1", {"role": "user", "content": "My order is A-1042."})
+>>> cm.build("s1").messages[-1]["content"]
+'My order is A-1042.'
+
 The package, one concern a module: ``policy`` (the default window and the
 budget), ``contracts`` (what the managers are given), ``session`` (a session's
 window and cached archive units), ``turns`` (which sessions a task holds),
 ``core`` (what both managers share: admission, recall and merging,
-context-time redaction), ``manager`` and ``aio`` (the two faces).
+context-time redaction), ``aio`` (``AsyncContextManager``, written once) and ``manager``
+(``ContextManager``, generated from ``aio`` by ``tools/unasync.py``).
 """
 
 from ctxwindow.context.aio import AsyncContextManager

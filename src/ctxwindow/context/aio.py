@@ -1,13 +1,20 @@
-"""``AsyncContextManager``: the ``ContextManager`` over an ``AsyncStore``, for servers."""
+"""``AsyncContextManager``: sessions kept in a store, contexts built within a budget.
+
+The async manager is written once (``context/aio.py``); the sync one
+(``context/manager.py``) is generated from it by ``tools/unasync.py``.
+Blocking archive work (indexing, search, reading neighbours) goes through
+``ctxwindow.concurrency``: a worker thread for the async manager, a plain
+call for the sync one.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+from ctxwindow.concurrency.aio import run_blocking
 from ctxwindow.context.contracts import ArchiveLike, EventHook, RedactAt
 from ctxwindow.context.core import Core
 from ctxwindow.context.policy import Policy
@@ -22,11 +29,22 @@ from ctxwindow.stores.base import AsyncStore
 
 
 class AsyncContextManager:
-    """``ContextManager`` over an ``AsyncStore``, for servers (same behaviour, awaited).
+    """Sessions kept in a store, contexts built within a model's budget.
 
-    Archive work (indexing, search, reading neighbours) runs in a worker
-    thread, never on the event loop. ``async with`` closes the store.
+    ``redactor`` masks secrets. With ``redact="storage"`` (the default) it runs
+    before a message is stored, so neither the store nor any context holds
+    them; with ``redact="context"`` the store keeps messages as sent and each
+    built context is redacted (every message once), still within the budget.
+    ``lock_timeout`` bounds how long a call waits for a session that another
+    thread or process holds (``turn``); None waits as long as it takes.
+    ``on_event(name, value)`` is told of work as it happens, for metrics:
+    ``("compressed", 1)`` per compressed message, ``("summary_updated", 1)``
+    per fold into the rolling summary, ``("recall_seconds", s)`` per archive
+    search. ``recall`` decides which archived turns come back and how much of
+    the budget they get (``ctxwindow.recall.RecallPolicy``). ``with`` closes the
+    store. The example is in ``ctxwindow.context``.
     """
+
 
     def __init__(
         self,
@@ -96,7 +114,14 @@ class AsyncContextManager:
         idempotency_key: str | None = None,
         max_messages: int | None = None,
     ) -> list[Entry]:
-        """Store several messages as one idempotent batch (see ``ContextManager.extend``)."""
+        """Store several messages in order, in one turn, as one idempotent batch.
+
+        Every message is validated before any is stored. With
+        ``idempotency_key`` message ``i`` is keyed ``KEY:i``: a retry stores
+        what the first attempt did not and returns what it stored.
+        ``max_messages`` refuses (``SessionFullError``, nothing stored) a batch
+        whose new messages would take the session over that many.
+        """
         batch = self._core.batch(messages, idempotency_key)
         async with self.turn(session_id):
             if max_messages is not None:
@@ -124,7 +149,12 @@ class AsyncContextManager:
     async def preview(
         self, session_id: str, message: Mapping[str, Any], max_tokens: int | None = None
     ) -> Context:
-        """The context ``build`` would give if ``message`` were added now; nothing is stored."""
+        """The context ``build`` would give if ``message`` were added now; nothing is stored.
+
+        The message's text is the recall query and its tokens are kept free
+        for it; it ends the returned context. Use it to check what the model
+        would see, or to evaluate many questions on one state of a session.
+        """
         async with self.turn(session_id):
             session = await self._session(session_id)
             clean, tokens = self._core.previewed(message)
@@ -142,21 +172,22 @@ class AsyncContextManager:
         async with self.turn(session_id):
             self._core.forget(session_id)
             if self._core.archive is not None:
-                await asyncio.to_thread(self._core.archive.forget, session_id)
+                await run_blocking(self._core.archive.forget, session_id)
             return await self.store.delete(session_id)
 
     @asynccontextmanager
     async def turn(self, session_id: str, *, timeout: float | None = None) -> AsyncIterator[None]:
-        """Hold the session for several calls (see ``ContextManager.turn``).
+        """Hold the session for several calls: nobody else adds to it meanwhile.
 
+        Other tasks and threads, and other processes sharing the store, wait
+        (up to ``timeout``, default ``lock_timeout``; then ``SessionBusyError``).
+        The window first catches up with what they stored. ``add``, ``build``
+        and ``delete`` hold a turn of their own unless the caller holds one.
         Tasks started inside the block act within the turn (they inherit it).
-        The block may also end in another task than it began, as a streamed
-        reply does: the handler calls ``hand_over`` and returns, and the code
-        that finishes the turn runs in ``carry_on`` until it ends the block.
         """
         held = HELD.get()
         inside = holding(held, self.store, session_id)
-        if inside is None:  # held by this task (or the task that started it) already
+        if inside is None:  # held by this task or thread (or the task that started it)
             yield
             return
         wait = self.lock_timeout if timeout is None else timeout
@@ -168,6 +199,7 @@ class AsyncContextManager:
             finally:
                 HELD.set(held)
 
+    # unasync: async only
     def hand_over(self, session_id: str) -> None:
         """This task no longer acts within its turn of the session (whose end it handed
         to other code): its later calls take the session like anybody else's."""
@@ -182,7 +214,10 @@ class AsyncContextManager:
         finally:
             HELD.reset(token)
 
+    # unasync: end
+
     async def close(self) -> None:
+        """Close the store."""
         await self.store.close()
 
     async def __aenter__(self) -> AsyncContextManager:
@@ -209,7 +244,10 @@ class AsyncContextManager:
     async def _candidates(
         self, session_id: str, session: Session, query: str, budget: int
     ) -> list[tuple[float, Unit]]:
-        """Archived units that match ``query`` (see ``ContextManager._candidates``)."""
+        """Archived units that match ``query``, ``(score, unit)`` best first (cached per query).
+
+        None when the window holds the whole session within ``budget``.
+        """
         core, archive = self._core, self._core.archive
         if archive is None or not query or core.holds_all(session, budget):
             return []
@@ -218,16 +256,20 @@ class AsyncContextManager:
             return session.recall[1]
         queued = core.unarchived(session)
         if queued:
-            await asyncio.to_thread(archive.index, session_id, queued)
+            await run_blocking(archive.index, session_id, queued)
         started = time.perf_counter()
-        hits = await asyncio.to_thread(archive.search, session_id, query, k=core.recall.depth)
+        hits = await run_blocking(archive.search, session_id, query, k=core.recall.depth)
         scores, missing = core.scored(session, hits)
-        around = await asyncio.to_thread(archive.at, session_id, missing)
+        around = await run_blocking(archive.at, session_id, missing)
         core.searched(started)
         for entry in core.uncached(session, hits, around):
-            near = None
-            if in_tool_unit(entry):
-                near = await self.store.load(session_id, after=after_for(entry), limit=AROUND)
-            core.cache(session, unit_of(entry, near))
+            core.cache(session, await self._whole_unit(session_id, entry))
         session.recall = (key, core.ranked(session, scores))
         return session.recall[1]
+
+    async def _whole_unit(self, session_id: str, entry: Entry) -> Unit:
+        """The entry with the rest of its tool unit (call and results), from the store."""
+        around = None
+        if in_tool_unit(entry):
+            around = await self.store.load(session_id, after=after_for(entry), limit=AROUND)
+        return unit_of(entry, around)

@@ -1,4 +1,13 @@
-"""``ContextManager``: sessions kept in a store, contexts built within a budget."""
+# Generated from src/ctxwindow/context/aio.py by tools/unasync.py: do not edit.
+# Edit the async source, then run `python tools/unasync.py`.
+"""``ContextManager``: sessions kept in a store, contexts built within a budget.
+
+The async manager is written once (``context/aio.py``); the sync one
+(``context/manager.py``) is generated from it by ``tools/unasync.py``.
+Blocking archive work (indexing, search, reading neighbours) goes through
+``ctxwindow.concurrency``: a worker thread for the async manager, a plain
+call for the sync one.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from ctxwindow.concurrency.sync import run_blocking
 from ctxwindow.context.contracts import ArchiveLike, EventHook, RedactAt
 from ctxwindow.context.core import Core
 from ctxwindow.context.policy import Policy
@@ -23,12 +33,6 @@ from ctxwindow.stores.base import Store
 class ContextManager:
     """Sessions kept in a store, contexts built within a model's budget.
 
-    >>> from ctxwindow.stores.memory import MemoryStore
-    >>> cm = ContextManager(MemoryStore(), model="gpt-4o", budget=2000)
-    >>> _ = cm.add("s1", {"role": "user", "content": "My order is A-1042."})
-    >>> cm.build("s1").messages[-1]["content"]
-    'My order is A-1042.'
-
     ``redactor`` masks secrets. With ``redact="storage"`` (the default) it runs
     before a message is stored, so neither the store nor any context holds
     them; with ``redact="context"`` the store keeps messages as sent and each
@@ -39,7 +43,8 @@ class ContextManager:
     ``("compressed", 1)`` per compressed message, ``("summary_updated", 1)``
     per fold into the rolling summary, ``("recall_seconds", s)`` per archive
     search. ``recall`` decides which archived turns come back and how much of
-    the budget they get (``ctxwindow.recall.RecallPolicy``).
+    the budget they get (``ctxwindow.recall.RecallPolicy``). ``with`` closes the
+    store. The example is in ``ctxwindow.context``.
     """
 
     def __init__(
@@ -87,7 +92,11 @@ class ContextManager:
         kind: str | None = None,
         idempotency_key: str | None = None,
     ) -> Entry:
-        """Store a message (durably, first), then add it to the session's window."""
+        """Store a message (durably, first), then add it to the session's window.
+
+        With ``prefetch`` a user message's recall search runs now, and the
+        ``build`` that follows reuses it.
+        """
         with self.turn(session_id):
             session = self._session(session_id)
             entry = self._core.prepare(session, message, pin, metadata, kind)
@@ -117,9 +126,9 @@ class ContextManager:
         batch = self._core.batch(messages, idempotency_key)
         with self.turn(session_id):
             if max_messages is not None:
-                new = sum(k is None or self.store.replayed(session_id, k) is None for _, k in batch)
+                new = [k is None or self.store.replayed(session_id, k) is None for _, k in batch]
                 last = self.store.tail(session_id, 1)
-                self._core.check_room(last[0].seq if last else 0, new, max_messages)
+                self._core.check_room(last[0].seq if last else 0, sum(new), max_messages)
             return [
                 self.add(session_id, message, metadata=metadata, idempotency_key=key)
                 for message, key in batch
@@ -132,9 +141,8 @@ class ContextManager:
         with self.turn(session_id):
             session = self._session(session_id)
             budget = min(max_tokens or self.budget, self.budget)
-            found = self._candidates(
-                session_id, session, self._core.query_of(session, query), budget
-            )
+            query = self._core.query_of(session, query)
+            found = self._candidates(session_id, session, query, budget)
             return self._core.context(session, budget, self._core.recalled(session, budget, found))
 
     def preview(
@@ -163,21 +171,22 @@ class ContextManager:
         with self.turn(session_id):
             self._core.forget(session_id)
             if self._core.archive is not None:
-                self._core.archive.forget(session_id)
+                run_blocking(self._core.archive.forget, session_id)
             return self.store.delete(session_id)
 
     @contextmanager
     def turn(self, session_id: str, *, timeout: float | None = None) -> Iterator[None]:
         """Hold the session for several calls: nobody else adds to it meanwhile.
 
-        Other threads, and other processes sharing the store, wait (up to
-        ``timeout``, default ``lock_timeout``; then ``SessionBusyError``). The
-        window first catches up with what they stored. ``add``, ``build`` and
-        ``delete`` hold a turn of their own unless the caller holds one.
+        Other tasks and threads, and other processes sharing the store, wait
+        (up to ``timeout``, default ``lock_timeout``; then ``SessionBusyError``).
+        The window first catches up with what they stored. ``add``, ``build``
+        and ``delete`` hold a turn of their own unless the caller holds one.
+        Tasks started inside the block act within the turn (they inherit it).
         """
         held = HELD.get()
         inside = holding(held, self.store, session_id)
-        if inside is None:  # held by this thread already
+        if inside is None:  # held by this task or thread (or the task that started it)
             yield
             return
         wait = self.lock_timeout if timeout is None else timeout
@@ -190,6 +199,7 @@ class ContextManager:
                 HELD.set(held)
 
     def close(self) -> None:
+        """Close the store."""
         self.store.close()
 
     def __enter__(self) -> ContextManager:
@@ -199,9 +209,10 @@ class ContextManager:
         self.close()
 
     def _session(self, session_id: str) -> Session:
-        return self._core.cached(session_id) or self._core.new_session(
-            session_id, self.store.load(session_id)
-        )
+        cached = self._core.cached(session_id)
+        if cached is not None:
+            return cached
+        return self._core.new_session(session_id, self.store.load(session_id))
 
     def _catch_up(self, session_id: str) -> None:
         session = self._core.cached(session_id)
@@ -209,7 +220,8 @@ class ContextManager:
             return  # loaded whole on first use
         after = self._core.stale(session, self.store.tail(session_id, 1))
         if after is not None:
-            self._core.catch_up(session_id, session, self.store.load(session_id, after=after))
+            newer = self.store.load(session_id, after=after)
+            self._core.catch_up(session_id, session, newer)
 
     def _candidates(
         self, session_id: str, session: Session, query: str, budget: int
@@ -226,11 +238,11 @@ class ContextManager:
             return session.recall[1]
         queued = core.unarchived(session)
         if queued:
-            archive.index(session_id, queued)
+            run_blocking(archive.index, session_id, queued)
         started = time.perf_counter()
-        hits = archive.search(session_id, query, k=core.recall.depth)
+        hits = run_blocking(archive.search, session_id, query, k=core.recall.depth)
         scores, missing = core.scored(session, hits)
-        around = archive.at(session_id, missing)
+        around = run_blocking(archive.at, session_id, missing)
         core.searched(started)
         for entry in core.uncached(session, hits, around):
             core.cache(session, self._whole_unit(session_id, entry))

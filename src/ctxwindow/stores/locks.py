@@ -3,9 +3,9 @@
 ``Store.lock`` (``stores.base``) takes an in-process lock first, then the
 store's ``_hold``, built from these pieces:
 
-- ``poll`` / ``async_poll``: repeat a non-blocking attempt until it succeeds
-  or the deadline passes, pausing 2 ms, doubling up to 50 ms, in between;
-  ``SessionBusyError`` once the deadline has passed.
+- ``poll`` / ``async_poll`` (from ``ctxwindow.concurrency``): repeat a
+  non-blocking attempt until it succeeds or the deadline passes, pausing
+  2 ms, doubling up to 50 ms, in between; ``SessionBusyError`` after.
 - ``session_hash``: a 64-bit hash of a text that every process computes alike
   (Python's ``hash()`` of a string changes from one process to the next).
 - ``open_lock_file``, ``try_lock_byte``, ``unlock_byte``: Linux
@@ -18,55 +18,24 @@ store's ``_hold``, built from these pieces:
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import hashlib
 import os
 import struct
 import sys
-import time
-from collections.abc import Awaitable, Callable, Iterator
 
-from ctxwindow.stores.base import busy
+from ctxwindow.concurrency.aio import poll as async_poll
+from ctxwindow.concurrency.sync import poll
 
-FIRST_PAUSE = 0.002  # seconds between the first attempts; doubled after each one
-LONGEST_PAUSE = 0.05
-
-
-def _pauses(deadline: float | None) -> Iterator[float]:
-    """Sleeps between attempts, never past ``deadline`` (a ``time.monotonic()`` value)."""
-    pause = FIRST_PAUSE
-    while True:
-        left = None if deadline is None else deadline - time.monotonic()
-        if left is not None and left <= 0:
-            return
-        yield pause if left is None else min(pause, left)
-        pause = min(2 * pause, LONGEST_PAUSE)
-
-
-def poll(attempt: Callable[[], bool], deadline: float | None, session_id: str) -> None:
-    """Call ``attempt`` until it returns True; ``SessionBusyError`` once ``deadline`` passed.
-
-    It is always tried once, so a deadline already past means "try once".
-    """
-    pauses = _pauses(deadline)
-    while not attempt():
-        pause = next(pauses, None)
-        if pause is None:
-            raise busy(session_id)
-        time.sleep(pause)
-
-
-async def async_poll(
-    attempt: Callable[[], Awaitable[bool]], deadline: float | None, session_id: str
-) -> None:
-    """``poll`` for asyncio: the pauses are ``asyncio.sleep``."""
-    pauses = _pauses(deadline)
-    while not await attempt():
-        pause = next(pauses, None)
-        if pause is None:
-            raise busy(session_id)
-        await asyncio.sleep(pause)
+__all__ = [
+    "OFD_SETLK",
+    "async_poll",
+    "open_lock_file",
+    "poll",
+    "session_hash",
+    "try_lock_byte",
+    "unlock_byte",
+]
 
 
 def session_hash(text: str) -> int:

@@ -20,17 +20,7 @@ from typing import Any
 
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import (
-    AsyncStore,
-    Store,
-    check_count,
-    check_entries,
-    check_idempotency_key,
-    check_replay_key,
-    check_session_id,
-    encode_entry,
-    entry_from_json,
-)
+from ctxwindow.stores.base import AsyncStore, Store, encode_entry, entry_from_json
 
 
 @dataclasses.dataclass
@@ -45,19 +35,14 @@ class MemoryStore(Store):
 
     def __init__(self) -> None:
         self.url = "memory://"
-        self._sessions: dict[str, _Session] = {}
+        self._data: dict[str, _Session] = {}
         self._lock = threading.Lock()
 
-    def append(
-        self, session_id: str, entries: Sequence[Entry], *, idempotency_key: str | None = None
+    def _append(
+        self, session_id: str, entries: list[Entry], idempotency_key: str | None
     ) -> list[Entry]:
-        check_session_id(session_id)
-        check_entries(entries)
-        check_idempotency_key(idempotency_key)
-        if not entries:
-            return []  # nothing to store, and no key to remember
         with self._lock:
-            session = self._sessions.get(session_id) or _Session()
+            session = self._data.get(session_id) or _Session()
             if idempotency_key in session.seqs_by_key:
                 first, last = session.seqs_by_key[idempotency_key]
                 return _decode(session.documents[first - 1 : last])
@@ -68,7 +53,7 @@ class MemoryStore(Store):
             for document, entry in zip(documents, entries, strict=True):
                 session.documents.append(document)
                 session.seq_by_id[entry.id] = len(session.documents)
-            self._sessions[session_id] = session
+            self._data[session_id] = session
         return _decode(documents)
 
     @staticmethod
@@ -79,68 +64,55 @@ class MemoryStore(Store):
         start = len(session.documents) + 1
         return [encode_entry(entry, seq) for seq, entry in enumerate(entries, start)]
 
-    def load(self, session_id: str, *, after: int = 0, limit: int | None = None) -> list[Entry]:
-        check_session_id(session_id)
-        check_count("after", after)
-        check_count("limit", limit)
+    def _load(self, session_id: str, after: int, limit: int | None) -> list[Entry]:
         with self._lock:
             documents = self._documents(session_id)
             stop = None if limit is None else after + limit
             return _decode(documents[after:stop])
 
-    def tail(self, session_id: str, n: int) -> list[Entry]:
-        check_session_id(session_id)
-        check_count("n", n)
+    def _tail(self, session_id: str, n: int) -> list[Entry]:
         with self._lock:
             documents = self._documents(session_id)
-            return _decode(documents[max(0, len(documents) - n) :] if n else [])
+            return _decode(documents[max(0, len(documents) - n) :])
 
-    def get(self, session_id: str, entry_id: str) -> Entry | None:
-        check_session_id(session_id)
-        if not isinstance(entry_id, str):
-            return None
+    def _get(self, session_id: str, entry_id: str) -> Entry | None:
         with self._lock:
-            session = self._sessions.get(session_id)
+            session = self._data.get(session_id)
             seq = session.seq_by_id.get(entry_id) if session else None
             if session is None or seq is None:
                 return None
             return entry_from_json(session.documents[seq - 1])
 
-    def delete(self, session_id: str) -> bool:
-        check_session_id(session_id)
+    def _delete(self, session_id: str) -> bool:
         with self._lock:
-            return self._sessions.pop(session_id, None) is not None
+            return self._data.pop(session_id, None) is not None
 
-    def sessions(self, *, prefix: str | None = None) -> list[str]:
-        if prefix is not None and not isinstance(prefix, str):
-            raise StoreError("a session prefix must be a string")
+    def _sessions(self, prefix: str) -> list[str]:
         with self._lock:
-            return sorted(s for s in self._sessions if prefix is None or s.startswith(prefix))
+            return sorted(s for s in self._data if s.startswith(prefix))
 
-    def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
-        check_session_id(session_id)
-        check_replay_key(idempotency_key)
+    def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
         with self._lock:
-            session = self._sessions.get(session_id)
+            session = self._data.get(session_id)
             seqs = session.seqs_by_key.get(idempotency_key) if session else None
             if session is None or seqs is None:
                 return None
             return _decode(session.documents[seqs[0] - 1 : seqs[1]])
 
-    def health(self) -> dict[str, Any]:
+    def _health(self) -> dict[str, Any]:
         with self._lock:
-            entries = sum(len(session.documents) for session in self._sessions.values())
+            entries = sum(len(session.documents) for session in self._data.values())
             return {
                 "ok": True,
                 "store": "memory",
                 "durable": False,
                 "detail": "in-process only: every session is lost when the process exits",
-                "sessions": len(self._sessions),
+                "sessions": len(self._data),
                 "entries": entries,
             }
 
     def _documents(self, session_id: str) -> list[str]:
-        session = self._sessions.get(session_id)
+        session = self._data.get(session_id)
         return session.documents if session else []
 
 
@@ -159,30 +131,28 @@ class AsyncMemoryStore(AsyncStore):
         self._store = store if store is not None else MemoryStore()
         self.url = self._store.url
 
-    async def append(
-        self, session_id: str, entries: Sequence[Entry], *, idempotency_key: str | None = None
+    async def _append(
+        self, session_id: str, entries: list[Entry], idempotency_key: str | None
     ) -> list[Entry]:
-        return self._store.append(session_id, entries, idempotency_key=idempotency_key)
+        return self._store._append(session_id, entries, idempotency_key)
 
-    async def load(
-        self, session_id: str, *, after: int = 0, limit: int | None = None
-    ) -> list[Entry]:
-        return self._store.load(session_id, after=after, limit=limit)
+    async def _load(self, session_id: str, after: int, limit: int | None) -> list[Entry]:
+        return self._store._load(session_id, after, limit)
 
-    async def tail(self, session_id: str, n: int) -> list[Entry]:
-        return self._store.tail(session_id, n)
+    async def _tail(self, session_id: str, n: int) -> list[Entry]:
+        return self._store._tail(session_id, n)
 
-    async def get(self, session_id: str, entry_id: str) -> Entry | None:
-        return self._store.get(session_id, entry_id)
+    async def _get(self, session_id: str, entry_id: str) -> Entry | None:
+        return self._store._get(session_id, entry_id)
 
-    async def delete(self, session_id: str) -> bool:
-        return self._store.delete(session_id)
+    async def _delete(self, session_id: str) -> bool:
+        return self._store._delete(session_id)
 
-    async def sessions(self, *, prefix: str | None = None) -> list[str]:
-        return self._store.sessions(prefix=prefix)
+    async def _sessions(self, prefix: str) -> list[str]:
+        return self._store._sessions(prefix)
 
-    async def health(self) -> dict[str, Any]:
-        return self._store.health()
+    async def _health(self) -> dict[str, Any]:
+        return self._store._health()
 
-    async def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
-        return self._store.replayed(session_id, idempotency_key)
+    async def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        return self._store._replayed(session_id, idempotency_key)

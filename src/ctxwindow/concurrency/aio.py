@@ -1,0 +1,91 @@
+"""The asyncio side of the seam (see ``ctxwindow.concurrency``)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import ParamSpec, TypeVar
+
+from ctxwindow.concurrency._pauses import busy, pauses
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def run_blocking(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run blocking work in a worker thread, leaving the event loop free."""
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+async def sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+async def poll(
+    attempt: Callable[[], Awaitable[bool]], deadline: float | None, session_id: str
+) -> None:
+    """Await ``attempt`` until it returns True; ``SessionBusyError`` once ``deadline`` passed.
+
+    It is always tried once, so a deadline already past means "try once".
+    """
+    waits = pauses(deadline)
+    while not await attempt():
+        pause = next(waits, None)
+        if pause is None:
+            raise busy(session_id)
+        await asyncio.sleep(pause)
+
+
+@asynccontextmanager
+async def repeating(
+    step: Callable[[], Awaitable[bool]], interval: float, name: str
+) -> AsyncIterator[None]:
+    """Await ``step`` every ``interval`` seconds in a task while the block runs.
+
+    The task ends at the end of the block, or earlier when ``step`` returns False.
+    """
+
+    async def run() -> None:
+        while True:
+            await asyncio.sleep(interval)
+            if not await step():
+                return
+
+    task = asyncio.create_task(run(), name=name)
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+class SessionLocks:
+    """One ``asyncio.Lock`` per session held or waited for; forgotten when nobody needs it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, session_id: str, deadline: float | None) -> AsyncIterator[None]:
+        lock, users = self._locks.get(session_id, (None, 0))
+        lock = lock or asyncio.Lock()
+        self._locks[session_id] = (lock, users + 1)
+        try:
+            # At least 1 ms: before Python 3.12, wait_for(…, 0) gives up before the first try.
+            wait = None if deadline is None else max(0.001, deadline - time.monotonic())
+            try:
+                await asyncio.wait_for(lock.acquire(), wait)
+            except asyncio.TimeoutError:
+                raise busy(session_id) from None
+            try:
+                yield
+            finally:
+                lock.release()
+        finally:
+            lock, users = self._locks[session_id]
+            if users == 1:
+                del self._locks[session_id]
+            else:
+                self._locks[session_id] = (lock, users - 1)

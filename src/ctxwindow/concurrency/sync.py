@@ -1,0 +1,88 @@
+"""The threading side of the seam (see ``ctxwindow.concurrency``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import ParamSpec, TypeVar
+
+from ctxwindow.concurrency._pauses import busy, pauses
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def run_blocking(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """Blocking work, in the caller's thread (nothing else waits on it)."""
+    return fn(*args, **kwargs)
+
+
+def sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def poll(attempt: Callable[[], bool], deadline: float | None, session_id: str) -> None:
+    """Call ``attempt`` until it returns True; ``SessionBusyError`` once ``deadline`` passed.
+
+    It is always tried once, so a deadline already past means "try once".
+    """
+    waits = pauses(deadline)
+    while not attempt():
+        pause = next(waits, None)
+        if pause is None:
+            raise busy(session_id)
+        time.sleep(pause)
+
+
+@contextmanager
+def repeating(step: Callable[[], bool], interval: float, name: str) -> Iterator[None]:
+    """Call ``step`` every ``interval`` seconds in a daemon thread while the block runs.
+
+    The thread ends at the end of the block, or earlier when ``step`` returns False.
+    """
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(interval):
+            if not step():
+                return
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+class SessionLocks:
+    """One ``threading.Lock`` per session held or waited for; forgotten when nobody needs it."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, tuple[threading.Lock, int]] = {}
+
+    @contextmanager
+    def hold(self, session_id: str, deadline: float | None) -> Iterator[None]:
+        with self._guard:
+            lock, users = self._locks.get(session_id, (None, 0))
+            lock = lock or threading.Lock()
+            self._locks[session_id] = (lock, users + 1)
+        try:
+            wait = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+            if not lock.acquire(timeout=wait):
+                raise busy(session_id)
+            try:
+                yield
+            finally:
+                lock.release()
+        finally:
+            with self._guard:
+                lock, users = self._locks[session_id]
+                if users == 1:
+                    del self._locks[session_id]
+                else:
+                    self._locks[session_id] = (lock, users - 1)

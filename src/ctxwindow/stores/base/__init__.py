@@ -1,0 +1,73 @@
+"""The store contract: sessions kept as append-only, sequenced lists of entries.
+
+A store keeps every entry a session ever had (eviction moves an entry out of
+a window, never out of the store). Sync and async flavours are separate
+classes; neither blocks on the other.
+
+- ``append(session_id, entries, idempotency_key=None) -> list[Entry]``: the
+  store assigns each entry the next sequence number of the session (1, 2, …)
+  and returns the stored copies. Concurrent appends from many threads and
+  processes lose nothing and duplicate nothing. With an ``idempotency_key``,
+  a retried append with the same key is a no-op that returns the entries the
+  first call stored. An append that returned is durable in a durable store.
+- ``load(session_id, after=0, limit=None)``: entries with ``seq > after`` in
+  order; ``tail(session_id, n)``: the last ``n``; ``get(session_id, id)``;
+  ``delete(session_id) -> bool``; ``sessions(prefix=None)``; ``health()``;
+  ``close()`` and context-manager support.
+- ``replayed(session_id, idempotency_key)``: the entries an earlier append
+  with that key stored, or None (the key's append never happened).
+- ``lock(session_id, timeout=None)``: a context manager (async with for the
+  async stores) that holds the session exclusively until the block ends:
+  against every other holder in this process and, for a store that processes
+  share (SQLite file, Redis, PostgreSQL), in every other process using it. It
+  waits up to ``timeout`` seconds (None: as long as it takes), then raises
+  ``SessionBusyError``. It is not reentrant. A holder that dies never leaves
+  the session locked for good (see each store for how long it can last).
+- Token counts are stored with each entry: loading never re-tokenizes.
+- A store that is down raises ``StoreUnavailableError``; other failures of the
+  backend raise ``StoreError``; both are mapped at the boundary.
+
+The package: ``checks`` (input checks and entry JSON, shared by every
+backend), ``aio`` (``AsyncStore``: the public methods check their input once,
+then call the backend's primitives ``_append``, ``_load``, … — a backend is
+those and nothing else) and ``sync`` (``Store``, generated from ``aio`` by
+``tools/unasync.py``).
+"""
+
+from ctxwindow.concurrency._pauses import busy
+from ctxwindow.stores.base.aio import AsyncStore
+from ctxwindow.stores.base.checks import (
+    MAX_SESSION_ID,
+    check_count,
+    check_entries,
+    check_idempotency_key,
+    check_prefix,
+    check_replay_key,
+    check_session_id,
+    check_timeout,
+    encode_entry,
+    entry_from_json,
+    entry_to_json,
+    redact_url,
+    scrub,
+)
+from ctxwindow.stores.base.sync import Store
+
+__all__ = [
+    "MAX_SESSION_ID",
+    "AsyncStore",
+    "Store",
+    "busy",
+    "check_count",
+    "check_entries",
+    "check_idempotency_key",
+    "check_prefix",
+    "check_replay_key",
+    "check_session_id",
+    "check_timeout",
+    "encode_entry",
+    "entry_from_json",
+    "entry_to_json",
+    "redact_url",
+    "scrub",
+]

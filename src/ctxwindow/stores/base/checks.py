@@ -1,0 +1,152 @@
+"""What every store checks and shares: input checks, entry JSON, URLs in errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from ctxwindow.errors import StoreError
+from ctxwindow.messages import Entry
+
+MAX_SESSION_ID = 256
+
+
+def check_session_id(session_id: str) -> str:
+    """Session ids are non-empty strings of at most 256 characters."""
+    if not isinstance(session_id, str) or not session_id or len(session_id) > MAX_SESSION_ID:
+        raise StoreError(
+            f"a session id must be a non-empty string of at most {MAX_SESSION_ID} characters"
+        )
+    return session_id
+
+
+def entry_to_json(entry: Entry) -> str:
+    """One entry as a JSON document (what durable stores write)."""
+    return json.dumps(
+        {
+            "id": entry.id,
+            "seq": entry.seq,
+            "message": entry.message,
+            "tokens": entry.tokens,
+            "pinned": entry.pinned,
+            "priority": entry.priority,
+            "kind": entry.kind,
+            "created_at": entry.created_at,
+            "metadata": entry.metadata,
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def entry_from_json(text: str | bytes) -> Entry:
+    data: dict[str, Any] = json.loads(text)
+    return Entry(
+        message=data["message"],
+        tokens=data["tokens"],
+        seq=data["seq"],
+        id=data["id"],
+        pinned=data["pinned"],
+        priority=data["priority"],
+        kind=data["kind"],
+        created_at=data["created_at"],
+        metadata=data["metadata"],
+    )
+
+
+def check_timeout(timeout: float | None) -> None:
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0
+    ):
+        raise StoreError(f"a lock timeout must be None or seconds >= 0, got {timeout!r}")
+
+
+# -- shared by every store: input checks, and URLs in error messages ---------------
+
+
+def check_entries(entries: Sequence[Entry]) -> None:
+    """Raise ``StoreError`` unless ``entries`` is a sequence of entries a store can keep.
+
+    Shared by the stores so that they reject the same input with the same words:
+    each item is an ``Entry`` with a non-empty string id (unique in the batch),
+    a message dict, a non-negative integer token count and a numeric
+    ``created_at``.
+    """
+    if not isinstance(entries, Sequence) or isinstance(entries, (str, bytes)):
+        raise StoreError(f"append takes a sequence of entries, got {type(entries).__name__}")
+    seen: set[str] = set()
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, Entry):
+            raise StoreError(
+                f"entries[{i}]: a store keeps Entry objects, got {type(entry).__name__}"
+            )
+        if not isinstance(entry.id, str) or not entry.id:
+            raise StoreError(f"entries[{i}]: an entry id must be a non-empty string")
+        if entry.id in seen:
+            raise StoreError(f"entries[{i}]: entry id {entry.id!r} appears twice in the batch")
+        seen.add(entry.id)
+        if not isinstance(entry.message, dict):
+            raise StoreError(f"entries[{i}]: the message must be a dict")
+        if type(entry.tokens) is not int or entry.tokens < 0:
+            raise StoreError(
+                f"entries[{i}]: tokens must be a non-negative int, got {entry.tokens!r}"
+            )
+        if isinstance(entry.created_at, bool) or not isinstance(entry.created_at, (int, float)):
+            raise StoreError(f"entries[{i}]: created_at must be a number of seconds")
+
+
+def encode_entry(entry: Entry, seq: int) -> str:
+    """The JSON document of ``entry`` stored at ``seq``; ``StoreError`` if it is not JSON."""
+    try:
+        return entry_to_json(dataclasses.replace(entry, seq=seq))
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"entry {entry.id!r} cannot be stored as JSON: {exc}") from exc
+
+
+def check_idempotency_key(key: str | None) -> None:
+    if key is not None:
+        check_replay_key(key)
+
+
+def check_replay_key(key: str) -> None:
+    """``replayed`` needs a key (``append`` also takes None: no key)."""
+    if not isinstance(key, str) or not key:
+        raise StoreError("an idempotency key must be a non-empty string")
+
+
+def check_prefix(prefix: str | None) -> str:
+    """A ``sessions(prefix=…)`` argument: None or a string; returns the prefix ("" for all)."""
+    if prefix is not None and not isinstance(prefix, str):
+        raise StoreError("a session prefix must be a string")
+    return prefix or ""
+
+
+def check_count(name: str, value: int | None) -> None:
+    if value is not None and (type(value) is not int or value < 0):
+        raise StoreError(f"{name} must be a non-negative int, got {value!r}")
+
+
+_PASSWORD_PARAM = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)")
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password (in the user info or a ``password=`` parameter) as ``***``."""
+    parts = urlsplit(url)
+    if parts.password is not None:
+        user, host = parts.username or "", parts.netloc.rpartition("@")[2]
+        url = parts._replace(netloc=f"{user}:***@{host}").geturl()
+    return _PASSWORD_PARAM.sub(r"\1***", url)
+
+
+def scrub(text: str, url: str) -> str:
+    """``text`` (an error message) without the passwords that ``url`` holds."""
+    secrets = [urlsplit(url).password or ""]
+    secrets += [match.group(2).strip("'") for match in _PASSWORD_PARAM.finditer(url)]
+    text = text.replace(url, redact_url(url))
+    for secret in {s for raw in secrets for s in (raw, unquote(raw)) if len(s) > 2}:
+        text = text.replace(secret, "***")  # shorter ones would mangle ordinary words
+    return text

@@ -1,0 +1,179 @@
+# Generated from src/ctxwindow/stores/base/aio.py by tools/unasync.py: do not edit.
+# Edit the async source, then run `python tools/unasync.py`.
+"""``Store``: the store contract, checked once, over a backend's primitives.
+
+The public methods check their input (the same checks, in the same order, for
+every backend: open, session id, then the other arguments), answer the
+trivial cases (nothing to append, ``limit=0``) and call the backend's
+primitives with arguments known to be valid. A backend is its primitives and
+nothing else: ``_append``, ``_load``, ``_tail``, ``_get``, ``_delete``,
+``_sessions``, ``_replayed``, ``_health``, and optionally ``_hold`` (the lock
+across processes) and ``_close``. The sync twin, ``stores/base/sync.py``, is
+generated from this file by ``tools/unasync.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
+
+from ctxwindow.concurrency.sync import SessionLocks
+from ctxwindow.errors import StoreError
+from ctxwindow.messages import Entry
+from ctxwindow.stores.base.checks import (
+    check_count,
+    check_entries,
+    check_idempotency_key,
+    check_prefix,
+    check_replay_key,
+    check_session_id,
+    check_timeout,
+)
+
+
+class Store(ABC):
+    """A session store (see ``ctxwindow.stores.base`` for the contract)."""
+
+    url: str
+    _closed: bool = False
+
+    def append(
+        self, session_id: str, entries: Sequence[Entry], *, idempotency_key: str | None = None
+    ) -> list[Entry]:
+        """Append entries; returns the stored copies with their sequence numbers."""
+        self._check_open()
+        check_session_id(session_id)
+        check_entries(entries)
+        check_idempotency_key(idempotency_key)
+        if not entries:
+            return []
+        return self._append(session_id, list(entries), idempotency_key)
+
+    def load(self, session_id: str, *, after: int = 0, limit: int | None = None) -> list[Entry]:
+        """Entries with ``seq > after``, in order (an unknown session has none)."""
+        self._check_open()
+        check_session_id(session_id)
+        check_count("after", after)
+        check_count("limit", limit)
+        if limit == 0:
+            return []
+        return self._load(session_id, after, limit)
+
+    def tail(self, session_id: str, n: int) -> list[Entry]:
+        """The last ``n`` entries, in order."""
+        self._check_open()
+        check_session_id(session_id)
+        check_count("n", n)
+        if n == 0:
+            return []
+        return self._tail(session_id, n)
+
+    def get(self, session_id: str, entry_id: str) -> Entry | None:
+        """One entry by id, or None."""
+        self._check_open()
+        check_session_id(session_id)
+        if not isinstance(entry_id, str) or not entry_id:
+            return None
+        return self._get(session_id, entry_id)
+
+    def delete(self, session_id: str) -> bool:
+        """Delete a session; True if it existed."""
+        self._check_open()
+        check_session_id(session_id)
+        return self._delete(session_id)
+
+    def sessions(self, *, prefix: str | None = None) -> list[str]:
+        """Session ids, sorted."""
+        self._check_open()
+        return self._sessions(check_prefix(prefix))
+
+    def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        """The entries an earlier append with ``idempotency_key`` stored, or None."""
+        self._check_open()
+        check_session_id(session_id)
+        check_replay_key(idempotency_key)
+        return self._replayed(session_id, idempotency_key)
+
+    def health(self) -> dict[str, Any]:
+        """``{"ok": bool, ...}`` with backend details; never raises."""
+        if self._closed:
+            return {"ok": False, "url": self.url, "error": self._closed_error()}
+        return self._health()
+
+    @contextmanager
+    def lock(self, session_id: str, *, timeout: float | None = None) -> Iterator[None]:
+        """Hold the session exclusively (see the module docs); ``SessionBusyError`` on timeout."""
+        self._check_open()
+        check_session_id(session_id)
+        check_timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        locks: SessionLocks | None = self.__dict__.get("_session_locks")
+        if locks is None:
+            locks = self.__dict__.setdefault("_session_locks", SessionLocks())
+        with locks.hold(session_id, deadline), self._hold(session_id, deadline):
+            yield
+
+    def close(self) -> None:
+        """Release connections and files; every call after is refused (``health`` says so)."""
+        if not self._closed:
+            self._closed = True
+            self._close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(self._closed_error())
+
+    def _closed_error(self) -> str:
+        return f"the store at {self.url} is closed"
+
+    # -- the primitives of a backend (arguments already checked) ----------------------
+
+    @abstractmethod
+    def _append(
+        self, session_id: str, entries: list[Entry], idempotency_key: str | None
+    ) -> list[Entry]:
+        """Store a non-empty batch atomically: the stored copies, or a key's first batch."""
+
+    @abstractmethod
+    def _load(self, session_id: str, after: int, limit: int | None) -> list[Entry]:
+        """Entries ``after`` < seq, at most ``limit`` (None: all; never 0)."""
+
+    @abstractmethod
+    def _tail(self, session_id: str, n: int) -> list[Entry]:
+        """The last ``n`` (> 0) entries."""
+
+    @abstractmethod
+    def _get(self, session_id: str, entry_id: str) -> Entry | None: ...
+
+    @abstractmethod
+    def _delete(self, session_id: str) -> bool: ...
+
+    @abstractmethod
+    def _sessions(self, prefix: str) -> list[str]:
+        """Session ids starting with ``prefix`` ("" for all), sorted."""
+
+    @abstractmethod
+    def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None: ...
+
+    @abstractmethod
+    def _health(self) -> dict[str, Any]: ...
+
+    @contextmanager
+    def _hold(self, session_id: str, deadline: float | None) -> Iterator[None]:
+        """The lock across processes, once this process holds the session (none by default)."""
+        yield
+
+    def _close(self) -> None:  # noqa: B027 - stores without resources need nothing
+        """Release the backend's connections and files (once)."""

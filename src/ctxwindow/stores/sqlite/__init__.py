@@ -1,0 +1,53 @@
+"""SQLite stores: the default durable store, standard library only.
+
+Durability. The database runs in WAL mode. With ``synchronous="NORMAL"`` (the
+default) an append that returned survives a crash of the process, ``kill -9``
+included: the commit is in the operating system's hands before ``append``
+returns. Surviving power loss or a kernel crash needs ``synchronous="FULL"``,
+which syncs the WAL to disk at every commit (slower).
+
+Concurrency. Each append is one ``BEGIN IMMEDIATE`` transaction that reads the
+last sequence number of the session and inserts after it, so appends from any
+number of threads and processes are serialized by SQLite's write lock: none
+collides, none is lost. Waiting for the lock is bounded by ``busy_timeout``
+seconds, after which the store raises ``StoreUnavailableError``. Each thread
+uses its own connection (borrowed from a small pool); ``":memory:"`` has one
+connection shared under a lock.
+
+Session locks. ``lock(session_id)`` of a file store also holds the session
+against other processes (and other store objects) using the file: an
+open-file-description lock (Linux ``F_OFD_SETLK``) on one byte of
+``<path>-lock``, at an offset hashed from the session id. The kernel releases
+it when the holder closes it or dies (``kill -9`` included), at once. Where
+such locks do not exist (not Linux), and for ``":memory:"``, the lock holds
+within the process only.
+
+Schema. ``MIGRATIONS`` maps each schema version to the function that brings a
+database from the previous version to it; opening a store applies the missing
+ones in one transaction and records the version in ``schema_version``.
+
+The package: ``files`` (connections, errors, the lock file), ``schema``
+(versions and migrations), ``store`` (``SQLiteStore``: the primitives of the
+store contract) and ``aio`` (``AsyncSQLiteStore``, which runs a
+``SQLiteStore`` on worker threads).
+
+>>> from ctxwindow import Entry
+>>> with SQLiteStore(":memory:") as store:
+...     stored = store.append("s1", [Entry({"role": "user", "content": "hi"}, tokens=1, seq=0)])
+...     [entry.seq for entry in store.load("s1")]
+[1]
+"""
+
+from ctxwindow.stores.sqlite.aio import AsyncSQLiteStore
+from ctxwindow.stores.sqlite.files import sqlite_url, store_error
+from ctxwindow.stores.sqlite.schema import MIGRATIONS, SCHEMA_VERSION
+from ctxwindow.stores.sqlite.store import SQLiteStore
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "AsyncSQLiteStore",
+    "SQLiteStore",
+    "sqlite_url",
+    "store_error",
+]

@@ -1,0 +1,96 @@
+"""The SQLite store's schema: its versions and migrations, and the queries the store shares."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from ctxwindow.errors import StoreError
+
+Opening = Callable[[], AbstractContextManager[sqlite3.Connection]]
+
+
+def _create_entries(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "CREATE TABLE entries ("
+        " session_id TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL,"
+        " json TEXT NOT NULL, tokens INTEGER NOT NULL, created_at REAL NOT NULL,"
+        " PRIMARY KEY (session_id, seq))"
+    )
+    conn.execute("CREATE UNIQUE INDEX entries_session_id_id ON entries (session_id, id)")
+
+
+def _create_idempotency(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "CREATE TABLE idempotency ("
+        " session_id TEXT NOT NULL, key TEXT NOT NULL,"
+        " first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL,"
+        " PRIMARY KEY (session_id, key))"
+    )
+
+
+# Version n is reached from version n - 1 by MIGRATIONS[n]; never edit a released one.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _create_entries,
+    2: _create_idempotency,
+}
+SCHEMA_VERSION = max(MIGRATIONS)
+
+
+def migrate(path: str, reading: Opening, writing: Opening) -> int:
+    """Bring the schema to ``SCHEMA_VERSION``; the write lock is taken only if needed."""
+    with reading() as conn:
+        if _known_version(conn, path) == SCHEMA_VERSION:
+            return SCHEMA_VERSION
+    with writing() as conn:
+        current = _known_version(conn, path)
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            MIGRATIONS[version](conn)
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        conn.execute("DELETE FROM schema_version")
+        conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+    return SCHEMA_VERSION
+
+
+def _known_version(conn: sqlite3.Connection, path: str) -> int:
+    version = schema_version(conn)
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"SQLite store at {path!r} has schema version {version}, newer than"
+            f" this ctxwindow knows ({SCHEMA_VERSION}): upgrade ctxwindow"
+        )
+    return version
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+    ).fetchone()
+    if exists is None:
+        return 0
+    version: int | None = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
+    return version or 0
+
+
+def stored_before(conn: sqlite3.Connection, session_id: str, entry_id: str, last: int) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM entries WHERE session_id = ? AND id = ? AND seq <= ?",
+        (session_id, entry_id, last),
+    ).fetchone()
+    return row is not None
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The smallest string above every string starting with ``prefix`` (None: no bound).
+
+    SQLite compares text as UTF-8 bytes, which orders like code points.
+    """
+    chars = list(prefix)
+    while chars:
+        following = ord(chars.pop()) + 1
+        if following == 0xD800:  # skip the surrogates, which UTF-8 cannot encode
+            following = 0xE000
+        if following <= 0x10FFFF:
+            return "".join(chars) + chr(following)
+    return None

@@ -1,0 +1,221 @@
+"""``SQLiteStore``: the store's primitives over one SQLite file (see the package docs)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import weakref
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+from ctxwindow.concurrency.sync import poll
+from ctxwindow.errors import StoreError, StoreUnavailableError
+from ctxwindow.messages import Entry
+from ctxwindow.stores.base import Store, encode_entry, entry_from_json
+from ctxwindow.stores.sqlite.files import (
+    Connections,
+    LockFile,
+    Synchronous,
+    check_options,
+    connect,
+    sqlite_url,
+    store_error,
+)
+from ctxwindow.stores.sqlite.schema import migrate, prefix_end, schema_version, stored_before
+
+Row = tuple[str, int, str, str, int, float]  # session_id, seq, id, json, tokens, created_at
+
+
+class SQLiteStore(Store):
+    """A durable store in one SQLite file (WAL mode; see the module docs for the guarantees).
+
+    ``path`` is a file path or ``":memory:"``; the file is created if missing,
+    its directory is not. ``synchronous="FULL"`` also survives power loss.
+    ``busy_timeout`` is how long an append waits for another writer, in seconds.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Synchronous = "NORMAL",
+        busy_timeout: float = 5.0,
+    ) -> None:
+        self.path = os.fspath(path)
+        check_options(self.path, synchronous, busy_timeout)
+        self.synchronous = synchronous
+        self.busy_timeout = busy_timeout
+        self.url = sqlite_url(self.path)
+        opener = partial(connect, self.path, synchronous, busy_timeout)
+        self._connections = Connections(opener, single=self.path == ":memory:", path=self.path)
+        weakref.finalize(self, self._connections.close)  # a store left open closes when collected
+        self._lock_file = LockFile.beside(self.path)
+        self._check_directory()
+        try:
+            self.schema_version = self._migrate()
+        except BaseException:
+            self._connections.close()
+            raise
+
+    def _append(
+        self, session_id: str, entries: list[Entry], idempotency_key: str | None
+    ) -> list[Entry]:
+        with self._writing() as conn:
+            if idempotency_key is not None:
+                replayed = self._replay(conn, session_id, idempotency_key)
+                if replayed is not None:
+                    return [entry_from_json(text) for text in replayed]
+            rows = self._insert(conn, session_id, entries)
+            if idempotency_key is not None:
+                conn.execute(
+                    "INSERT INTO idempotency VALUES (?, ?, ?, ?)",
+                    (session_id, idempotency_key, rows[0][1], rows[-1][1]),
+                )
+        return [entry_from_json(row[3]) for row in rows]
+
+    def _load(self, session_id: str, after: int, limit: int | None) -> list[Entry]:
+        with self._reading() as conn:
+            rows = conn.execute(
+                "SELECT json FROM entries WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (session_id, after, -1 if limit is None else limit),
+            ).fetchall()
+        return [entry_from_json(text) for (text,) in rows]
+
+    def _tail(self, session_id: str, n: int) -> list[Entry]:
+        with self._reading() as conn:
+            rows = conn.execute(
+                "SELECT json FROM entries WHERE session_id = ? ORDER BY seq DESC LIMIT ?",
+                (session_id, n),
+            ).fetchall()
+        return [entry_from_json(text) for (text,) in reversed(rows)]
+
+    def _get(self, session_id: str, entry_id: str) -> Entry | None:
+        with self._reading() as conn:
+            row = conn.execute(
+                "SELECT json FROM entries WHERE session_id = ? AND id = ?", (session_id, entry_id)
+            ).fetchone()
+        return None if row is None else entry_from_json(row[0])
+
+    def _delete(self, session_id: str) -> bool:
+        with self._writing() as conn:
+            deleted = conn.execute("DELETE FROM entries WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM idempotency WHERE session_id = ?", (session_id,))
+            return deleted.rowcount > 0
+
+    def _sessions(self, prefix: str) -> list[str]:
+        # A range on the primary key, not LIKE: '%' and '_' in a prefix are plain text.
+        low, high = prefix, prefix_end(prefix)
+        sql = "SELECT DISTINCT session_id FROM entries WHERE session_id >= ?"
+        params: tuple[str, ...] = (low,) if high is None else (low, high)
+        if high is not None:
+            sql += " AND session_id < ?"
+        with self._reading() as conn:
+            rows = conn.execute(sql + " ORDER BY session_id", params).fetchall()
+        return [session_id for (session_id,) in rows]
+
+    def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        with self._reading() as conn:
+            documents = self._replay(conn, session_id, idempotency_key)
+        return None if documents is None else [entry_from_json(text) for text in documents]
+
+    def _health(self) -> dict[str, Any]:
+        report: dict[str, Any] = {"store": "sqlite", "path": self.path, "url": self.url}
+        try:
+            with self._reading() as conn:
+                journal = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                synchronous = conn.execute("PRAGMA synchronous").fetchone()[0]
+                version = schema_version(conn)
+        except StoreError as exc:
+            return {"ok": False, **report, "error": str(exc)}
+        return {
+            "ok": True,
+            **report,
+            "durable": self.path != ":memory:",
+            "journal_mode": journal,
+            "synchronous": {1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(synchronous, "OFF"),
+            "schema_version": version,
+        }
+
+    def _close(self) -> None:
+        self._connections.close()
+
+    @contextlib.contextmanager
+    def _hold(self, session_id: str, deadline: float | None) -> Iterator[None]:
+        """The session's byte of the lock file, polled until ``deadline``."""
+        lock_file = self._lock_file
+        if lock_file is None:
+            yield
+            return
+        fd = lock_file.open()
+        try:
+            poll(lambda: lock_file.try_lock(fd, session_id), deadline, session_id)
+            yield
+        finally:
+            lock_file.release(fd, session_id)
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        try:
+            with self._connections.borrow() as conn:
+                yield conn
+        except (sqlite3.Error, UnicodeError) as exc:
+            raise store_error(exc, self.path) from exc
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on any error."""
+        with self._reading() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _insert(self, conn: sqlite3.Connection, session_id: str, entries: list[Entry]) -> list[Row]:
+        last: int = conn.execute(
+            "SELECT COALESCE(MAX(seq), 0) FROM entries WHERE session_id = ?", (session_id,)
+        ).fetchone()[0]
+        rows: list[Row] = [
+            (session_id, seq, entry.id, encode_entry(entry, seq), entry.tokens, entry.created_at)
+            for seq, entry in enumerate(entries, last + 1)
+        ]
+        try:
+            conn.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?)", rows)
+        except sqlite3.IntegrityError as exc:
+            stored = [row[2] for row in rows if stored_before(conn, session_id, row[2], last)]
+            raise StoreError(
+                f"entry ids already stored in session {session_id!r}: {stored}"
+            ) from exc
+        return rows
+
+    @staticmethod
+    def _replay(conn: sqlite3.Connection, session_id: str, key: str) -> list[str] | None:
+        """The documents a previous append with ``key`` stored, or None."""
+        seqs = conn.execute(
+            "SELECT first_seq, last_seq FROM idempotency WHERE session_id = ? AND key = ?",
+            (session_id, key),
+        ).fetchone()
+        if seqs is None:
+            return None
+        rows = conn.execute(
+            "SELECT json FROM entries WHERE session_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
+            (session_id, *seqs),
+        ).fetchall()
+        return [text for (text,) in rows]
+
+    def _check_directory(self) -> None:
+        if self.path == ":memory:":
+            return
+        directory = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(directory):
+            raise StoreUnavailableError(
+                f"SQLite store at {self.path!r}: the directory {directory!r} does not exist"
+            )
+
+    def _migrate(self) -> int:
+        return migrate(self.path, self._reading, self._writing)
