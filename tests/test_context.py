@@ -587,3 +587,43 @@ def test_no_search_while_the_window_holds_the_whole_session() -> None:
     cm.build("s", query="kettle")
     assert archive.searches >= 1
     assert any("short turn 0" in str(m["content"]) for m in cm.build("s", query="turn 0").messages)
+
+
+def test_managers_sharing_hot_sessions_keep_one_window_a_session_counted_for_the_asker() -> None:
+    """The service's models share one window cache: a session's window is the last asker's."""
+    from ctxwindow.context import HotSessions
+
+    store, hot = MemoryStore(), HotSessions(8)
+    o200k = ContextManager(store, model="gpt-4o", budget=600, hot_sessions=hot)
+    cl100k = ContextManager(store, model="gpt-4", budget=600, hot_sessions=hot)
+    text = "配送は三日かかります 🚚 and the tracking id is SF1234567890"
+    for i in range(6):
+        o200k.add("s", {"role": "user", "content": f"{text} {i}"})
+    first = o200k.build("s")
+    assert len(hot) == 1 and hot.get("s", o200k._core) is not None
+
+    by_cl100k = cl100k.build("s")  # replaces the window: gpt-4's framing and budget
+    assert len(hot) == 1 and hot.get("s", o200k._core) is None
+    fresh = ContextManager(store, model="gpt-4", budget=600).build("s")
+    assert by_cl100k.messages == fresh.messages
+    assert by_cl100k.total_tokens == fresh.total_tokens
+    cl100k.add("s", {"role": "user", "content": "one more"})
+    again = o200k.build("s")  # reloaded for gpt-4o, with what gpt-4's manager added
+    assert len(hot) == 1 and hot.get("s", cl100k._core) is None
+    assert again.messages[-1]["content"] == "one more"
+    assert again.messages[-2] == first.messages[-1]
+    alone = ContextManager(store, model="gpt-4o", budget=600).build("s")
+    assert again.messages == alone.messages and again.total_tokens == alone.total_tokens
+
+
+def test_hot_sessions_drop_the_least_recently_used_window() -> None:
+    from ctxwindow.context import HotSessions
+
+    hot = HotSessions(2)
+    cm = ContextManager(MemoryStore(), model="gpt-4o", budget=500, hot_sessions=hot)
+    for session in ("a", "b", "a", "c"):
+        cm.add(session, {"role": "user", "content": f"hello {session}"})
+    assert len(hot) == 2
+    assert hot.get("a", cm._core) is not None and hot.get("b", cm._core) is None
+    with pytest.raises(ValueError, match="hot_sessions must be a positive int"):
+        HotSessions(0)

@@ -1007,3 +1007,19 @@ def test_invalid_messages_are_400_with_redaction_on(
         assert response.json()["error"]["param"] == "messages"
         assert http.get("/v1/sessions/r/messages").status_code == 404
     assert upstream.requests == []
+
+
+def test_models_asking_for_one_session_share_one_window_cache(upstream: FakeUpstream) -> None:
+    """One window a session in memory, whichever model asks; each model sees the whole story."""
+    app = make_app(upstream)
+    with TestClient(app) as http:
+        client = sdk(http, **{"X-Session-Id": "shared"})
+        for model, text in [("gpt-4o", "我的订单是 A-1042 🙂"), ("gpt-4", "And the parcel?")]:
+            client.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": text}]
+            )
+        service = app.state.service
+        assert len(service.managers()) == 2 and len(service._sessions) == 1
+        assert upstream.requests[-1]["model"] == "gpt-4"
+        sent = [m["content"] for m in upstream.requests[-1]["messages"]]
+        assert sent[0] == "我的订单是 A-1042 🙂" and sent[-1] == "And the parcel?"

@@ -26,6 +26,7 @@ from ctxwindow.context.aio import AsyncContextManager
 from ctxwindow.context.contracts import REDACT_AT, ArchiveLike, EventHook, RedactAt
 from ctxwindow.context.manager import ContextManager
 from ctxwindow.context.policy import COMPRESSORS, Policy, default_budget, hybrid_policy
+from ctxwindow.context.session import HotSessions
 
 __all__ = [
     "COMPRESSORS",
@@ -34,6 +35,7 @@ __all__ = [
     "AsyncContextManager",
     "ContextManager",
     "EventHook",
+    "HotSessions",
     "Policy",
     "RedactAt",
     "default_budget",

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ctxwindow.context.contracts import REDACT_AT, ArchiveLike, EventHook, RedactAt
 from ctxwindow.context.policy import Policy, default_budget, hybrid_policy
-from ctxwindow.context.session import CACHED_UNITS, Session
+from ctxwindow.context.session import CACHED_UNITS, HotSessions, Session
 from ctxwindow.errors import (
     BudgetError,
     InvalidMessageError,
@@ -41,7 +40,7 @@ class Core:
         budget: int | float,
         reserve_output: int | None,
         recall: RecallPolicy,
-        hot_sessions: int,
+        hot_sessions: int | HotSessions,
         redact: RedactAt = "storage",
         on_event: EventHook | None = None,
     ) -> None:
@@ -60,29 +59,26 @@ class Core:
         self.redact_context = redactor is not None and redact == "context"
         self.recall = recall
         self.on_event = on_event
-        self.hot_sessions = hot_sessions
-        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        if not isinstance(hot_sessions, HotSessions):
+            hot_sessions = HotSessions(hot_sessions)
+        self.sessions = hot_sessions
 
     # -- sessions in the hot tier ---------------------------------------------------
 
     def cached(self, session_id: str) -> Session | None:
-        session = self._sessions.get(session_id)
-        if session is not None:
-            self._sessions.move_to_end(session_id)
-        return session
+        """The session's window, if this manager's is in memory."""
+        return self.sessions.get(session_id, self)
 
     def new_session(self, session_id: str, stored: Sequence[Entry]) -> Session:
         window = self.policy(self.budget, self.tokenizer)
-        session = Session(session_id, window)
+        session = Session(session_id, window, owner=self)
         window.on_event = self.on_event
         self.restore(session, stored)
-        self._sessions[session_id] = session
-        while len(self._sessions) > self.hot_sessions:
-            self._sessions.popitem(last=False)
+        self.sessions.put(session)
         return session
 
     def forget(self, session_id: str) -> None:
-        self._sessions.pop(session_id, None)
+        self.sessions.pop(session_id)
 
     def stale(self, session: Session, last: Sequence[Entry]) -> int | None:
         """Where to read what others stored since the window last saw the store.

@@ -20,7 +20,14 @@ from ctxwindow.concurrency.sync import run_blocking
 from ctxwindow.context.contracts import ArchiveLike, EventHook, RedactAt
 from ctxwindow.context.core import Core
 from ctxwindow.context.policy import Policy
-from ctxwindow.context.session import AROUND, Session, after_for, in_tool_unit, unit_of
+from ctxwindow.context.session import (
+    AROUND,
+    HotSessions,
+    Session,
+    after_for,
+    in_tool_unit,
+    unit_of,
+)
 from ctxwindow.context.turns import HELD, holding
 from ctxwindow.messages import Entry, Unit
 from ctxwindow.policies import Context
@@ -43,8 +50,10 @@ class ContextManager:
     ``("compressed", 1)`` per compressed message, ``("summary_updated", 1)``
     per fold into the rolling summary, ``("recall_seconds", s)`` per archive
     search. ``recall`` decides which archived turns come back and how much of
-    the budget they get (``ctxwindow.recall.RecallPolicy``). ``with`` closes the
-    store. The example is in ``ctxwindow.context``.
+    the budget they get (``ctxwindow.recall.RecallPolicy``). ``hot_sessions``
+    is how many sessions keep their window in memory, or a ``HotSessions`` shared
+    with other managers over the same store (one window a session, whichever
+    model asks). ``with`` closes the store. The example is in ``ctxwindow.context``.
     """
 
     def __init__(
@@ -60,7 +69,7 @@ class ContextManager:
         reserve_output: int | None = None,
         recall: RecallPolicy | None = None,
         prefetch: bool = True,
-        hot_sessions: int = 256,
+        hot_sessions: int | HotSessions = 256,
         lock_timeout: float | None = None,
         redact: RedactAt = "storage",
         on_event: EventHook | None = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from ctxwindow.messages import Entry, Message, Unit
@@ -11,9 +12,10 @@ from ctxwindow.policies import Window
 class Session:
     """A session's window and what the manager knows about it."""
 
-    def __init__(self, session_id: str, window: Window) -> None:
+    def __init__(self, session_id: str, window: Window, owner: object = None) -> None:
         self.id = session_id
         self.window = window
+        self.owner = owner  # the manager whose model and budget the window counts for
         self.last_seq = 0  # the highest store seq the window has seen
         self.last_id = ""  # the id of that entry (a session deleted and rebuilt differs)
         # The candidates found for a query, (score, unit) best first (prefetched or reused).
@@ -28,6 +30,42 @@ class Session:
 
     def evicted(self, units: list[Unit]) -> None:
         self.whole = False
+
+
+class HotSessions:
+    """The sessions kept in memory, least recently used dropped first: one window a session.
+
+    Managers over one store may share it (pass it as ``hot_sessions``), as the
+    service does for its models: a session then keeps one window, counted for
+    the model that last asked; another model's request replaces it with a
+    window of its own, loaded from the store with the stored counts.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"hot_sessions must be a positive int, got {size!r}")
+        self.size = size
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+
+    def get(self, session_id: str, owner: object) -> Session | None:
+        """The session's window if it is ``owner``'s; None if absent or another's."""
+        session = self._sessions.get(session_id)
+        if session is None or session.owner is not owner:
+            return None
+        self._sessions.move_to_end(session_id)
+        return session
+
+    def put(self, session: Session) -> None:
+        self._sessions[session.id] = session
+        self._sessions.move_to_end(session.id)
+        while len(self._sessions) > self.size:
+            self._sessions.popitem(last=False)
+
+    def pop(self, session_id: str) -> None:
+        self._sessions.pop(session_id, None)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
 
 
 AROUND = 32  # stored entries read around a recalled tool message to find its unit

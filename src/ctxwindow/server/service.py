@@ -1,4 +1,4 @@
-"""The service's state: the store, one context manager per model, upstream, metrics, tenants."""
+"""The service's state: the store, a context manager per model (one window cache), upstream…"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 from fastapi import Request
 
-from ctxwindow.context import ArchiveLike, AsyncContextManager, Policy, hybrid_policy
+from ctxwindow.context import ArchiveLike, AsyncContextManager, HotSessions, Policy, hybrid_policy
 from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import Entry
 from ctxwindow.policies import TokenWindow
@@ -47,10 +47,11 @@ class Service:
             settings.api_keys, settings.rate_limit_per_minute, _limiter(settings, clock)
         )
         self._managers: dict[str, AsyncContextManager] = {}
+        self._sessions = HotSessions()  # one window a session, whichever model asks
         self._policy = window_policy(settings)
 
     def manager(self, model: str) -> AsyncContextManager:
-        """The manager of ``model`` (its windows catch up with what other models added)."""
+        """The manager of ``model``; all share one window cache (a session keeps one window)."""
         manager = self._managers.get(model)
         if manager is None:
             try:
@@ -60,7 +61,7 @@ class Service:
             manager = AsyncContextManager(
                 self.store, model, policy=self._policy, archive=self.archive,
                 redactor=self.redactor, budget=budget, reserve_output=0,
-                lock_timeout=self.settings.lock_timeout,
+                lock_timeout=self.settings.lock_timeout, hot_sessions=self._sessions,
                 redact="context" if self.settings.redact == "upstream" else "storage",
                 on_event=self.metrics.event,
             )  # fmt: skip
