@@ -606,6 +606,37 @@ def test_bad_arguments_raise_store_error(case: Case) -> None:
         case.store.append(sid, [entry()], idempotency_key="")
 
 
+BAD_CALLS: dict[str, Callable[[Any], Any]] = {
+    "session id and entries both bad": lambda s: s.append("", "not entries"),
+    "entries and key both bad": lambda s: s.append("s", [entry(id="")], idempotency_key=""),
+    "a session id too long": lambda s: s.load("x" * 257, after=-1),
+    "after and limit both bad": lambda s: s.load("s", after=-1, limit=-1),
+    "limit a float": lambda s: s.load("s", limit=1.5),
+    "n a bool": lambda s: s.tail("s", True),
+    "n negative": lambda s: s.tail("s", -1),
+    "a bytes session": lambda s: s.get(b"s", "id"),
+    "a prefix that is not a string": lambda s: s.sessions(prefix=1),
+    "a replay key that is not a string": lambda s: s.replayed("s", 42),
+    "a replay with both bad": lambda s: s.replayed(None, None),
+    **{f"a batch with {what}": (lambda s, w=what: s.append("s", BAD_BATCHES[w]())) for what in [
+        "a dict, not an Entry", "negative tokens", "an empty id", "a repeated id",
+        "one entry, not a list", "a string",
+    ]},
+}  # fmt: skip
+
+
+def test_bad_input_gets_the_same_error_from_every_store(case: Case) -> None:
+    """The base checks input once, so every backend refuses it with the same words."""
+    reference = MemoryStore()
+    for what, call in BAD_CALLS.items():
+        with pytest.raises(StoreError) as expected:
+            call(reference)
+        with pytest.raises(StoreError) as raised:
+            call(case.store)
+        assert str(raised.value) == str(expected.value), what
+    assert case.store.sessions(prefix=case.prefix) == []  # nothing stored by any of them
+
+
 def test_health_is_ok(case: Case) -> None:
     health = case.store.health()
     assert health["ok"] is True
