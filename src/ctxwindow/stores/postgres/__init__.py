@@ -1,0 +1,55 @@
+"""PostgreSQL session stores: ``PostgresStore`` and ``AsyncPostgresStore`` (psycopg 3).
+
+Tables (in ``schema`` when given, else the connection's search path)::
+
+    ctxwindow_entries      (session_id, seq, id, doc jsonb, tokens, created_at)
+                           primary key (session_id, seq), unique (session_id, id)
+    ctxwindow_idempotency  (session_id, key, first_seq, last_seq)
+    ctxwindow_sessions     (session_id, last_seq, updated_at)   -- since version 2
+    ctxwindow_schema_version (version, applied_at)
+
+The store creates and upgrades its tables when it opens: ``MIGRATIONS`` are
+applied in order, in one transaction that holds an advisory lock, so openers
+racing on a fresh database wait for each other instead of failing. A
+database newer than this code is refused rather than guessed at.
+
+An append is one transaction: it takes ``pg_advisory_xact_lock`` on the
+session, numbers the entries from ``max(seq) + 1``, inserts them and the
+idempotency key, and commits before returning, so an acknowledged append is
+on disk (with the server's default ``synchronous_commit = on``).
+
+Session locks. ``lock(session_id)`` also holds the session against every
+other process using the database: a session-level advisory lock
+(``pg_try_advisory_lock``, polled until the timeout) on a connection each
+store object keeps for its locks, released with ``pg_advisory_unlock``. The
+server releases it when that connection ends, so a holder that dies
+(``kill -9``) frees its sessions as soon as the server notices the closed
+connection. The key is a 64-bit hash of the schema and the session id, kept
+outside the 32-bit range of the per-append ``hashtext`` locks. Session-level
+locks need a real server connection: behind a pooler in transaction mode
+(PgBouncer) they do not hold.
+
+The package: ``common`` (the SQL, migrations and error mapping both flavours
+share), ``aio`` (``AsyncPostgresStore``, written by hand) and ``sync``
+(``PostgresStore``, generated from ``aio`` by ``tools/unasync.py``).
+"""
+
+from ctxwindow.stores.postgres.aio import AsyncPostgresStore
+from ctxwindow.stores.postgres.common import (
+    INSTALL_HINT,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    SCHEMES,
+    advisory_key,
+)
+from ctxwindow.stores.postgres.sync import PostgresStore
+
+__all__ = [
+    "INSTALL_HINT",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "SCHEMES",
+    "AsyncPostgresStore",
+    "PostgresStore",
+    "advisory_key",
+]

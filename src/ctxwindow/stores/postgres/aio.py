@@ -1,0 +1,290 @@
+"""``AsyncPostgresStore``: the store's primitives as psycopg calls, and its lock connection.
+
+The base (``AsyncStore``) checks every argument first; these methods only run
+the statements of ``common`` on pooled connections and hold session locks on
+the ``AsyncLockConnection``. The sync twin, ``stores/postgres/sync.py``, is
+generated from ``aio.py`` by ``tools/unasync.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from ctxwindow.concurrency.aio import SessionLocks, poll
+from ctxwindow.errors import StoreError
+from ctxwindow.messages import Entry
+from ctxwindow.stores.base import AsyncStore, entry_from_json
+from ctxwindow.stores.postgres.common import (
+    CURRENT_VERSION,
+    DELETE,
+    GET,
+    HEALTH,
+    LOAD,
+    LOCK_SESSION,
+    RANGE,
+    RECORD_VERSION,
+    REPLAYED,
+    SESSIONS,
+    STATE,
+    TAIL,
+    TRY_LOCK,
+    UNLOCK,
+    VERSION_TABLE,
+    WRITE,
+    Queries,
+    advisory_key,
+    alive,
+    entries_of,
+    load_psycopg,
+    lock_lost,
+    one_row,
+    unlock_failed,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+
+class AsyncPostgresStore(AsyncStore):
+    """Sessions in PostgreSQL: durable, shared by every process that opens the database.
+
+    Opening connects and brings the tables up to ``SCHEMA_VERSION``: the sync
+    store when it is built, the async one at its first call (a constructor
+    cannot await), which then reports an unreachable server. Idle
+    connections (at most ``pool_size``) are kept for reuse.
+
+    Example: ``AsyncPostgresStore("postgresql://app@db.internal/app")``.
+    """
+
+    def __init__(
+        self, url: str, *, schema: str | None = None, pool_size: int = 4, timeout: float = 5.0
+    ) -> None:
+        self._q = Queries(url, schema, timeout)
+        self.url, self.schema = self._q.url, schema
+        self._psycopg = load_psycopg()
+        self._idle: list[psycopg.AsyncConnection[tuple[Any, ...]]] = []
+        self._pool_size = pool_size
+        # Guards only list operations, never I/O: a sync store's threads share the
+        # idle connections, and the async store can take it without blocking its loop.
+        self._guard = threading.Lock()
+        self._migrated = False
+        self._lock_conn = AsyncLockConnection(self._q, self._psycopg)
+        # unasync: async only
+        return  # a constructor cannot await: the async store opens at its first call
+        # unasync: end
+        try:  # the sync store opens now: a first connection brings the tables up to date
+            with self._connection("open"):
+                pass
+        except BaseException:
+            self.close()
+            raise
+
+    # -- the primitives (arguments checked by the base) -------------------------------
+
+    async def _append(
+        self, session_id: str, entries: list[Entry], idempotency_key: str | None
+    ) -> list[Entry]:
+        state = {"session": session_id, "key": idempotency_key}
+        async with self._transaction(f"append to session {session_id!r}") as conn:
+            await conn.execute(LOCK_SESSION, (session_id,))
+            cursor = await conn.execute(self._q(STATE), state)
+            last, *done = one_row(await cursor.fetchone())
+            if done[0] is not None:  # a retried idempotency key: the first call's entries
+                cursor = await conn.execute(self._q(RANGE), (session_id, *done))
+                return entries_of(await cursor.fetchall())
+            stored, params = self._q.write(session_id, entries, idempotency_key, last + 1)
+            await conn.execute(self._q(WRITE), params)
+        return stored
+
+    async def _load(self, session_id: str, after: int, limit: int | None) -> list[Entry]:
+        rows = await self._fetch(f"load session {session_id!r}", LOAD, (session_id, after, limit))
+        return entries_of(rows)
+
+    async def _tail(self, session_id: str, n: int) -> list[Entry]:
+        return entries_of(await self._fetch(f"load session {session_id!r}", TAIL, (session_id, n)))
+
+    async def _get(self, session_id: str, entry_id: str) -> Entry | None:
+        action = f"get an entry of session {session_id!r}"
+        rows = await self._fetch(action, GET, (session_id, entry_id))
+        return entry_from_json(rows[0][0]) if rows else None
+
+    async def _delete(self, session_id: str) -> bool:
+        counts = []
+        async with self._transaction(f"delete session {session_id!r}") as conn:
+            await conn.execute(LOCK_SESSION, (session_id,))
+            for statement in DELETE:
+                cursor = await conn.execute(self._q(statement), (session_id,))
+                counts.append(cursor.rowcount)
+        return counts[0] > 0 or counts[2] > 0  # entries, or a session whose entries are gone
+
+    async def _sessions(self, prefix: str) -> list[str]:
+        rows = await self._fetch("list sessions", SESSIONS, (prefix,))
+        return sorted(row[0] for row in rows)
+
+    async def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        action = f"replay a key of session {session_id!r}"
+        rows = await self._fetch(action, REPLAYED, (session_id, idempotency_key))
+        return entries_of(rows) if rows else None  # a recorded key always covers some entries
+
+    async def _health(self) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            async with self._connection("health check") as conn:
+                cursor = await conn.execute(self._q(HEALTH))
+                row, server = one_row(await cursor.fetchone()), conn.info.server_version
+        except StoreError as exc:
+            return self._q.unhealthy(exc)
+        return self._q.health(started, row, server)
+
+    async def _close(self) -> None:
+        with self._guard:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            await conn.close()
+        await self._lock_conn.close()
+
+    # -- the lock across processes: a session-level advisory lock ---------------------
+
+    @asynccontextmanager
+    async def _hold(self, session_id: str, deadline: float | None) -> AsyncIterator[None]:
+        """A session-level advisory lock on the lock connection, polled until ``deadline``."""
+        key = advisory_key(self.schema, session_id)
+        with self._q.errors(f"lock session {session_id!r}"):
+            await poll(functools.partial(self._lock_conn.try_lock, key), deadline, session_id)
+        try:
+            yield
+        finally:
+            await self._unlock(key, session_id)
+
+    async def _unlock(self, key: int, session_id: str) -> None:
+        """Release the lock; a failure is only logged (the connection ending releases it)."""
+        try:
+            with self._q.errors(f"unlock session {session_id!r}"):
+                released = await self._lock_conn.unlock(key)
+        except StoreError as exc:
+            unlock_failed(session_id, exc)
+            return
+        if not released:
+            lock_lost(session_id, self.url)
+
+    # -- the pool: idle connections, taken by one call at a time ----------------------
+
+    async def _fetch(self, action: str, query: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        async with self._connection(action) as conn:
+            cursor = await conn.execute(self._q(query), args)
+            return await cursor.fetchall()
+
+    @asynccontextmanager
+    async def _transaction(
+        self, action: str
+    ) -> AsyncIterator[psycopg.AsyncConnection[tuple[Any, ...]]]:
+        async with self._connection(action) as conn, conn.transaction():
+            yield conn
+
+    @asynccontextmanager
+    async def _connection(
+        self, action: str
+    ) -> AsyncIterator[psycopg.AsyncConnection[tuple[Any, ...]]]:
+        """A pooled connection, the tables brought up to date once; errors mapped for ``action``."""
+        with self._q.errors(action):
+            conn = await self._take()
+            try:
+                if not self._migrated:
+                    await self._migrate(conn)
+                yield conn
+            finally:
+                await self._release(conn)
+
+    async def _take(self) -> psycopg.AsyncConnection[tuple[Any, ...]]:
+        """An idle connection the server has not closed, or a new one."""
+        while True:
+            with self._guard:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                options = self._q.connect_options()
+                fresh: psycopg.AsyncConnection[tuple[Any, ...]]
+                fresh = await self._psycopg.AsyncConnection.connect(self._q.raw_url, **options)
+                return fresh
+            if alive(conn):
+                return conn
+            await conn.close()
+
+    async def _release(self, conn: psycopg.AsyncConnection[tuple[Any, ...]]) -> None:
+        """Keep ``conn`` for the next call if it is idle and there is room; else close it."""
+        idle = conn.info.transaction_status == self._psycopg.pq.TransactionStatus.IDLE
+        with self._guard:
+            kept = idle and not conn.closed and not self._closed
+            kept = kept and len(self._idle) < self._pool_size
+            if kept:
+                self._idle.append(conn)
+        if not kept:
+            await conn.close()
+
+    async def _migrate(self, conn: psycopg.AsyncConnection[tuple[Any, ...]]) -> None:
+        """Bring the tables up to ``SCHEMA_VERSION``: one transaction, under an advisory lock."""
+        async with conn.transaction():
+            await conn.execute(*self._q.migration_lock())
+            create_schema = self._q.create_schema()
+            if create_schema is not None:
+                await conn.execute(create_schema)
+            await conn.execute(self._q(VERSION_TABLE))
+            cursor = await conn.execute(self._q(CURRENT_VERSION))
+            current = int(one_row(await cursor.fetchone())[0])
+            for version, statements in self._q.migrations(current):
+                for statement in statements:
+                    await conn.execute(statement)
+                await conn.execute(self._q(RECORD_VERSION), (version, time.time()))
+        self._migrated = True
+
+
+class AsyncLockConnection:
+    """The connection that holds a store's session locks, one call at a time.
+
+    Opened by the first lock; one found closed (a server restart, a network
+    failure: the server then released its locks) is replaced at the next one.
+    """
+
+    def __init__(self, q: Queries, psycopg: Any) -> None:
+        self._q, self._psycopg = q, psycopg
+        self._conn: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
+        self._turns = SessionLocks()  # one key: the flavour's own lock, held across I/O
+
+    async def try_lock(self, key: int) -> bool:
+        """Take the advisory lock ``key`` without waiting; False if another holds it."""
+        async with self._one_at_a_time():
+            if self._conn is None or not alive(self._conn):
+                await self._reconnect()
+            return await self._ask(TRY_LOCK, key)
+
+    async def unlock(self, key: int) -> bool:
+        """False if the lock was not held any more (its connection ended)."""
+        async with self._one_at_a_time():
+            if self._conn is None or self._conn.closed:
+                return False
+            return await self._ask(UNLOCK, key)
+
+    async def close(self) -> None:
+        async with self._one_at_a_time():
+            if self._conn is not None:
+                await self._conn.close()
+                self._conn = None
+
+    def _one_at_a_time(self) -> AbstractAsyncContextManager[None]:
+        return self._turns.hold("the lock connection", None)
+
+    async def _ask(self, query: str, key: int) -> bool:
+        assert self._conn is not None
+        cursor = await self._conn.execute(query, (key,))
+        return bool(one_row(await cursor.fetchone())[0])
+
+    async def _reconnect(self) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+        options = self._q.connect_options()
+        self._conn = await self._psycopg.AsyncConnection.connect(self._q.raw_url, **options)

@@ -1,0 +1,307 @@
+"""What both PostgreSQL stores share: the SQL, the migrations, ``Queries`` and error mapping.
+
+``Queries`` binds the SQL to a schema, builds the arguments of an append and
+turns psycopg errors into ``StoreError`` / ``StoreUnavailableError`` (the
+words of every message are here). The helpers below it read rows, check a
+pooled connection and name the advisory lock of a session. Nothing here does
+I/O: the stores in ``aio`` and ``sync`` run these statements.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from ctxwindow.errors import StoreError, StoreUnavailableError
+from ctxwindow.messages import Entry
+from ctxwindow.stores.base import encode_entry, entry_from_json, redact_url, scrub
+from ctxwindow.stores.locks import session_hash
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
+
+logger = logging.getLogger("ctxwindow.stores")
+
+INSTALL_HINT = "pip install 'ctxwindow[postgres]'"
+SCHEMES = ("postgresql", "postgres")  # the URL schemes libpq takes
+
+# version -> statements; {s} is the schema qualifier ("" or "name.")
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE {s}ctxwindow_entries (
+            session_id text NOT NULL,
+            seq bigint NOT NULL,
+            id text NOT NULL,
+            doc jsonb NOT NULL,
+            tokens integer NOT NULL,
+            created_at double precision NOT NULL,
+            PRIMARY KEY (session_id, seq),
+            UNIQUE (session_id, id))""",
+        """CREATE TABLE {s}ctxwindow_idempotency (
+            session_id text NOT NULL,
+            key text NOT NULL,
+            first_seq bigint NOT NULL,
+            last_seq bigint NOT NULL,
+            PRIMARY KEY (session_id, key))""",
+    ),
+    # Listing sessions from the entries table reads its whole index.
+    2: (
+        """CREATE TABLE {s}ctxwindow_sessions (
+            session_id text PRIMARY KEY,
+            last_seq bigint NOT NULL,
+            updated_at double precision NOT NULL)""",
+        """INSERT INTO {s}ctxwindow_sessions (session_id, last_seq, updated_at)
+            SELECT session_id, max(seq), max(created_at) FROM {s}ctxwindow_entries
+            GROUP BY session_id""",
+    ),
+}
+SCHEMA_VERSION = max(MIGRATIONS)
+
+_MIGRATION_LOCK = 0x63747877  # "ctxw": the first key of the two-key advisory lock
+
+VERSION_TABLE = """CREATE TABLE IF NOT EXISTS {s}ctxwindow_schema_version (
+    version integer PRIMARY KEY, applied_at double precision NOT NULL)"""
+CURRENT_VERSION = "SELECT coalesce(max(version), 0) FROM {s}ctxwindow_schema_version"
+HEALTH = """SELECT (SELECT coalesce(max(version), 0) FROM {s}ctxwindow_schema_version),
+    current_setting('fsync'), current_setting('synchronous_commit')"""
+RECORD_VERSION = "INSERT INTO {s}ctxwindow_schema_version (version, applied_at) VALUES (%s, %s)"
+
+LOCK_SESSION = "SELECT pg_advisory_xact_lock(hashtext(%s))"
+# Read after the session lock, in a statement of its own: a statement's snapshot is
+# taken when it starts, so one that waited for the lock itself would miss rows
+# the previous holder committed.
+STATE = """SELECT
+    (SELECT coalesce(max(seq), 0) FROM {s}ctxwindow_entries WHERE session_id = %(session)s),
+    k.first_seq, k.last_seq
+    FROM (SELECT 1) AS one LEFT JOIN {s}ctxwindow_idempotency AS k
+    ON k.session_id = %(session)s AND k.key = %(key)s"""
+RANGE = """SELECT doc::text FROM {s}ctxwindow_entries
+    WHERE session_id = %s AND seq BETWEEN %s AND %s ORDER BY seq"""
+# Binary parameters (%b) spare the client from quoting every JSON document into an array literal.
+WRITE = """WITH entries AS (
+    INSERT INTO {s}ctxwindow_entries (session_id, seq, id, doc, tokens, created_at)
+    SELECT %(session)s, t.seq, t.id, t.doc::jsonb, t.tokens, t.created_at
+    FROM unnest(%(seqs)b::bigint[], %(ids)b::text[], %(docs)b::text[], %(tokens)b::integer[],
+        %(created)b::float8[]) AS t(seq, id, doc, tokens, created_at)
+), idempotency AS (
+    INSERT INTO {s}ctxwindow_idempotency (session_id, key, first_seq, last_seq)
+    SELECT %(session)s, %(key)s, %(first)s, %(last)s WHERE %(key)s::text IS NOT NULL
+)
+INSERT INTO {s}ctxwindow_sessions (session_id, last_seq, updated_at)
+    VALUES (%(session)s, %(last)s, %(now)s) ON CONFLICT (session_id)
+    DO UPDATE SET last_seq = excluded.last_seq, updated_at = excluded.updated_at"""
+LOAD = """SELECT doc::text FROM {s}ctxwindow_entries
+    WHERE session_id = %s AND seq > %s ORDER BY seq LIMIT %s"""
+TAIL = """SELECT doc FROM (SELECT doc::text, seq FROM {s}ctxwindow_entries
+    WHERE session_id = %s ORDER BY seq DESC LIMIT %s) AS t ORDER BY seq"""
+GET = "SELECT doc::text FROM {s}ctxwindow_entries WHERE session_id = %s AND id = %s"
+DELETE = (
+    "DELETE FROM {s}ctxwindow_entries WHERE session_id = %s",
+    "DELETE FROM {s}ctxwindow_idempotency WHERE session_id = %s",
+    "DELETE FROM {s}ctxwindow_sessions WHERE session_id = %s",
+)
+SESSIONS = "SELECT session_id FROM {s}ctxwindow_sessions WHERE starts_with(session_id, %s)"
+REPLAYED = """SELECT e.doc::text FROM {s}ctxwindow_idempotency AS k
+    JOIN {s}ctxwindow_entries AS e
+    ON e.session_id = k.session_id AND e.seq BETWEEN k.first_seq AND k.last_seq
+    WHERE k.session_id = %s AND k.key = %s ORDER BY e.seq"""
+TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
+UNLOCK = "SELECT pg_advisory_unlock(%s)"
+
+
+def load_psycopg() -> Any:
+    """The ``psycopg`` module, imported on first use; ``ImportError`` names the extra."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ImportError(f"the PostgreSQL stores need 'psycopg': {INSTALL_HINT}") from exc
+    return psycopg
+
+
+def _check_url(url: str) -> None:
+    scheme = urlsplit(url).scheme if isinstance(url, str) else ""
+    if scheme not in SCHEMES:
+        raise ValueError(
+            f"not a PostgreSQL URL: {redact_url(str(url))!r} (expected postgresql://…)"
+        )
+
+
+class Queries:
+    """SQL bound to a schema, argument building and error mapping (both flavours share it)."""
+
+    def __init__(self, url: str, schema: str | None, timeout: float) -> None:
+        _check_url(url)
+        self.raw_url = url
+        self.url = redact_url(url)
+        self.schema = schema
+        self.timeout = timeout
+        self._cache: dict[str, sql.Composed] = {}
+
+    def __call__(self, text: str) -> sql.Composed:
+        """``text`` with ``{s}`` bound to the schema qualifier (composed once)."""
+        query = self._cache.get(text)
+        if query is None:
+            from psycopg import sql
+
+            qualifier = (
+                sql.SQL("") if self.schema is None else sql.Identifier(self.schema) + sql.SQL(".")
+            )
+            query = self._cache[text] = sql.SQL(text).format(s=qualifier)
+        return query
+
+    def connect_options(self) -> dict[str, Any]:
+        # libpq takes whole seconds, and at least 2
+        return {"autocommit": True, "connect_timeout": max(2, round(self.timeout))}
+
+    def migrations(self, current: int) -> list[tuple[int, list[sql.Composed]]]:
+        """The migrations a database at version ``current`` still needs, in order."""
+        if current > SCHEMA_VERSION:
+            raise StoreError(
+                f"PostgreSQL at {self.url} has ctxwindow schema version {current}, newer than "
+                f"this ctxwindow knows ({SCHEMA_VERSION}): upgrade ctxwindow"
+            )
+        return [
+            (version, [self(statement) for statement in statements])
+            for version, statements in sorted(MIGRATIONS.items())
+            if version > current
+        ]
+
+    def create_schema(self) -> sql.Composed | None:
+        if self.schema is None:
+            return None
+        from psycopg import sql
+
+        return sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema))
+
+    def migration_lock(self) -> tuple[str, tuple[int, str]]:
+        return "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (
+            _MIGRATION_LOCK,
+            self.schema or "",
+        )
+
+    @staticmethod
+    def write(
+        session_id: str, entries: Sequence[Entry], key: str | None, first: int
+    ) -> tuple[list[Entry], dict[str, Any]]:
+        """The stored copies (numbered from ``first``) and the parameters of ``WRITE``."""
+        docs = [encode_entry(entry, seq) for seq, entry in enumerate(entries, first)]
+        stored = [entry_from_json(doc) for doc in docs]  # copies, exactly as a load returns them
+        params = {
+            "session": session_id,
+            "key": key,
+            "first": first,
+            "last": stored[-1].seq,
+            "now": time.time(),
+            "seqs": [entry.seq for entry in stored],
+            "ids": [entry.id for entry in stored],
+            "docs": docs,
+            "tokens": [entry.tokens for entry in stored],
+            "created": [float(entry.created_at) for entry in stored],
+        }
+        return stored, params
+
+    @contextmanager
+    def errors(self, action: str) -> Iterator[None]:
+        """Map psycopg errors to ``StoreError``/``StoreUnavailableError``."""
+        psycopg = load_psycopg()
+        try:
+            yield
+        except psycopg.errors.UniqueViolation as exc:
+            raise StoreError(
+                f"PostgreSQL at {self.url}: {action} failed: an entry id is already in the "
+                f"session (entry ids are unique per session): {self._text(exc)}"
+            ) from exc
+        except psycopg.errors.UntranslatableCharacter as exc:
+            raise StoreError(  # psycopg's text would quote the message: keep it out of logs
+                f"PostgreSQL at {self.url}: {action} failed: jsonb cannot hold the NUL "
+                "character (U+0000); remove it from the message"
+            ) from exc
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailableError(
+                f"PostgreSQL at {self.url} is unavailable ({action}): {self._text(exc)}"
+            ) from exc
+        except psycopg.Error as exc:
+            raise StoreError(
+                f"PostgreSQL at {self.url}: {action} failed: {self._text(exc)}"
+            ) from exc
+
+    def _text(self, exc: BaseException) -> str:
+        lines = [line for line in str(exc).strip().splitlines() if not line.startswith("CONTEXT:")]
+        return scrub("\n".join(lines) or type(exc).__name__, self.raw_url)
+
+    def health(self, started: float, row: tuple[Any, ...], server: int) -> dict[str, Any]:
+        version, fsync, synchronous_commit = row
+        return {
+            "ok": True,
+            "store": "postgresql",
+            # "local" and "remote_write" still flush the WAL on this server
+            "durable": fsync == "on" and synchronous_commit != "off",
+            "detail": f"fsync={fsync}, synchronous_commit={synchronous_commit}",
+            "url": self.url,
+            "schema": self.schema,
+            "schema_version": version,
+            "server_version": server,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+        }
+
+    def unhealthy(self, exc: StoreError) -> dict[str, Any]:
+        report = {"ok": False, "store": "postgresql", "durable": True, "url": self.url}
+        return {**report, "error": str(exc)}
+
+
+def advisory_key(schema: str | None, session_id: str) -> int:
+    """The advisory-lock key of a session: a signed 64-bit hash of the schema and the id.
+
+    Appends lock ``hashtext(session_id)``, a 32-bit value in the same key
+    space; keeping these keys out of that range means a held session never
+    stalls an append of another (or its own).
+    """
+    key = session_hash(f"{schema or ''}\0{session_id}")  # no schema name holds a NUL
+    return key ^ (1 << 62) if -(2**31) <= key < 2**31 else key
+
+
+def alive(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """False for an idle connection the server has closed (restart, idle timeout, kill).
+
+    An idle connection has nothing to read unless the server said goodbye, so
+    a zero-timeout poll catches a dead one without a round trip.
+    """
+    if conn.closed:
+        return False
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return not readable
+
+
+def one_row(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """``row``, from a statement that always returns one."""
+    if row is None:
+        raise StoreError("PostgreSQL returned no row where one was expected")
+    return row
+
+
+def entries_of(rows: Sequence[tuple[Any, ...]]) -> list[Entry]:
+    """The entries of rows whose first column is an entry's JSON document."""
+    return [entry_from_json(row[0]) for row in rows]
+
+
+def unlock_failed(session_id: str, exc: StoreError) -> None:
+    logger.warning(
+        "could not unlock session %r (it is released when the lock connection ends): %s",
+        session_id,
+        exc,
+    )
+
+
+def lock_lost(session_id: str, url: str) -> None:
+    logger.warning(
+        "the lock of session %r at %s was lost while held (its connection ended)", session_id, url
+    )

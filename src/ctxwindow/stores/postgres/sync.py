@@ -1,0 +1,285 @@
+# Generated from src/ctxwindow/stores/postgres/aio.py by tools/unasync.py: do not edit.
+# Edit the async source, then run `python tools/unasync.py`.
+"""``PostgresStore``: the store's primitives as psycopg calls, and its lock connection.
+
+The base (``Store``) checks every argument first; these methods only run
+the statements of ``common`` on pooled connections and hold session locks on
+the ``LockConnection``. The sync twin, ``stores/postgres/sync.py``, is
+generated from ``aio.py`` by ``tools/unasync.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any
+
+from ctxwindow.concurrency.sync import SessionLocks, poll
+from ctxwindow.errors import StoreError
+from ctxwindow.messages import Entry
+from ctxwindow.stores.base import Store, entry_from_json
+from ctxwindow.stores.postgres.common import (
+    CURRENT_VERSION,
+    DELETE,
+    GET,
+    HEALTH,
+    LOAD,
+    LOCK_SESSION,
+    RANGE,
+    RECORD_VERSION,
+    REPLAYED,
+    SESSIONS,
+    STATE,
+    TAIL,
+    TRY_LOCK,
+    UNLOCK,
+    VERSION_TABLE,
+    WRITE,
+    Queries,
+    advisory_key,
+    alive,
+    entries_of,
+    load_psycopg,
+    lock_lost,
+    one_row,
+    unlock_failed,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+
+
+class PostgresStore(Store):
+    """Sessions in PostgreSQL: durable, shared by every process that opens the database.
+
+    Opening connects and brings the tables up to ``SCHEMA_VERSION``: the sync
+    store when it is built, the async one at its first call (a constructor
+    cannot await), which then reports an unreachable server. Idle
+    connections (at most ``pool_size``) are kept for reuse.
+
+    Example: ``PostgresStore("postgresql://app@db.internal/app")``.
+    """
+
+    def __init__(
+        self, url: str, *, schema: str | None = None, pool_size: int = 4, timeout: float = 5.0
+    ) -> None:
+        self._q = Queries(url, schema, timeout)
+        self.url, self.schema = self._q.url, schema
+        self._psycopg = load_psycopg()
+        self._idle: list[psycopg.Connection[tuple[Any, ...]]] = []
+        self._pool_size = pool_size
+        # Guards only list operations, never I/O: a sync store's threads share the
+        # idle connections, and the async store can take it without blocking its loop.
+        self._guard = threading.Lock()
+        self._migrated = False
+        self._lock_conn = LockConnection(self._q, self._psycopg)
+        try:  # the sync store opens now: a first connection brings the tables up to date
+            with self._connection("open"):
+                pass
+        except BaseException:
+            self.close()
+            raise
+
+    # -- the primitives (arguments checked by the base) -------------------------------
+
+    def _append(
+        self, session_id: str, entries: list[Entry], idempotency_key: str | None
+    ) -> list[Entry]:
+        state = {"session": session_id, "key": idempotency_key}
+        with self._transaction(f"append to session {session_id!r}") as conn:
+            conn.execute(LOCK_SESSION, (session_id,))
+            cursor = conn.execute(self._q(STATE), state)
+            last, *done = one_row(cursor.fetchone())
+            if done[0] is not None:  # a retried idempotency key: the first call's entries
+                cursor = conn.execute(self._q(RANGE), (session_id, *done))
+                return entries_of(cursor.fetchall())
+            stored, params = self._q.write(session_id, entries, idempotency_key, last + 1)
+            conn.execute(self._q(WRITE), params)
+        return stored
+
+    def _load(self, session_id: str, after: int, limit: int | None) -> list[Entry]:
+        rows = self._fetch(f"load session {session_id!r}", LOAD, (session_id, after, limit))
+        return entries_of(rows)
+
+    def _tail(self, session_id: str, n: int) -> list[Entry]:
+        return entries_of(self._fetch(f"load session {session_id!r}", TAIL, (session_id, n)))
+
+    def _get(self, session_id: str, entry_id: str) -> Entry | None:
+        action = f"get an entry of session {session_id!r}"
+        rows = self._fetch(action, GET, (session_id, entry_id))
+        return entry_from_json(rows[0][0]) if rows else None
+
+    def _delete(self, session_id: str) -> bool:
+        counts = []
+        with self._transaction(f"delete session {session_id!r}") as conn:
+            conn.execute(LOCK_SESSION, (session_id,))
+            for statement in DELETE:
+                cursor = conn.execute(self._q(statement), (session_id,))
+                counts.append(cursor.rowcount)
+        return counts[0] > 0 or counts[2] > 0  # entries, or a session whose entries are gone
+
+    def _sessions(self, prefix: str) -> list[str]:
+        rows = self._fetch("list sessions", SESSIONS, (prefix,))
+        return sorted(row[0] for row in rows)
+
+    def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        action = f"replay a key of session {session_id!r}"
+        rows = self._fetch(action, REPLAYED, (session_id, idempotency_key))
+        return entries_of(rows) if rows else None  # a recorded key always covers some entries
+
+    def _health(self) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            with self._connection("health check") as conn:
+                cursor = conn.execute(self._q(HEALTH))
+                row, server = one_row(cursor.fetchone()), conn.info.server_version
+        except StoreError as exc:
+            return self._q.unhealthy(exc)
+        return self._q.health(started, row, server)
+
+    def _close(self) -> None:
+        with self._guard:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+        self._lock_conn.close()
+
+    # -- the lock across processes: a session-level advisory lock ---------------------
+
+    @contextmanager
+    def _hold(self, session_id: str, deadline: float | None) -> Iterator[None]:
+        """A session-level advisory lock on the lock connection, polled until ``deadline``."""
+        key = advisory_key(self.schema, session_id)
+        with self._q.errors(f"lock session {session_id!r}"):
+            poll(functools.partial(self._lock_conn.try_lock, key), deadline, session_id)
+        try:
+            yield
+        finally:
+            self._unlock(key, session_id)
+
+    def _unlock(self, key: int, session_id: str) -> None:
+        """Release the lock; a failure is only logged (the connection ending releases it)."""
+        try:
+            with self._q.errors(f"unlock session {session_id!r}"):
+                released = self._lock_conn.unlock(key)
+        except StoreError as exc:
+            unlock_failed(session_id, exc)
+            return
+        if not released:
+            lock_lost(session_id, self.url)
+
+    # -- the pool: idle connections, taken by one call at a time ----------------------
+
+    def _fetch(self, action: str, query: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._connection(action) as conn:
+            cursor = conn.execute(self._q(query), args)
+            return cursor.fetchall()
+
+    @contextmanager
+    def _transaction(self, action: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        with self._connection(action) as conn, conn.transaction():
+            yield conn
+
+    @contextmanager
+    def _connection(self, action: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """A pooled connection, the tables brought up to date once; errors mapped for ``action``."""
+        with self._q.errors(action):
+            conn = self._take()
+            try:
+                if not self._migrated:
+                    self._migrate(conn)
+                yield conn
+            finally:
+                self._release(conn)
+
+    def _take(self) -> psycopg.Connection[tuple[Any, ...]]:
+        """An idle connection the server has not closed, or a new one."""
+        while True:
+            with self._guard:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                options = self._q.connect_options()
+                fresh: psycopg.Connection[tuple[Any, ...]]
+                fresh = self._psycopg.Connection.connect(self._q.raw_url, **options)
+                return fresh
+            if alive(conn):
+                return conn
+            conn.close()
+
+    def _release(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+        """Keep ``conn`` for the next call if it is idle and there is room; else close it."""
+        idle = conn.info.transaction_status == self._psycopg.pq.TransactionStatus.IDLE
+        with self._guard:
+            kept = idle and not conn.closed and not self._closed
+            kept = kept and len(self._idle) < self._pool_size
+            if kept:
+                self._idle.append(conn)
+        if not kept:
+            conn.close()
+
+    def _migrate(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+        """Bring the tables up to ``SCHEMA_VERSION``: one transaction, under an advisory lock."""
+        with conn.transaction():
+            conn.execute(*self._q.migration_lock())
+            create_schema = self._q.create_schema()
+            if create_schema is not None:
+                conn.execute(create_schema)
+            conn.execute(self._q(VERSION_TABLE))
+            cursor = conn.execute(self._q(CURRENT_VERSION))
+            current = int(one_row(cursor.fetchone())[0])
+            for version, statements in self._q.migrations(current):
+                for statement in statements:
+                    conn.execute(statement)
+                conn.execute(self._q(RECORD_VERSION), (version, time.time()))
+        self._migrated = True
+
+
+class LockConnection:
+    """The connection that holds a store's session locks, one call at a time.
+
+    Opened by the first lock; one found closed (a server restart, a network
+    failure: the server then released its locks) is replaced at the next one.
+    """
+
+    def __init__(self, q: Queries, psycopg: Any) -> None:
+        self._q, self._psycopg = q, psycopg
+        self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._turns = SessionLocks()  # one key: the flavour's own lock, held across I/O
+
+    def try_lock(self, key: int) -> bool:
+        """Take the advisory lock ``key`` without waiting; False if another holds it."""
+        with self._one_at_a_time():
+            if self._conn is None or not alive(self._conn):
+                self._reconnect()
+            return self._ask(TRY_LOCK, key)
+
+    def unlock(self, key: int) -> bool:
+        """False if the lock was not held any more (its connection ended)."""
+        with self._one_at_a_time():
+            if self._conn is None or self._conn.closed:
+                return False
+            return self._ask(UNLOCK, key)
+
+    def close(self) -> None:
+        with self._one_at_a_time():
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _one_at_a_time(self) -> AbstractContextManager[None]:
+        return self._turns.hold("the lock connection", None)
+
+    def _ask(self, query: str, key: int) -> bool:
+        assert self._conn is not None
+        cursor = self._conn.execute(query, (key,))
+        return bool(one_row(cursor.fetchone())[0])
+
+    def _reconnect(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        options = self._q.connect_options()
+        self._conn = self._psycopg.Connection.connect(self._q.raw_url, **options)
