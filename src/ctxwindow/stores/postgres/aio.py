@@ -73,7 +73,7 @@ class AsyncPostgresStore(AsyncStore):
         # idle connections, and the async store can take it without blocking its loop.
         self._guard = threading.Lock()
         self._migrated = False
-        self._lock_conn = AsyncLockConnection(self._q, self._psycopg)
+        self._lock_conn = AsyncLockConnection(self._q)
         # unasync: async only
         return  # a constructor cannot await: the async store opens at its first call
         # unasync: end
@@ -206,10 +206,7 @@ class AsyncPostgresStore(AsyncStore):
             with self._guard:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
-                options = self._q.connect_options()
-                fresh: psycopg.AsyncConnection[tuple[Any, ...]]
-                fresh = await self._psycopg.AsyncConnection.connect(self._q.raw_url, **options)
-                return fresh
+                return await _connect(self._q)
             if alive(conn):
                 return conn
             await conn.close()
@@ -249,10 +246,11 @@ class AsyncLockConnection:
     failure: the server then released its locks) is replaced at the next one.
     """
 
-    def __init__(self, q: Queries, psycopg: Any) -> None:
-        self._q, self._psycopg = q, psycopg
+    def __init__(self, q: Queries) -> None:
+        self._q = q
         self._conn: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
-        self._turns = SessionLocks()  # one key: the flavour's own lock, held across I/O
+        # Under one key, the flavour's own lock (asyncio or threading): held across I/O.
+        self._turns = SessionLocks()
 
     async def try_lock(self, key: int) -> bool:
         """Take the advisory lock ``key`` without waiting; False if another holds it."""
@@ -286,5 +284,12 @@ class AsyncLockConnection:
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
-        options = self._q.connect_options()
-        self._conn = await self._psycopg.AsyncConnection.connect(self._q.raw_url, **options)
+        self._conn = await _connect(self._q)
+
+
+async def _connect(q: Queries) -> psycopg.AsyncConnection[tuple[Any, ...]]:
+    """A new connection to the store's database (autocommit: transactions are explicit)."""
+    driver = load_psycopg()
+    conn: psycopg.AsyncConnection[tuple[Any, ...]]
+    conn = await driver.AsyncConnection.connect(q.raw_url, **q.connect_options())
+    return conn

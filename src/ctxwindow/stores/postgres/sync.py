@@ -75,7 +75,7 @@ class PostgresStore(Store):
         # idle connections, and the async store can take it without blocking its loop.
         self._guard = threading.Lock()
         self._migrated = False
-        self._lock_conn = LockConnection(self._q, self._psycopg)
+        self._lock_conn = LockConnection(self._q)
         try:  # the sync store opens now: a first connection brings the tables up to date
             with self._connection("open"):
                 pass
@@ -201,10 +201,7 @@ class PostgresStore(Store):
             with self._guard:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
-                options = self._q.connect_options()
-                fresh: psycopg.Connection[tuple[Any, ...]]
-                fresh = self._psycopg.Connection.connect(self._q.raw_url, **options)
-                return fresh
+                return _connect(self._q)
             if alive(conn):
                 return conn
             conn.close()
@@ -244,10 +241,11 @@ class LockConnection:
     failure: the server then released its locks) is replaced at the next one.
     """
 
-    def __init__(self, q: Queries, psycopg: Any) -> None:
-        self._q, self._psycopg = q, psycopg
+    def __init__(self, q: Queries) -> None:
+        self._q = q
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
-        self._turns = SessionLocks()  # one key: the flavour's own lock, held across I/O
+        # Under one key, the flavour's own lock (asyncio or threading): held across I/O.
+        self._turns = SessionLocks()
 
     def try_lock(self, key: int) -> bool:
         """Take the advisory lock ``key`` without waiting; False if another holds it."""
@@ -281,5 +279,12 @@ class LockConnection:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-        options = self._q.connect_options()
-        self._conn = self._psycopg.Connection.connect(self._q.raw_url, **options)
+        self._conn = _connect(self._q)
+
+
+def _connect(q: Queries) -> psycopg.Connection[tuple[Any, ...]]:
+    """A new connection to the store's database (autocommit: transactions are explicit)."""
+    driver = load_psycopg()
+    conn: psycopg.Connection[tuple[Any, ...]]
+    conn = driver.Connection.connect(q.raw_url, **q.connect_options())
+    return conn
