@@ -1,0 +1,41 @@
+"""Redis session stores: ``RedisStore`` and ``AsyncRedisStore`` (redis-py).
+
+Keys of one session (``P`` is the store's ``prefix``)::
+
+    P:e:<session>   list of entry JSON documents; the entry with seq n is at index n-1
+    P:i:<session>   hash: entry id -> seq
+    P:k:<session>   hash: idempotency key -> "first_seq:last_seq"
+
+An append is one Lua script: it reads the list's length, pushes the entries
+with their sequence numbers written into the JSON, records their ids and the
+idempotency key, all atomically on the server, so appends from any number of
+processes never collide, and a retried key returns the first call's entries.
+With ``ttl`` (seconds), every append refreshes the expiry of the session's
+keys: the store is then a cache (the warm tier of a ``TieredStore``).
+
+Session locks. ``lock(session_id)`` also holds the session against every
+other process using the server: a lease, ``SET P:lock:<session> <token> NX PX
+<lock_ttl>``, renewed every ``lock_ttl / 3`` while the block runs (by a
+thread, or an asyncio task) and deleted at the end only if it still holds
+this holder's random token. A holder that dies without releasing it (``kill
+-9``) keeps the session locked until the lease expires: at most ``lock_ttl``
+seconds (30 by default). A lease found lost while held (the block outlived
+it, say because the renewal could not reach the server) is logged as a
+warning.
+
+Durability is the server's: an append that returned is in Redis memory, and
+on disk only as the server's persistence is configured (``appendonly yes``
+with ``appendfsync always`` for every write; the default ``everysec`` can lose
+about a second). Commands are not retried by the client (a retried append
+could be applied twice); callers retry with an idempotency key.
+
+The package: ``common`` (the Lua scripts, key layout, options and error
+mapping both flavours share), ``aio`` (``AsyncRedisStore``, written by hand)
+and ``sync`` (``RedisStore``, generated from ``aio`` by ``tools/unasync.py``).
+"""
+
+from ctxwindow.stores.redis.aio import AsyncRedisStore
+from ctxwindow.stores.redis.common import INSTALL_HINT, SCHEMES
+from ctxwindow.stores.redis.sync import RedisStore
+
+__all__ = ["INSTALL_HINT", "SCHEMES", "AsyncRedisStore", "RedisStore"]

@@ -1,0 +1,280 @@
+"""What both Redis stores share: the Lua scripts, key layout, options and error mapping.
+
+``Layout`` knows the key names, builds the scripts' arguments and reads their
+replies; ``Scripts`` registers the scripts on a client (sync or async); the
+stores in ``aio`` and ``sync`` only send the commands.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+from ctxwindow.errors import StoreError, StoreUnavailableError
+from ctxwindow.messages import Entry
+from ctxwindow.stores.base import encode_entry, entry_from_json, redact_url, scrub
+
+logger = logging.getLogger("ctxwindow.stores")
+
+INSTALL_HINT = "pip install 'ctxwindow[redis]'"
+SCHEMES = ("redis", "rediss", "unix")
+
+APPEND = """
+local entries, ids, keys = KEYS[1], KEYS[2], KEYS[3]
+local ttl, key = tonumber(ARGV[1]), ARGV[2]
+if key ~= '' then
+  local done = redis.call('HGET', keys, key)
+  if done then
+    local first, last = string.match(done, '^(%d+):(%d+)$')
+    local reply = redis.call('LRANGE', entries, tonumber(first) - 1, tonumber(last) - 1)
+    table.insert(reply, 1, 0)
+    return reply
+  end
+end
+local seen = {}
+for i = 3, #ARGV, 2 do
+  if seen[ARGV[i]] or redis.call('HEXISTS', ids, ARGV[i]) == 1 then return {-1, ARGV[i]} end
+  seen[ARGV[i]] = true
+end
+local first = redis.call('LLEN', entries) + 1
+local seq = first
+for i = 3, #ARGV, 2 do
+  redis.call('RPUSH', entries, '{"seq":' .. seq .. ',' .. ARGV[i + 1])
+  redis.call('HSET', ids, ARGV[i], seq)
+  seq = seq + 1
+end
+if key ~= '' then redis.call('HSET', keys, key, first .. ':' .. (seq - 1)) end
+if ttl > 0 then
+  for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ttl) end
+end
+return {1, first}
+"""
+
+# A cache fill: the entries carry the durable store's sequence numbers and
+# continue (or overlap) the list; a gap would misplace them, so it is refused.
+FILL = """
+local entries, ids = KEYS[1], KEYS[2]
+local ttl, seq = tonumber(ARGV[1]), tonumber(ARGV[2])
+local length = redis.call('LLEN', entries)
+if seq > length + 1 then return -1 end
+for i = 3, #ARGV, 2 do
+  if seq > length then
+    redis.call('RPUSH', entries, ARGV[i + 1])
+    redis.call('HSET', ids, ARGV[i], seq)
+  end
+  seq = seq + 1
+end
+if ttl > 0 then
+  for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ttl) end
+end
+return redis.call('LLEN', entries)
+"""
+
+GET = """
+local seq = redis.call('HGET', KEYS[2], ARGV[1])
+if not seq then return false end
+return redis.call('LINDEX', KEYS[1], tonumber(seq) - 1)
+"""
+
+REPLAYED = """
+local done = redis.call('HGET', KEYS[2], ARGV[1])
+if not done then return false end
+local first, last = string.match(done, '^(%d+):(%d+)$')
+return redis.call('LRANGE', KEYS[1], tonumber(first) - 1, tonumber(last) - 1)
+"""
+
+# A lease is extended or deleted only by the holder whose token it still carries.
+RENEW_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+DROP_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def load_redis() -> Any:
+    """The ``redis`` package (with ``redis.asyncio``), or an ImportError saying what to install."""
+    try:
+        import redis
+        import redis.asyncio
+    except ImportError as exc:
+        raise ImportError(f"the Redis stores need 'redis': {INSTALL_HINT}") from exc
+    return redis
+
+
+class Scripts:
+    """The Lua scripts, registered on one client (``redis.Redis`` or ``redis.asyncio.Redis``)."""
+
+    def __init__(self, client: Any) -> None:
+        self.append = client.register_script(APPEND)
+        self.fill = client.register_script(FILL)
+        self.get = client.register_script(GET)
+        self.replayed = client.register_script(REPLAYED)
+        self.renew_lease = client.register_script(RENEW_LEASE)
+        self.drop_lease = client.register_script(DROP_LEASE)
+
+
+def check_options(url: str, prefix: str, ttl: float | None, lock_ttl: float) -> None:
+    """``ValueError`` for a URL that is not Redis's, an empty prefix, or a bad ttl."""
+    scheme = urlsplit(url).scheme if isinstance(url, str) else ""
+    if scheme not in SCHEMES:
+        raise ValueError(
+            f"not a Redis URL: {redact_url(str(url))!r} (expected redis://, rediss:// or unix://)"
+        )
+    if not isinstance(prefix, str) or not prefix:
+        raise ValueError("prefix must be a non-empty string")
+    if ttl is not None and not ttl > 0:
+        raise ValueError(f"ttl must be None or a positive number of seconds, got {ttl!r}")
+    if isinstance(lock_ttl, bool) or not isinstance(lock_ttl, (int, float)) or not lock_ttl > 0:
+        raise ValueError(f"lock_ttl must be a positive number of seconds, got {lock_ttl!r}")
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
+def _append_body(entry: Entry) -> tuple[str, str]:
+    """The entry's id and its JSON document without ``{"seq":N,``, which the script adds."""
+    text = encode_entry(entry, 0)
+    head = '{"id":' + json.dumps(entry.id, ensure_ascii=False) + ',"seq":0,'
+    if text.startswith(head):  # the usual layout: cut the seq out without parsing
+        return entry.id, text[1 : len(head) - 9] + text[len(head) - 1 :]
+    data = json.loads(text)
+    del data["seq"]
+    return entry.id, json.dumps(data, ensure_ascii=False, separators=(",", ":"))[1:]
+
+
+class Layout:
+    """Key names, script arguments and replies, shared by the sync and async stores."""
+
+    def __init__(self, url: str, prefix: str, ttl: float | None, lock_ttl: float) -> None:
+        check_options(url, prefix, ttl, lock_ttl)
+        self.raw_url = url
+        self.url = redact_url(url)
+        self.prefix = prefix
+        self.ttl = ttl
+        self.ttl_ms = 0 if ttl is None else max(1, round(ttl * 1000))
+        self.lock_ttl = lock_ttl
+        self.lock_ttl_ms = max(1, round(lock_ttl * 1000))
+
+    def keys(self, session_id: str) -> list[str]:
+        """The session's entries list, ids hash and idempotency keys hash."""
+        return [f"{self.prefix}:{kind}:{session_id}" for kind in "eik"]
+
+    def entries_key(self, session_id: str) -> str:
+        return f"{self.prefix}:e:{session_id}"
+
+    def lease_key(self, session_id: str) -> str:
+        return f"{self.prefix}:lock:{session_id}"
+
+    def match(self, prefix: str) -> str:
+        """The ``SCAN`` pattern of the entries lists of sessions starting with ``prefix``."""
+        return f"{_glob_escape(self.prefix)}:e:{_glob_escape(prefix)}*"
+
+    def session_of(self, key: bytes) -> str:
+        return key.decode("utf-8")[len(self.prefix) + 3 :]
+
+    def append_args(self, entries: Sequence[Entry], idempotency_key: str | None) -> list[Any]:
+        args: list[Any] = [self.ttl_ms, idempotency_key or ""]
+        for entry in entries:
+            args.extend(_append_body(entry))
+        return args
+
+    def appended(self, session_id: str, args: list[Any], reply: list[Any]) -> list[Entry]:
+        """The stored copies, from the reply of ``APPEND`` to ``args``."""
+        status = int(reply[0])
+        if status == -1:
+            raise StoreError(
+                f"Redis at {self.url}: entry id {reply[1].decode()!r} is already in session "
+                f"{session_id!r} (entry ids are unique per session)"
+            )
+        if status == 0:  # a retried idempotency key: the first call's entries
+            return [entry_from_json(doc) for doc in reply[1:]]
+        first, bodies = int(reply[1]), args[3::2]  # copies, exactly as a load returns them
+        return [entry_from_json(f'{{"seq":{first + i},{body}') for i, body in enumerate(bodies)]
+
+    def fill_args(self, entries: Sequence[Entry]) -> list[Any]:
+        seqs = [entry.seq for entry in entries]
+        if seqs != list(range(seqs[0], seqs[0] + len(seqs))):
+            raise ValueError("fill() takes entries with consecutive sequence numbers")
+        args: list[Any] = [self.ttl_ms, seqs[0]]
+        for entry in entries:
+            args += [entry.id, encode_entry(entry, entry.seq)]
+        return args
+
+    def health(self, started: float, persistence: dict[Any, Any] | StoreError) -> dict[str, Any]:
+        """The health report, from ``INFO persistence`` or the error that asking it raised."""
+        report: dict[str, Any] = {"ok": True, "store": "redis", "durable": False, "url": self.url}
+        if isinstance(persistence, StoreError):
+            return {**report, "ok": False, "error": str(persistence)}
+        aof = str(persistence.get("aof_enabled", 0)) == "1"
+        detail = (
+            "append-only file on: appends are as safe as the server's appendfsync"
+            if aof
+            else "no append-only file: appends since the last snapshot are lost in a crash"
+        )
+        latency = round((time.perf_counter() - started) * 1000, 3)
+        report.update(durable=aof, detail=detail, prefix=self.prefix, ttl=self.ttl)
+        return {**report, "latency_ms": latency}
+
+    def client_options(self, timeout: float, retry_class: Any) -> dict[str, Any]:
+        """Timeouts, and no retries: a retried append could be applied twice."""
+        backoff = load_redis().backoff.NoBackoff()
+        return {
+            "socket_connect_timeout": timeout,
+            "socket_timeout": timeout,
+            "retry": retry_class(backoff, 0),
+        }
+
+    @contextmanager
+    def errors(self, action: str) -> Iterator[None]:
+        """Map redis-py errors to ``StoreError``/``StoreUnavailableError``."""
+        exceptions = load_redis().exceptions
+        try:
+            yield
+        except exceptions.AuthenticationError as exc:  # a ConnectionError, but retrying won't help
+            raise StoreError(
+                f"Redis at {self.url} refused the credentials: {self._text(exc)}"
+            ) from exc
+        except (exceptions.ConnectionError, exceptions.TimeoutError) as exc:
+            raise StoreUnavailableError(
+                f"Redis at {self.url} is unavailable ({action}): {self._text(exc)}"
+            ) from exc
+        except exceptions.RedisError as exc:
+            raise StoreError(f"Redis at {self.url}: {action} failed: {self._text(exc)}") from exc
+
+    def _text(self, exc: BaseException) -> str:
+        return scrub(str(exc) or type(exc).__name__, self.raw_url)
+
+    # -- session locks: what a holder logs -------------------------------------------
+
+    def still_leased(self, session_id: str, renewed: Any) -> bool:
+        """Whether a renewal found the lease still ours; a lost one is logged."""
+        if int(renewed) == 1:
+            return True
+        logger.warning(
+            "the lock of session %r at %s was lost (its lease expired or was taken over)"
+            " while the session was held",
+            session_id,
+            self.url,
+        )
+        return False
+
+    def renewal_failed(self, session_id: str, exc: StoreError) -> None:
+        logger.warning("could not renew the lock of session %r (retrying): %s", session_id, exc)
+
+    def release_failed(self, session_id: str, exc: StoreError) -> None:
+        logger.warning(
+            "could not release the lock of session %r; it expires within %s s: %s",
+            session_id,
+            self.lock_ttl,
+            exc,
+        )

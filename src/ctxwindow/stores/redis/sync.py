@@ -1,0 +1,168 @@
+# Generated from src/ctxwindow/stores/redis/aio.py by tools/unasync.py: do not edit.
+# Edit the async source, then run `python tools/unasync.py`.
+"""``RedisStore``: the store's primitives as Redis commands and Lua scripts.
+
+The base (``Store``) checks every argument first; these methods only talk
+to the server, through the keys and scripts of ``common``, and hold the
+session lease. ``stores/redis/sync.py`` is generated from this file by
+``tools/unasync.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from ctxwindow.concurrency.sync import poll, repeating
+from ctxwindow.errors import StoreError
+from ctxwindow.messages import Entry
+from ctxwindow.stores.base import Store, check_entries, check_session_id, entry_from_json
+from ctxwindow.stores.redis.common import Layout, Scripts, load_redis
+
+if TYPE_CHECKING:
+    import redis
+
+
+class RedisStore(Store):
+    """Sessions in Redis; ``ttl`` (seconds) makes it a cache whose sessions expire when idle.
+
+    ``lock_ttl`` is the lease of a session lock, in seconds: how long a holder
+    that died keeps the session locked (see ``ctxwindow.stores.redis``).
+
+    Example: ``RedisStore("redis://127.0.0.1:6379/0", ttl=3600)``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "ctxwindow",
+        ttl: float | None = None,
+        timeout: float = 5.0,
+        lock_ttl: float = 30.0,
+    ) -> None:
+        self._layout = Layout(url, prefix, ttl, lock_ttl)
+        self.url = self._layout.url
+        self.prefix, self.ttl = prefix, ttl
+        lib = load_redis()
+        options = self._layout.client_options(timeout, lib.retry.Retry)
+        self._client: redis.Redis = lib.Redis.from_url(url, **options)
+        self._scripts = Scripts(self._client)
+
+    def fill(self, session_id: str, entries: Sequence[Entry]) -> bool:
+        """Copy entries that already have sequence numbers (from a durable store) into the cache.
+
+        Entries the session already holds are skipped; the rest are added at
+        their own positions. Returns False, writing nothing, if they would
+        leave a gap (the cached copy is missing or behind: fill from seq 1).
+        """
+        self._check_open()
+        check_session_id(session_id)
+        check_entries(entries)
+        if not entries:
+            return True
+        keys, args = self._layout.keys(session_id)[:2], self._layout.fill_args(entries)
+        with self._layout.errors(f"fill session {session_id!r}"):
+            length = self._scripts.fill(keys=keys, args=args)
+        return int(length) >= 0
+
+    # -- the primitives (arguments checked by the base) -------------------------------
+
+    def _append(
+        self, session_id: str, entries: list[Entry], idempotency_key: str | None
+    ) -> list[Entry]:
+        keys = self._layout.keys(session_id)
+        args = self._layout.append_args(entries, idempotency_key)
+        with self._layout.errors(f"append to session {session_id!r}"):
+            reply = self._scripts.append(keys=keys, args=args)
+        return self._layout.appended(session_id, args, reply)
+
+    def _load(self, session_id: str, after: int, limit: int | None) -> list[Entry]:
+        stop = -1 if limit is None else after + limit - 1  # LRANGE's stop is inclusive
+        return self._range(session_id, after, stop)
+
+    def _tail(self, session_id: str, n: int) -> list[Entry]:
+        return self._range(session_id, -n, -1)
+
+    def _range(self, session_id: str, start: int, stop: int) -> list[Entry]:
+        with self._layout.errors(f"load session {session_id!r}"):
+            docs = self._client.lrange(self._layout.entries_key(session_id), start, stop)
+        return [entry_from_json(doc) for doc in docs]
+
+    def _get(self, session_id: str, entry_id: str) -> Entry | None:
+        keys = self._layout.keys(session_id)[:2]
+        with self._layout.errors(f"get an entry of session {session_id!r}"):
+            doc = self._scripts.get(keys=keys, args=[entry_id])
+        return None if doc is None else entry_from_json(doc)
+
+    def _delete(self, session_id: str) -> bool:
+        with self._layout.errors(f"delete session {session_id!r}"):
+            return int(self._client.delete(*self._layout.keys(session_id))) > 0
+
+    def _sessions(self, prefix: str) -> list[str]:
+        match = self._layout.match(prefix)
+        with self._layout.errors("list sessions"):
+            found = {
+                self._layout.session_of(key)
+                for key in self._client.scan_iter(match=match, count=1000)
+            }
+        return sorted(found)
+
+    def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        entries, _, keys = self._layout.keys(session_id)
+        with self._layout.errors(f"replay a key of session {session_id!r}"):
+            docs = self._scripts.replayed(keys=[entries, keys], args=[idempotency_key])
+        return None if docs is None else [entry_from_json(doc) for doc in docs]
+
+    def _health(self) -> dict[str, Any]:
+        started = time.perf_counter()
+        try:
+            with self._layout.errors("health check"):
+                persistence = self._client.info("persistence")
+        except StoreError as exc:
+            return self._layout.health(started, exc)
+        return self._layout.health(started, persistence)
+
+    def _close(self) -> None:
+        self._client.close()
+
+    # -- the lock across processes: a lease renewed while the block runs --------------
+
+    @contextmanager
+    def _hold(self, session_id: str, deadline: float | None) -> Iterator[None]:
+        """A lease on the session, renewed every ``lock_ttl / 3`` until the block ends."""
+        key, token = self._layout.lease_key(session_id), secrets.token_hex(16)
+        poll(functools.partial(self._take_lease, key, token, session_id), deadline, session_id)
+        try:
+            renew = functools.partial(self._renew_lease, key, token, session_id)
+            with repeating(renew, self._layout.lock_ttl / 3, "ctxwindow-redis-lease"):
+                yield
+        finally:
+            self._release_lease(key, token, session_id)
+
+    def _take_lease(self, key: str, token: str, session_id: str) -> bool:
+        with self._layout.errors(f"lock session {session_id!r}"):
+            return bool(self._client.set(key, token, nx=True, px=self._layout.lock_ttl_ms))
+
+    def _renew_lease(self, key: str, token: str, session_id: str) -> bool:
+        """Extend the lease; False once it is lost (a failure to reach the server is retried)."""
+        try:
+            with self._layout.errors(f"renew the lock of session {session_id!r}"):
+                args = [token, self._layout.lock_ttl_ms]
+                renewed = self._scripts.renew_lease(keys=[key], args=args)
+        except StoreError as exc:
+            self._layout.renewal_failed(session_id, exc)
+            return True
+        return self._layout.still_leased(session_id, renewed)
+
+    def _release_lease(self, key: str, token: str, session_id: str) -> None:
+        """Delete the lease if it is still ours; a failure is logged (the lease expires)."""
+        try:
+            with self._layout.errors(f"unlock session {session_id!r}"):
+                self._scripts.drop_lease(keys=[key], args=[token])
+        except StoreError as exc:
+            self._layout.release_failed(session_id, exc)
