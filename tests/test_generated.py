@@ -56,6 +56,12 @@ class AsyncThing:
         pass
 
     # unasync: end
+    def __init__(self) -> None:
+        self.client = None
+        # unasync: sync only
+        # self.open()
+        # unasync: end
+
     async def aclose(self) -> None:
         await self.client.aclose()
 '''
@@ -67,6 +73,7 @@ class AsyncThing:
     assert "[key for key in client.scan_iter()]" in out
     assert "with self.lock:  # a comment stays" in out
     assert "@contextmanager" in out and "-> Iterator[None]" in out
-    assert "only_here" not in out
+    assert "only_here" not in out and "unasync:" not in out
+    assert "        self.client = None\n        self.open()\n" in out
     assert "def close(self) -> None:\n        self.client.close()" in out
     assert '"""``Store`` things."""' in out

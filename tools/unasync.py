@@ -11,7 +11,9 @@ twin token by token, the way httpcore's ``unasync`` and psycopg's
 - names are renamed by ``NAMES`` (``AsyncStore`` -> ``Store``, ``aio`` ->
   ``sync``, ...), in code and, for the ``Async…`` names, in strings too;
 - a ``# unasync: async only`` line starts a block (ended by ``# unasync: end``)
-  that the sync twin leaves out.
+  that the sync twin leaves out; a ``# unasync: sync only`` block holds
+  commented-out lines (``# code``) that only the sync twin has, uncommented
+  (e.g. a constructor that opens the store, which an async one cannot do).
 
 The output is then sorted and formatted by ruff, so it reads like the rest of
 the code. Real differences between the flavours live in one seam,
@@ -69,6 +71,7 @@ _IN_STRINGS = re.compile(
     r"\b(" + "|".join(re.escape(k) for k in NAMES if k.startswith(("Async", "open_async"))) + r")\b"
 )
 _ONLY_ASYNC = "# unasync: async only"
+_ONLY_SYNC = "# unasync: sync only"
 _END = "# unasync: end"
 
 HEADER = (
@@ -109,15 +112,21 @@ def _edits(text: str) -> list[tuple[int, int, str]]:
     return edits
 
 
-def _drop_async_only(text: str) -> str:
-    out, skipping = [], False
+def _blocks(text: str) -> str:
+    """Drop the async-only blocks and uncomment the sync-only ones (and their markers)."""
+    out, block = [], None
     for line in text.splitlines(keepends=True):
         marker = line.strip()
-        if marker == _ONLY_ASYNC:
-            skipping = True
-        elif marker == _END and skipping:
-            skipping = False
-        elif not skipping:
+        if marker in (_ONLY_ASYNC, _ONLY_SYNC) and block is None:
+            block = marker
+        elif marker == _END and block is not None:
+            block = None
+        elif block == _ONLY_SYNC:
+            indent = line[: len(line) - len(line.lstrip())]
+            if not marker.startswith("#"):
+                raise SystemExit(f"a sync-only line must be commented out: {line!r}")
+            out.append(indent + marker[2:] + "\n" if marker != "#" else "\n")
+        elif block is None:
             out.append(line)
     return "".join(out)
 
@@ -138,7 +147,7 @@ def _ruff(args: list[str], text: str, target: Path) -> str:
 
 def unasync(source: str, text: str, target: Path) -> str:
     """The sync twin of ``text`` (the async source at ``source``), sorted and formatted."""
-    text = _drop_async_only(text)
+    text = _blocks(text)
     for start, end, new in sorted(_edits(text), reverse=True):
         text = text[:start] + new + text[end:]
     text = HEADER.format(source=source) + text

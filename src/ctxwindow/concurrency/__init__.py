@@ -14,5 +14,7 @@ flavours really differ, name for name:
 - ``repeating(step, interval, name)``: run ``step`` every ``interval`` seconds
   in the background (an asyncio task, or a daemon thread) while a block runs,
   until ``step`` returns False;
-- ``SessionLocks``: one in-process lock per session, held or waited for.
+- ``SessionLocks``: one in-process lock per session, held or waited for;
+- ``Lock``: a plain lock that may be held across waits (``asyncio.Lock``,
+  ``threading.Lock``).
 """

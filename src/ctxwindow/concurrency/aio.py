@@ -13,6 +13,8 @@ from ctxwindow.concurrency._pauses import busy, pauses
 P = ParamSpec("P")
 T = TypeVar("T")
 
+Lock = asyncio.Lock  # held across waits: ``async with`` / ``with``
+
 
 async def run_blocking(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """Run blocking work in a worker thread, leaving the event loop free."""

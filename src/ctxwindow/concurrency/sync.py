@@ -13,6 +13,8 @@ from ctxwindow.concurrency._pauses import busy, pauses
 P = ParamSpec("P")
 T = TypeVar("T")
 
+Lock = threading.Lock  # held across waits: ``async with`` / ``with``
+
 
 def run_blocking(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """Blocking work, in the caller's thread (nothing else waits on it)."""

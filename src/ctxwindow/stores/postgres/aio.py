@@ -12,10 +12,10 @@ import functools
 import threading
 import time
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from ctxwindow.concurrency.aio import SessionLocks, poll
+from ctxwindow.concurrency.aio import Lock, poll
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import AsyncStore, entry_from_json
@@ -74,15 +74,16 @@ class AsyncPostgresStore(AsyncStore):
         self._guard = threading.Lock()
         self._migrated = False
         self._lock_conn = AsyncLockConnection(self._q)
-        # unasync: async only
-        return  # a constructor cannot await: the async store opens at its first call
+        # A constructor cannot await: the async store opens at its first call; the sync
+        # one opens now (a first connection brings the tables up to date).
+        # unasync: sync only
+        # try:
+        #     with self._connection("open"):
+        #         pass
+        # except BaseException:
+        #     self.close()
+        #     raise
         # unasync: end
-        try:  # the sync store opens now: a first connection brings the tables up to date
-            with self._connection("open"):
-                pass
-        except BaseException:
-            self.close()
-            raise
 
     # -- the primitives (arguments checked by the base) -------------------------------
 
@@ -249,31 +250,27 @@ class AsyncLockConnection:
     def __init__(self, q: Queries) -> None:
         self._q = q
         self._conn: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
-        # Under one key, the flavour's own lock (asyncio or threading): held across I/O.
-        self._turns = SessionLocks()
+        self._turn = Lock()  # held across I/O: one call at a time on the connection
 
     async def try_lock(self, key: int) -> bool:
         """Take the advisory lock ``key`` without waiting; False if another holds it."""
-        async with self._one_at_a_time():
+        async with self._turn:
             if self._conn is None or not alive(self._conn):
                 await self._reconnect()
             return await self._ask(TRY_LOCK, key)
 
     async def unlock(self, key: int) -> bool:
         """False if the lock was not held any more (its connection ended)."""
-        async with self._one_at_a_time():
+        async with self._turn:
             if self._conn is None or self._conn.closed:
                 return False
             return await self._ask(UNLOCK, key)
 
     async def close(self) -> None:
-        async with self._one_at_a_time():
+        async with self._turn:
             if self._conn is not None:
                 await self._conn.close()
                 self._conn = None
-
-    def _one_at_a_time(self) -> AbstractAsyncContextManager[None]:
-        return self._turns.hold("the lock connection", None)
 
     async def _ask(self, query: str, key: int) -> bool:
         assert self._conn is not None

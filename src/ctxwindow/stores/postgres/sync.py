@@ -14,10 +14,10 @@ import functools
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ctxwindow.concurrency.sync import SessionLocks, poll
+from ctxwindow.concurrency.sync import Lock, poll
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import Store, entry_from_json
@@ -76,7 +76,9 @@ class PostgresStore(Store):
         self._guard = threading.Lock()
         self._migrated = False
         self._lock_conn = LockConnection(self._q)
-        try:  # the sync store opens now: a first connection brings the tables up to date
+        # A constructor cannot await: the async store opens at its first call; the sync
+        # one opens now (a first connection brings the tables up to date).
+        try:
             with self._connection("open"):
                 pass
         except BaseException:
@@ -244,31 +246,27 @@ class LockConnection:
     def __init__(self, q: Queries) -> None:
         self._q = q
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
-        # Under one key, the flavour's own lock (asyncio or threading): held across I/O.
-        self._turns = SessionLocks()
+        self._turn = Lock()  # held across I/O: one call at a time on the connection
 
     def try_lock(self, key: int) -> bool:
         """Take the advisory lock ``key`` without waiting; False if another holds it."""
-        with self._one_at_a_time():
+        with self._turn:
             if self._conn is None or not alive(self._conn):
                 self._reconnect()
             return self._ask(TRY_LOCK, key)
 
     def unlock(self, key: int) -> bool:
         """False if the lock was not held any more (its connection ended)."""
-        with self._one_at_a_time():
+        with self._turn:
             if self._conn is None or self._conn.closed:
                 return False
             return self._ask(UNLOCK, key)
 
     def close(self) -> None:
-        with self._one_at_a_time():
+        with self._turn:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-
-    def _one_at_a_time(self) -> AbstractContextManager[None]:
-        return self._turns.hold("the lock connection", None)
 
     def _ask(self, query: str, key: int) -> bool:
         assert self._conn is not None
