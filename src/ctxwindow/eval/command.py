@@ -40,9 +40,7 @@ def run_command(options: EvalOptions, console: Console | None = None) -> dict[st
     # Piped output gets a width that fits the table rather than rich's 80 columns.
     console = console or Console(width=None if sys.stdout.isatty() else 150)
     errors = Console(stderr=True)
-    model_info(options.model)  # an unknown model fails before anything is loaded
-    for name in options.strategies:
-        get_strategy(name)
+    _check_names(options)
     datasets = load_all(
         options.datasets,
         options.skip_invalid,
@@ -51,6 +49,26 @@ def run_command(options: EvalOptions, console: Console | None = None) -> dict[st
     )
     dataset = merge(datasets)
     answerer = make_answerer(options)
+    results = _measure_with_progress(dataset, options, answerer, errors)
+    console.print(results_table(results))
+    from ctxwindow.eval.report import write_report
+
+    html = write_report(results, options.out)
+    console.print(f"Report: {html}  (results.json and charts beside it)")
+    return results
+
+
+def _check_names(options: EvalOptions) -> None:
+    """An unknown model or strategy fails before anything is loaded."""
+    model_info(options.model)
+    for name in options.strategies:
+        get_strategy(name)
+
+
+def _measure_with_progress(
+    dataset: Dataset, options: EvalOptions, answerer: Answerer | None, errors: Console
+) -> dict[str, Any]:
+    """``run_eval`` with a progress bar on ``errors`` that disappears when it is done."""
     steps = total_steps(dataset, options.strategies, options.budgets)
     with Progress(
         TextColumn("[bold]evaluating"),
@@ -67,7 +85,7 @@ def run_command(options: EvalOptions, console: Console | None = None) -> dict[st
             progress.advance(task, n)
             progress.refresh()
 
-        results = run_eval(
+        return run_eval(
             dataset,
             strategies=options.strategies,
             budgets=options.budgets,
@@ -76,12 +94,6 @@ def run_command(options: EvalOptions, console: Console | None = None) -> dict[st
             on_progress=advance,
             workers=options.workers,
         )
-    console.print(results_table(results))
-    from ctxwindow.eval.report import write_report
-
-    html = write_report(results, options.out)
-    console.print(f"Report: {html}  (results.json and charts beside it)")
-    return results
 
 
 def load_all(
@@ -127,48 +139,58 @@ def make_answerer(options: EvalOptions) -> Answerer | None:
     return OpenAIAnswerer(options.llm_base_url, options.llm_model, judge=options.llm_judge)
 
 
+TABLE_COLUMNS = (
+    "strategy",
+    "budget",
+    "evidence recall",
+    "turn recall",
+    "mean tokens",
+    "$ / question",
+    "build p50 ms",
+    "p99 ms",
+    "over budget",
+)
+
+
 def results_table(results: dict[str, Any]) -> Table:
     """The terminal table: one row per strategy and budget."""
     table = Table(
         title=f"{results['dataset']} · {results['model']} · "
         f"{results['n_conversations']} conversations, {results['n_questions']} questions"
     )
-    columns = [
-        "strategy",
-        "budget",
-        "evidence recall",
-        "turn recall",
-        "mean tokens",
-        "$ / question",
-        "build p50 ms",
-        "p99 ms",
-        "over budget",
-    ]
-    scored = any(
+    scored = _scored(results)
+    columns = [*TABLE_COLUMNS, "answer score"] if scored else list(TABLE_COLUMNS)
+    for column in columns:
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for strategy, per_budget in results["results"].items():
+        for budget, metrics in per_budget.items():
+            table.add_row(*_table_row(strategy, budget, metrics, scored))
+    return table
+
+
+def _scored(results: dict[str, Any]) -> bool:
+    """Whether some run has an answer score (then the table shows that column)."""
+    return any(
         m.get("answer_score") is not None
         for per in results["results"].values()
         for m in per.values()
     )
+
+
+def _table_row(strategy: str, budget: str, m: dict[str, Any], scored: bool) -> list[str]:
+    label = f"{budget} (N={m['messages']})" if "messages" in m else budget
+    row = [
+        strategy,
+        label,
+        f"{m['evidence_recall']:.1%}",
+        f"{m['turn_recall']:.1%}",
+        f"{m['mean_tokens']:,.0f}",
+        f"{m['mean_cost_usd']:.5f}",
+        f"{m['build_ms_p50']:.3f}",
+        f"{m['build_ms_p99']:.3f}",
+        f"{m['over_budget_rate']:.0%}",
+    ]
     if scored:
-        columns.append("answer score")
-    for column in columns:
-        table.add_column(column, justify="left" if column == "strategy" else "right")
-    for strategy, per_budget in results["results"].items():
-        for budget, m in per_budget.items():
-            label = f"{budget} (N={m['messages']})" if "messages" in m else budget
-            row = [
-                strategy,
-                label,
-                f"{m['evidence_recall']:.1%}",
-                f"{m['turn_recall']:.1%}",
-                f"{m['mean_tokens']:,.0f}",
-                f"{m['mean_cost_usd']:.5f}",
-                f"{m['build_ms_p50']:.3f}",
-                f"{m['build_ms_p99']:.3f}",
-                f"{m['over_budget_rate']:.0%}",
-            ]
-            if scored:
-                score = m.get("answer_score")
-                row.append("—" if score is None else f"{score:.1%}")
-            table.add_row(*row)
-    return table
+        score = m.get("answer_score")
+        row.append("—" if score is None else f"{score:.1%}")
+    return row

@@ -69,16 +69,8 @@ def run_eval(
     budgets = _check_budgets(budgets)
     cases = [Case(c, q) for c in dataset.conversations for q in c.questions]
     price = model_info(model).input_price
-    runs: list[_Run] = []
-    for name, strategy in zip(strategies, chosen, strict=True):
-        for budget in budgets if strategy.budgeted else [None]:
-            facts = strategy.calibrate(cases, budget, tokenizer) if budget is not None else {}
-            runs.append(_Run(name, strategy, budget, facts))
+    runs = _calibrated(strategies, chosen, budgets, cases, tokenizer)
     measured = _measure_all(dataset, runs, tokenizer, answerer, on_progress, workers)
-    results: dict[str, dict[str, Any]] = {name: {} for name in strategies}
-    for run, found in zip(runs, measured, strict=True):
-        label = UNBOUNDED if run.budget is None else str(run.budget)
-        results[run.name][label] = {**summarize(found, run.budget, price), **run.facts}
     return {
         "model": model,
         "dataset": dataset.name,
@@ -88,7 +80,7 @@ def run_eval(
         "n_conversations": len(dataset.conversations),
         "n_questions": len(cases),
         "ctxwindow_version": ctxwindow.__version__,
-        "results": results,
+        "results": _summarized(strategies, runs, measured, price),
     }
 
 
@@ -100,6 +92,36 @@ class _Run:
     strategy: Strategy
     budget: int | None
     facts: dict[str, Any]
+
+
+def _calibrated(
+    names: Sequence[str],
+    strategies: Sequence[Strategy],
+    budgets: Sequence[int],
+    cases: Sequence[Case],
+    tokenizer: ChatTokenizer,
+) -> list[_Run]:
+    """Each strategy at each budget (once, unbounded, if it has none), calibrated on ``cases``."""
+    runs: list[_Run] = []
+    for name, strategy in zip(names, strategies, strict=True):
+        for budget in budgets if strategy.budgeted else [None]:
+            facts = strategy.calibrate(cases, budget, tokenizer) if budget is not None else {}
+            runs.append(_Run(name, strategy, budget, facts))
+    return runs
+
+
+def _summarized(
+    strategies: Sequence[str],
+    runs: Sequence[_Run],
+    measured: Sequence[Sequence[Measurement]],
+    price: float,
+) -> dict[str, dict[str, Any]]:
+    """``results[strategy][budget label]``: each run's metrics and calibration facts."""
+    results: dict[str, dict[str, Any]] = {name: {} for name in strategies}
+    for run, found in zip(runs, measured, strict=True):
+        label = UNBOUNDED if run.budget is None else str(run.budget)
+        results[run.name][label] = {**summarize(found, run.budget, price), **run.facts}
+    return results
 
 
 # What forked workers measure: set before the pool forks, read by _measure_job.
