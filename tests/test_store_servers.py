@@ -611,8 +611,8 @@ class Spy(Store):
         if self.down:
             raise StoreUnavailableError(f"{self.url} is down (test)")
 
-    def append(
-        self, session_id: str, entries: Sequence[Entry], *, idempotency_key: str | None = None
+    def _append(
+        self, session_id: str, entries: list[Entry], idempotency_key: str | None
     ) -> list[Entry]:
         self._call("append")
         return self.inner.append(session_id, entries, idempotency_key=idempotency_key)
@@ -621,31 +621,31 @@ class Spy(Store):
         self._call("fill")
         return cast(Fillable, self.inner).fill(session_id, entries)
 
-    def load(self, session_id: str, *, after: int = 0, limit: int | None = None) -> list[Entry]:
+    def _load(self, session_id: str, after: int, limit: int | None) -> list[Entry]:
         self._call("load")
         return self.inner.load(session_id, after=after, limit=limit)
 
-    def tail(self, session_id: str, n: int) -> list[Entry]:
+    def _tail(self, session_id: str, n: int) -> list[Entry]:
         self._call("tail")
         return self.inner.tail(session_id, n)
 
-    def get(self, session_id: str, entry_id: str) -> Entry | None:
+    def _get(self, session_id: str, entry_id: str) -> Entry | None:
         self._call("get")
         return self.inner.get(session_id, entry_id)
 
-    def delete(self, session_id: str) -> bool:
+    def _delete(self, session_id: str) -> bool:
         self._call("delete")
         return self.inner.delete(session_id)
 
-    def sessions(self, *, prefix: str | None = None) -> list[str]:
+    def _sessions(self, prefix: str) -> list[str]:
         self._call("sessions")
         return self.inner.sessions(prefix=prefix)
 
-    def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+    def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
         self._call("replayed")
         return self.inner.replayed(session_id, idempotency_key)
 
-    def health(self) -> dict[str, Any]:
+    def _health(self) -> dict[str, Any]:
         if self.down:
             return {"ok": False, "url": self.url, "error": "down (test)"}
         return self.inner.health()
