@@ -141,48 +141,56 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+# The options of ``ctxwindow eval``, named so the command reads as a list of them.
+DatasetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="builtin:NAME, locomo:PATH, longmemeval:PATH or a .json/.jsonl file; "
+        "repeat for several."
+    ),
+]
+StrategiesOption = Annotated[str, typer.Option(help="Comma-separated strategy names.")]
+BudgetsOption = Annotated[str, typer.Option(help="Comma-separated token budgets.")]
+EvalModelOption = Annotated[str, typer.Option(help="Model for token counts and prices.")]
+OutOption = Annotated[Path, typer.Option(help="Folder for results.json, report.html, charts.")]
+SkipInvalidOption = Annotated[
+    bool, typer.Option("--skip-invalid", help="Leave out invalid conversations/questions.")
+]
+IncludeUnanswerableOption = Annotated[
+    bool,
+    typer.Option(
+        "--include-unanswerable",
+        help="locomo:/longmemeval: also measure questions with no answer in the conversation.",
+    ),
+]
+LLMBaseURLOption = Annotated[
+    str | None, typer.Option(help="OpenAI-compatible endpoint to answer the questions.")
+]
+LLMModelOption = Annotated[str | None, typer.Option(help="Model name at that endpoint.")]
+LLMJudgeOption = Annotated[
+    bool, typer.Option("--llm-judge", help="Let the model grade answers (YES/NO).")
+]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1, help="Processes measuring conversations in parallel (default: one per CPU)."
+    ),
+]
+
+
 @app.command("eval")
 def eval_command(
-    dataset: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="builtin:NAME, locomo:PATH, longmemeval:PATH or a .json/.jsonl file; "
-            "repeat for several."
-        ),
-    ] = None,
-    strategies: Annotated[
-        str, typer.Option(help="Comma-separated strategy names.")
-    ] = "message_window,token_window,hybrid,full",
-    budgets: Annotated[
-        str, typer.Option(help="Comma-separated token budgets.")
-    ] = "1024,2048,4096,8192,16384",
-    model: Annotated[str, typer.Option(help="Model for token counts and prices.")] = "gpt-4o",
-    out: Annotated[Path, typer.Option(help="Folder for results.json, report.html, charts.")] = Path(
-        "ctxwindow-report"
-    ),
-    skip_invalid: Annotated[
-        bool, typer.Option("--skip-invalid", help="Leave out invalid conversations/questions.")
-    ] = False,
-    include_unanswerable: Annotated[
-        bool,
-        typer.Option(
-            "--include-unanswerable",
-            help="locomo:/longmemeval: also measure questions with no answer in the conversation.",
-        ),
-    ] = False,
-    llm_base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible endpoint to answer the questions.")
-    ] = None,
-    llm_model: Annotated[str | None, typer.Option(help="Model name at that endpoint.")] = None,
-    llm_judge: Annotated[
-        bool, typer.Option("--llm-judge", help="Let the model grade answers (YES/NO).")
-    ] = False,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            min=1, help="Processes measuring conversations in parallel (default: one per CPU)."
-        ),
-    ] = None,
+    dataset: DatasetOption = None,
+    strategies: StrategiesOption = "message_window,token_window,hybrid,full",
+    budgets: BudgetsOption = "1024,2048,4096,8192,16384",
+    model: EvalModelOption = "gpt-4o",
+    out: OutOption = Path("ctxwindow-report"),
+    skip_invalid: SkipInvalidOption = False,
+    include_unanswerable: IncludeUnanswerableOption = False,
+    llm_base_url: LLMBaseURLOption = None,
+    llm_model: LLMModelOption = None,
+    llm_judge: LLMJudgeOption = False,
+    workers: WorkersOption = None,
 ) -> None:
     """Measure context strategies and budgets; print a table, write a report.
 
