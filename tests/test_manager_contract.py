@@ -17,6 +17,7 @@ import pytest
 from ctxwindow import SessionFullError
 from ctxwindow.archive.sqlite import SQLiteArchive
 from ctxwindow.context import AsyncContextManager, ContextManager
+from ctxwindow.redact import Redactor
 from ctxwindow.stores.memory import MemoryStore
 
 from .test_store_contract import Case, case  # noqa: F401 - the store fixture, reused
@@ -36,12 +37,18 @@ class Blocking:
         return lambda *args, **kwargs: self.loop.run_until_complete(method(*args, **kwargs))
 
 
-def manager_of(store: Case) -> Any:
+def manager_of(store: Case, **options: Any) -> Any:
+    options = {"budget": BUDGET, "archive": SQLiteArchive(), **options}
     if store.flavour == "sync":
-        return ContextManager(store.raw, budget=BUDGET, archive=SQLiteArchive())
+        return ContextManager(store.raw, **options)
     assert store.loop is not None
-    manager = AsyncContextManager(store.raw, budget=BUDGET, archive=SQLiteArchive())
-    return Blocking(manager, store.loop)
+    return Blocking(AsyncContextManager(store.raw, **options), store.loop)
+
+
+def reference(**options: Any) -> ContextManager:
+    return ContextManager(
+        MemoryStore(), **{"budget": BUDGET, "archive": SQLiteArchive(), **options}
+    )
 
 
 def call(n: int) -> dict[str, Any]:
@@ -81,5 +88,44 @@ def shape(context: Any) -> tuple[Any, ...]:
 
 
 def test_both_managers_give_the_reference_contexts_on_every_store(case: Case) -> None:  # noqa: F811
-    reference = converse(ContextManager(MemoryStore(), budget=BUDGET, archive=SQLiteArchive()), "s")
-    assert converse(manager_of(case), case.sid("s")) == reference
+    assert converse(manager_of(case), case.sid("s")) == converse(reference(), "s")
+
+
+def test_without_prefetch_and_with_context_redaction_the_contexts_match(case: Case) -> None:  # noqa: F811
+    """Redaction at context time, recall searched at build time: still the reference."""
+    options = {"prefetch": False, "redactor": Redactor(), "redact": "context"}
+    manager, sid = manager_of(case, **options), case.sid("s")
+    assert converse(manager, sid) == converse(reference(**options), "s")
+    manager.add(sid, {"role": "user", "content": "写信给我: li.wei@example.com"})
+    assert manager.history(sid)[-1].message["content"].endswith("li.wei@example.com")  # as sent
+    assert "li.wei@example.com" not in str(manager.build(sid).messages)  # masked upstream
+
+
+def test_two_managers_over_one_store_see_each_others_turns(case: Case) -> None:  # noqa: F811
+    """A second manager (another worker) adds; the first catches up before it builds."""
+
+    def alternate(one: Any, two: Any, sid: str) -> list[Any]:
+        one.add(sid, {"role": "user", "content": "订单 A-1 在哪里？"})
+        two.add(sid, {"role": "assistant", "content": "A-1: 已发货"})
+        one.add(sid, {"role": "user", "content": "and A-2?"})
+        return [shape(one.build(sid)), shape(two.build(sid))]
+
+    store = MemoryStore()
+    expected = alternate(
+        ContextManager(store, budget=BUDGET), ContextManager(store, budget=BUDGET), "s"
+    )
+    seen = alternate(manager_of(case, archive=None), manager_of(case, archive=None), case.sid("s"))
+    assert seen == expected
+    assert [m["content"] for m in seen[0][0]] == ["订单 A-1 在哪里？", "A-1: 已发货", "and A-2?"]
+
+
+def test_a_deleted_session_starts_again_from_nothing(case: Case) -> None:  # noqa: F811
+    manager, sid = manager_of(case), case.sid("gone")
+    converse(manager, sid)
+    assert manager.delete(sid) is True
+    assert manager.history(sid) == [] and manager.build(sid).messages == []
+    manager.add(sid, {"role": "user", "content": "新的开始 🌱"})
+    fresh = reference()
+    fresh.add("s", {"role": "user", "content": "新的开始 🌱"})
+    assert shape(manager.build(sid)) == shape(fresh.build("s"))
+    assert manager.delete(sid) is True and manager.delete(sid) is False
