@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxwindow.errors import CompressionError
 from ctxwindow.messages import Message
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletion
 
 INSTALL_HINT = "pip install 'ctxwindow[llm]'"
 
@@ -35,13 +38,7 @@ def openai_completion(
         import openai
     except ImportError as exc:
         raise ImportError(f"LLM summaries need the openai SDK: {INSTALL_HINT}") from exc
-    key = api_key or os.environ.get("CTXWINDOW_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY")
-    options: dict[str, Any] = {
-        "base_url": base_url,
-        "api_key": key or "not-needed",
-        "timeout": timeout,
-        "max_retries": max_retries,
-    }
+    options = _client_options(base_url, api_key, timeout, max_retries)
 
     async def complete(messages: list[Message]) -> str:
         try:
@@ -54,8 +51,26 @@ def openai_completion(
                 )
         except openai.OpenAIError as exc:
             raise CompressionError(f"the summary endpoint {base_url} failed: {exc}") from exc
-        if not response.choices:
-            raise CompressionError(f"the summary endpoint {base_url} returned no choices")
-        return response.choices[0].message.content or ""
+        return _reply_text(response, base_url)
 
     return complete
+
+
+def _client_options(
+    base_url: str, api_key: str | None, timeout: float, max_retries: int
+) -> dict[str, Any]:
+    """``AsyncOpenAI`` arguments; without ``api_key``, the key from the environment."""
+    key = api_key or os.environ.get("CTXWINDOW_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    return {
+        "base_url": base_url,
+        "api_key": key or "not-needed",
+        "timeout": timeout,
+        "max_retries": max_retries,
+    }
+
+
+def _reply_text(response: ChatCompletion, base_url: str) -> str:
+    """The first choice's text ("" for none); a reply without choices is an error."""
+    if not response.choices:
+        raise CompressionError(f"the summary endpoint {base_url} returned no choices")
+    return response.choices[0].message.content or ""
