@@ -8,8 +8,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import httpx
@@ -44,14 +44,35 @@ def create_app(
     owned = None
     if archive is None and (path := settings.archive_path()) is not None:
         archive = owned = open_archive(path)
-    if redactor is None and settings.redact != "off":
-        from ctxwindow.redact import Redactor
-
-        redactor = Redactor()
+    if redactor is None:
+        redactor = _default_redactor(settings)
     service = Service(
         settings, store=store, upstream_transport=upstream_transport, redactor=redactor,
         archive=archive, clock=clock,
     )  # fmt: skip
+    app = FastAPI(title="ctxwindow", version="0.1.0", lifespan=_lifespan(service, owned))
+    app.state.service = service
+    install(app)
+    tenant = _tenant(service)
+    app.include_router(chat.router(service, tenant))
+    app.include_router(sessions.router(service, tenant))
+    _add_probes(app, service)
+    return app
+
+
+def _default_redactor(settings: Settings) -> RedactFn | None:
+    """The built-in ``Redactor`` unless ``settings.redact`` is ``"off"``."""
+    if settings.redact == "off":
+        return None
+    from ctxwindow.redact import Redactor
+
+    return Redactor()
+
+
+def _lifespan(
+    service: Service, owned: Any
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """On shutdown, close the service, then the archive the app opened itself (if any)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -60,19 +81,18 @@ def create_app(
         if owned is not None:
             owned.close()
 
-    app = FastAPI(title="ctxwindow", version="0.1.0", lifespan=lifespan)
-    app.state.service = service
-    install(app)
+    return lifespan
+
+
+def _tenant(service: Service) -> Callable[..., Awaitable[str]]:
+    """The dependency naming the request's tenant (from ``Authorization``), once admitted."""
 
     async def tenant(authorization: str | None = Header(None)) -> str:
         name = service.tenants.authenticate(authorization)
         await service.tenants.admit(name)
         return name
 
-    app.include_router(chat.router(service, tenant))
-    app.include_router(sessions.router(service, tenant))
-    _add_probes(app, service)
-    return app
+    return tenant
 
 
 def open_archive(where: str) -> Any:
