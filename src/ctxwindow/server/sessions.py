@@ -22,14 +22,24 @@ class NewMessages(BaseModel):
 
 
 def router(service: Service, tenant: Any) -> APIRouter:
+    """The ``/v1/sessions`` routes over ``service``; ``tenant`` names the caller (a dependency)."""
     api = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+    _add_append(api, service, tenant)
+    _add_messages(api, service, tenant)
+    _add_context(api, service, tenant)
+    _add_delete(api, service, tenant)
+    return api
 
-    async def existing(session_id: str, tenant: str) -> str:
-        sid = scoped(tenant, session_id)
-        if not await service.session_size(sid):
-            raise APIError(404, f"no session {session_id!r}", code="session_not_found")
-        return sid
 
+async def _existing(service: Service, session_id: str, tenant: str) -> str:
+    """The tenant's scoped id of a stored session; a 404 if it has no messages."""
+    sid = scoped(tenant, session_id)
+    if not await service.session_size(sid):
+        raise APIError(404, f"no session {session_id!r}", code="session_not_found")
+    return sid
+
+
+def _add_append(api: APIRouter, service: Service, tenant: Any) -> None:
     @api.post(
         "/{session_id}/messages",
         openapi_extra={
@@ -56,6 +66,8 @@ def router(service: Service, tenant: Any) -> APIRouter:
             raise from_library(exc) from exc
         return {"object": "list", "data": [entry_json(e) for e in stored]}
 
+
+def _add_messages(api: APIRouter, service: Service, tenant: Any) -> None:
     @api.get("/{session_id}/messages")
     async def messages(
         session_id: str,
@@ -64,11 +76,13 @@ def router(service: Service, tenant: Any) -> APIRouter:
         tenant: str = Depends(tenant),
     ) -> Any:
         """Stored messages with ``seq > after``; user turns no reply followed are marked."""
-        sid = await existing(session_id, tenant)
+        sid = await _existing(service, session_id, tenant)
         entries = await service.store.load(sid, after=after, limit=limit)
         at_end = limit is None or len(entries) < limit
         return {"object": "list", "data": _marked(entries, at_end)}
 
+
+def _add_context(api: APIRouter, service: Service, tenant: Any) -> None:
     @api.get("/{session_id}/context")
     async def context(
         session_id: str,
@@ -78,7 +92,7 @@ def router(service: Service, tenant: Any) -> APIRouter:
         tenant: str = Depends(tenant),
     ) -> Any:
         """The context a completion would be sent now, with the report of every decision."""
-        sid = await existing(session_id, tenant)
+        sid = await _existing(service, session_id, tenant)
         manager = service.manager(model)  # a 400 for an unknown model
         budget = service.settings.budget_for(model)
         try:
@@ -93,17 +107,17 @@ def router(service: Service, tenant: Any) -> APIRouter:
             "report": built.report.to_dict(),
         }
 
+
+def _add_delete(api: APIRouter, service: Service, tenant: Any) -> None:
     @api.delete("/{session_id}")
     async def delete(session_id: str, tenant: str = Depends(tenant)) -> Any:
         """Delete the session: store, windows, archive."""
-        sid = await existing(session_id, tenant)
+        sid = await _existing(service, session_id, tenant)
         manager = service.manager("gpt-4o")  # any model's: the session lock is the store's
         async with manager.turn(sid):
             for other in service.managers():
                 await other.delete(sid)  # the windows, the archive and the store
         return {"id": session_id, "object": "session.deleted", "deleted": True}
-
-    return api
 
 
 def _marked(entries: list[Entry], at_end: bool) -> list[dict[str, Any]]:
