@@ -33,7 +33,8 @@ from typing import Any
 from ctxwindow.errors import PinnedOverBudgetError
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
 from ctxwindow.policies.base import EvictHook, Given, Oversize
-from ctxwindow.policies.explain import Context, Decision, Decisions, Report
+from ctxwindow.policies.explain import Context, Report
+from ctxwindow.policies.journal import Journal
 from ctxwindow.policies.rules import (
     DEFAULT_RULES,
     Priority,
@@ -111,13 +112,7 @@ class PriorityWindow(TokenWindow):
         self._latest_user: Unit | None = None
         self._small_talk: Unit | None = None
         self._summary: Unit | None = None
-        # What left or changed, as (action, entry, reason, extra); turned into
-        # Decisions only when a report is asked for, so adding stays cheap.
-        self._log: deque[_Logged] = deque(maxlen=log_size)
-        # Decisions about kept entries, by seq, reused while an entry stays as it is.
-        self._decided: dict[int, tuple[Entry, tuple[object, ...], Decision]] = {}
-        self._evicted_entries = 0
-        self._evicted_tokens = 0
+        self._journal = Journal(log_size)  # what left or changed, for reports
         self._cause = "over budget"
         super().__init__(
             max_tokens,
@@ -329,9 +324,7 @@ class PriorityWindow(TokenWindow):
         return True
 
     def _log_compressed(self, old: Entry, new: Entry, cause: str) -> None:
-        by = str(new.metadata.get("compressed", {}).get("by", "compressor"))
-        extra = {"from_tokens": old.tokens, "compressor": by}
-        self._log.append(_Logged("compressed", new, cause, extra))
+        self._journal.compressed(old, new, cause)
         if self.on_event is not None:
             self.on_event("compressed", 1)
 
@@ -383,12 +376,7 @@ class PriorityWindow(TokenWindow):
 
     def _evicted(self, units: list[Unit]) -> None:
         cause, self._cause = self._cause, "over budget"
-        self._evicted_entries += sum(len(unit.entries) for unit in units)
-        self._evicted_tokens += sum(unit.size for unit in units)
-        for unit in units:
-            reason = (cause, unit.priority, unit.size)
-            for entry in unit.entries:
-                self._log.append(_Logged("evicted", entry, reason))
+        self._journal.evicted(units, cause)
         super()._evicted(units)
         if self.summarizer is not None:
             self._unfolded.extend(e for unit in units for e in unit.entries)
@@ -417,8 +405,7 @@ class PriorityWindow(TokenWindow):
         )
         self._account(self._summary, +1, pinned=True)
         self._count_category(self._summary, +1)
-        for e in entries:
-            self._log.append(_Logged("summarized", e, "folded into the rolling summary"))
+        self._journal.summarized(entries)
         if self.on_event is not None:
             self.on_event("summary_updated", 1)
         if self._used > self._budget:
@@ -447,7 +434,7 @@ class PriorityWindow(TokenWindow):
     def _view_remove(self, unit: Unit) -> None:
         for entry in unit.entries:
             self._messages.pop(entry.seq, None)
-            self._decided.pop(entry.seq, None)
+        self._journal.forget(unit)
         self._live.pop(unit.seq, None)
         if unit is self._latest_user:
             self._latest_user = None
@@ -483,8 +470,7 @@ class PriorityWindow(TokenWindow):
         self._category_tokens = {"system": self._system.size} if self._system else {}
         self._latest_user = self._small_talk = self._summary = None
         self._unfolded, self._unfolded_tokens = [], 0
-        self._evicted_entries = self._evicted_tokens = 0
-        self._decided.clear()
+        self._journal.clear()
 
     # -- building ----------------------------------------------------------------
 
@@ -563,72 +549,11 @@ class PriorityWindow(TokenWindow):
         """The explanation of the current window (see ``build``)."""
         return self._report(self._budget, set(), self.total_tokens)
 
-    def _said(self, entry: Entry, action: str, reason: str) -> Decision:
-        """The decision about a kept entry, made once while it stays as it is."""
-        state = (action, reason, entry.priority, entry.tokens, entry.kind)
-        known = self._decided.get(entry.seq)
-        if known is None or known[0] is not entry or known[1] != state:
-            known = self._decided[entry.seq] = (entry, state, Decision.of(entry, action, reason))
-        return known[2]
-
     def _report(self, budget: int, left_out: set[int], tokens: int) -> Report:
-        by_priority: dict[str, int] = {p.name: 0 for p in reversed(Priority)}
-        if self._system is not None:
-            by_priority["CRITICAL"] += self._system.size
-        units = list(self.units())
-        for unit in units:
-            if unit.seq not in left_out:
-                by_priority[Priority(unit.priority).name] += unit.size
-        logged, system = tuple(self._log), self._system
-
-        def decisions() -> list[Decision]:
-            # Built when first read: a build stays O(window) however long the log.
-            out = [item.decision() for item in logged]
-            if system is not None:
-                out.append(Decision.of(system.entries[0], "pinned", "system prompt"))
-            for unit in units:
-                action = "evicted" if unit.seq in left_out else "pinned" if unit.pinned else "kept"
-                reason = "narrower budget for this call" if action == "evicted" else ""
-                out.extend(self._said(entry, action, reason) for entry in unit.entries)
-            return out
-
-        categories = {c: t for c, t in sorted(self._category_tokens.items()) if t}
-        narrowed = [unit for unit in units if unit.seq in left_out]
-        return Report(
-            budget=budget,
-            used=tokens + self.reserve_output,
-            reserve_output=self.reserve_output,
-            tokens_by_category=categories,
-            tokens_by_priority=by_priority,
-            decisions=Decisions(decisions),
-            evicted_entries=self._evicted_entries + sum(len(u.entries) for u in narrowed),
-            evicted_tokens=self._evicted_tokens + sum(u.size for u in narrowed),
+        units, system = list(self.units()), self._system
+        return self._journal.report(
+            budget, tokens, self.reserve_output, self._category_tokens, system, units, left_out
         )
-
-
-class _Logged:
-    """An entry that left or changed, made into a ``Decision`` once, when first reported."""
-
-    __slots__ = ("_decision", "action", "entry", "extra", "reason")
-
-    def __init__(
-        self,
-        action: str,
-        entry: Entry,
-        reason: str | tuple[str, int, int],
-        extra: dict[str, Any] | None = None,
-    ) -> None:
-        self.action, self.entry, self.reason, self.extra = action, entry, reason, extra
-        self._decision: Decision | None = None
-
-    def decision(self) -> Decision:
-        if self._decision is None:
-            reason = self.reason
-            if isinstance(reason, tuple):
-                cause, priority, size = reason
-                reason = f"{cause}; {Priority(priority).name} priority, {size} tokens"
-            self._decision = Decision.of(self.entry, self.action, reason, **(self.extra or {}))
-        return self._decision
 
 
 def _priority(entry: Entry, rules: Sequence[Rule], given: Any) -> int:
