@@ -256,6 +256,16 @@ class Core:
         """
         if not recalled:
             return context
+        messages = self.in_original_order(session, context, recalled)
+        tokens = context.total_tokens + sum(u.size for u in recalled)  # stored counts, exact
+        report = self.with_recalled(context.report, recalled, budget, tokens)
+        return Context(messages, tokens, report)
+
+    @staticmethod
+    def in_original_order(
+        session: Session, context: Context, recalled: list[Unit]
+    ) -> list[Message]:
+        """The context's messages and the recalled ones, each where it was in the conversation."""
         position = {
             id(e.message): float(e.metadata.get("seq", 0)) for e in session.window.entries()
         }
@@ -263,9 +273,12 @@ class Core:
         for unit in recalled:
             for j, entry in enumerate(unit.entries):
                 keyed.append((float(entry.seq) + j * 1e-6, len(keyed), entry.message))
-        messages = [m for _, _, m in sorted(keyed, key=lambda k: (k[0], k[1]))]
-        tokens = context.total_tokens + sum(u.size for u in recalled)  # stored counts, exact
-        earlier = context.report.decisions
+        return [m for _, _, m in sorted(keyed, key=lambda k: (k[0], k[1]))]
+
+    @staticmethod
+    def with_recalled(report: Report, recalled: list[Unit], budget: int, tokens: int) -> Report:
+        """The window's ``report`` with the recalled units' tokens, entries and decisions added."""
+        earlier = report.decisions
 
         def decisions() -> list[Decision]:
             found = [
@@ -273,21 +286,20 @@ class Core:
             ]
             return [*earlier, *found]
 
-        report = Report(
+        return Report(
             budget=budget,
-            used=tokens + context.report.reserve_output,
-            reserve_output=context.report.reserve_output,
+            used=tokens + report.reserve_output,
+            reserve_output=report.reserve_output,
             tokens_by_category={
-                **context.report.tokens_by_category,
+                **report.tokens_by_category,
                 "recalled": sum(u.size for u in recalled),
             },
-            tokens_by_priority=context.report.tokens_by_priority,
+            tokens_by_priority=report.tokens_by_priority,
             decisions=Decisions(decisions),
-            evicted_entries=context.report.evicted_entries,
-            evicted_tokens=context.report.evicted_tokens,
+            evicted_entries=report.evicted_entries,
+            evicted_tokens=report.evicted_tokens,
             recalled_entries=sum(len(u.entries) for u in recalled),
         )
-        return Context(messages, tokens, report)
 
     def context(self, session: Session, budget: int, recalled: Recall) -> Context:
         """The context to send; with ``redact="context"``, redacted and still within budget.
