@@ -26,7 +26,6 @@ counts), it gives up the least valuable content first:
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +33,7 @@ from ctxwindow.errors import PinnedOverBudgetError
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
 from ctxwindow.policies.base import EvictHook, Given, Oversize
 from ctxwindow.policies.explain import Context, Report
+from ctxwindow.policies.folding import Compressor, Folds, Summarizer, fold, shrink, shrink_alone
 from ctxwindow.policies.journal import Journal
 from ctxwindow.policies.rules import (
     DEFAULT_RULES,
@@ -46,10 +46,9 @@ from ctxwindow.policies.rules import (
     is_small_talk,
 )
 from ctxwindow.policies.token_window import TokenWindow
+from ctxwindow.policies.victims import VictimQueue
 from ctxwindow.tokens.chat import ChatTokenizer
 
-Compressor = Callable[[Sequence[Entry], int], list[Entry]]
-Summarizer = Callable[[Entry | None, Sequence[Entry], int], Entry]
 BudgetHook = Callable[[Any], int]
 
 
@@ -98,18 +97,14 @@ class PriorityWindow(TokenWindow):
         self.summary_tokens = summary_tokens
         # Folding re-summarizes the summary, so evictions are folded in batches.
         self.fold_tokens = fold_tokens if fold_tokens is not None else max(64, summary_tokens // 2)
-        self._unfolded: list[Entry] = []
-        self._unfolded_tokens = 0
+        self._folds = Folds()  # evicted, not yet in the summary
         self.dedupe_small_talk = dedupe_small_talk
         self.document_tokens = document_tokens
         self.budget_hook = budget_hook
         self._live: dict[int, Unit] = {}  # unpinned kept units by seq, in order
         self._messages: dict[int, Message] = {}  # every kept message by entry seq, in order
-        self._recent: deque[Unit] = deque()  # the newest of them, evicted last
-        self._recent_tokens = 0
-        self._heaps: dict[str, list[tuple[int, float, int, int]]] = {}
+        self._queue = VictimQueue(self._live, lambda: self.reserve_recent)
         self._category_tokens: dict[str, int] = {}
-        self._latest_user: Unit | None = None
         self._small_talk: Unit | None = None
         self._summary: Unit | None = None
         self._journal = Journal(log_size)  # what left or changed, for reports
@@ -190,15 +185,11 @@ class PriorityWindow(TokenWindow):
         entry = unit.entries[0]
         unit.priority = entry.priority
         unit.category = category_of(entry)
-        if entry.message["role"] == "user":
-            self._raise_latest_user(unit)
         self._live[entry.seq] = unit
-        self._recent.append(unit)
-        self._recent_tokens += unit.size
+        self._queue.track(unit)
         self._category_tokens[unit.category] = (
             self._category_tokens.get(unit.category, 0) + unit.size
         )
-        self._settle_recent()
         if self.dedupe_small_talk and is_small_talk(entry):
             self._forget_small_talk(unit)
 
@@ -215,79 +206,18 @@ class PriorityWindow(TokenWindow):
 
     def _grown(self, unit: Unit, delta: int) -> None:
         self._category_tokens[unit.category] = self._category_tokens.get(unit.category, 0) + delta
-        if self._recent and unit is self._recent[-1]:
-            self._recent_tokens += delta
-            self._settle_recent()
-
-    def _raise_latest_user(self, unit: Unit) -> None:
-        previous, self._latest_user = self._latest_user, unit
-        unit.priority = max(unit.priority, int(Priority.HIGH))
-        if previous is not None and previous.seq in self._live:
-            previous.priority = previous.entries[0].priority
-            self._requeue(previous)
+        self._queue.grown(unit, delta)
 
     def _forget_small_talk(self, unit: Unit) -> None:
         previous, self._small_talk = self._small_talk, unit
         if previous is not None and previous.seq in self._live:
             self._evict_now(previous, "repeated small talk")
 
-    # -- the queues ------------------------------------------------------------------
-
-    def _settle_recent(self) -> None:
-        """Move units out of the protected recent tail once it holds the reserve without them."""
-        reserve = self.reserve_recent
-        while len(self._recent) > 1 and self._recent_tokens - self._recent[0].size >= reserve:
-            unit = self._recent.popleft()
-            self._recent_tokens -= unit.size
-            self._push(unit)
-
-    def _push(self, unit: Unit) -> None:
-        unit.version += 1
-        importance = float(unit.entries[0].metadata.get("importance", 1.0)) or 1.0
-        key = (unit.priority, -unit.size / importance, unit.seq, unit.version)
-        heapq.heappush(self._heaps.setdefault(unit.category, []), key)
-
-    def _requeue(self, unit: Unit) -> None:
-        if unit not in self._recent:
-            self._push(unit)  # the old heap key is now stale (its version is behind)
-
-    def _valid_top(self, category: str) -> tuple[int, float, int, int] | None:
-        heap = self._heaps.get(category)
-        while heap:
-            key = heap[0]
-            unit = self._live.get(key[2])
-            if unit is not None and unit.version == key[3]:
-                return key
-            heapq.heappop(heap)  # evicted or re-keyed since: stale
-        return None
-
-    def _take(self, category: str | None, keep: Unit | None) -> Unit | None:
-        """Remove and return the next victim (of one category, or of any)."""
-        categories = [category] if category else list(self._heaps)
-        tops = [key for c in categories if (key := self._valid_top(c)) is not None]
-        if tops:
-            key = min(tops)
-            unit = self._live[key[2]]
-            heapq.heappop(self._heaps[unit.category])
-            unit.version += 1
-            return unit
-        # The recent reserve gives way only when nothing else is left, oldest
-        # first, the latest user turn last.
-        candidates = [u for u in self._recent if u is not keep and category in (None, u.category)]
-        if not candidates:
-            return None
-        unit = next((u for u in candidates if u is not self._latest_user), candidates[0])
-        self._recent.remove(unit)
-        self._recent_tokens -= unit.size
-        return unit
-
     def _pop_victim(self, keep: Unit | None) -> Unit | None:
-        return self._take(None, keep)
+        return self._queue.take(None, keep)
 
     def _untrack_newest(self, unit: Unit) -> None:
-        if self._recent and self._recent[-1] is unit:
-            self._recent.pop()
-            self._recent_tokens -= unit.size
+        self._queue.untrack_newest(unit)
         self._live.pop(unit.seq, None)
 
     # -- compression, caps, eviction ----------------------------------------------------
@@ -297,12 +227,10 @@ class PriorityWindow(TokenWindow):
         size = self._measure(entries)
         if size <= room or self.compressor is None:
             return super()._fit_oversize(entries, entry, room)
-        own_room = room - (size - self._size_of(entry))
-        if own_room > 0:
-            [smaller] = self.compressor([entry], own_room)
-            if self._size_of(smaller) <= own_room:
-                self._log_compressed(entry, smaller, "larger than the whole budget")
-                return smaller
+        less = shrink_alone(self.compressor, entry, room - (size - entry.tokens))
+        if less is not None:
+            self._log_compressed(entry, less, "larger than the whole budget")
+            return less
         return super()._fit_oversize(entries, entry, room)
 
     def _shrink(self, unit: Unit) -> bool:
@@ -313,14 +241,12 @@ class PriorityWindow(TokenWindow):
         """Compress a unit above the threshold to fit ``room``; True if it stays, smaller."""
         if self.compressor is None or unit.size <= self.compress_threshold:
             return False
-        if any("compressed" in e.metadata for e in unit.entries):
-            return False  # compressed once already: evict it now
         target = max(1, min(self.compress_threshold, room))
-        smaller = self.compressor(unit.entries, target)
-        if self._measure(smaller) > target or self._measure(smaller) >= unit.size:
+        found = shrink(self.compressor, unit, target, self._measure)
+        if found is None:
             return False
-        self._replace(unit, smaller, cause)
-        self._push(unit)
+        self._replace(unit, found[0], cause)
+        self._queue.push(unit)
         return True
 
     def _log_compressed(self, old: Entry, new: Entry, cause: str) -> None:
@@ -353,7 +279,7 @@ class PriorityWindow(TokenWindow):
         evicted = []
         while (over := self._category_tokens.get(category, 0) - cap) > 0:
             # others of the category first; the new unit itself only if it alone is too big
-            unit = self._take(category, keep) or self._take(category, self._open)
+            unit = self._queue.take(category, keep) or self._queue.take(category, self._open)
             if unit is None:
                 break
             if self._compress(unit, unit.size - over, cause):
@@ -366,9 +292,7 @@ class PriorityWindow(TokenWindow):
             self._evicted(evicted)
 
     def _evict_now(self, unit: Unit, reason: str) -> None:
-        if unit in self._recent:
-            self._recent.remove(unit)
-            self._recent_tokens -= unit.size
+        self._queue.discard(unit)
         self._account(unit, -1, pinned=False)
         self._view_remove(unit)
         self._cause = reason
@@ -379,30 +303,23 @@ class PriorityWindow(TokenWindow):
         self._journal.evicted(units, cause)
         super()._evicted(units)
         if self.summarizer is not None:
-            self._unfolded.extend(e for unit in units for e in unit.entries)
-            self._unfolded_tokens += sum(unit.size for unit in units)
-            if self._unfolded_tokens >= self.fold_tokens:
+            self._folds.add(units)
+            if self._folds.tokens >= self.fold_tokens:
                 self._fold()
 
     def _fold(self) -> None:
         """Fold the evicted entries waiting for it into the rolling summary."""
-        entries, self._unfolded, self._unfolded_tokens = self._unfolded, [], 0
-        old = self._summary
-        old_size = old.size if old else 0
-        room = min(self.summary_tokens, self._budget - (self._pinned_used - old_size))
-        if room < 16:
+        entries, old = self._folds.take(), self._summary
+        room = min(
+            self.summary_tokens, self._budget - (self._pinned_used - (old.size if old else 0))
+        )
+        summary = fold(self.summarizer, old, entries, room) if self.summarizer else None
+        if summary is None:
             return
-        entry = self.summarizer(old.entries[0] if old else None, entries, room)  # type: ignore[misc]
-        entry.seq, entry.kind, entry.pinned = -1, "summary", True
-        entry.priority = int(Priority.CRITICAL)
-        if entry.tokens > room:
-            return  # a summarizer that overshoots is ignored rather than break the budget
         if old is not None:
             self._account(old, -1, pinned=True)
             self._count_category(old, -1)
-        self._summary = Unit(
-            [entry], entry.tokens, priority=int(Priority.CRITICAL), category="summary"
-        )
+        self._summary = summary
         self._account(self._summary, +1, pinned=True)
         self._count_category(self._summary, +1)
         self._journal.summarized(entries)
@@ -436,8 +353,7 @@ class PriorityWindow(TokenWindow):
             self._messages.pop(entry.seq, None)
         self._journal.forget(unit)
         self._live.pop(unit.seq, None)
-        if unit is self._latest_user:
-            self._latest_user = None
+        self._queue.removed(unit)
 
     def _all_units(self) -> list[Unit]:
         summary = [self._summary] if self._summary else []
@@ -464,12 +380,10 @@ class PriorityWindow(TokenWindow):
         super().clear()
         self._live.clear()
         self._messages.clear()
-        self._recent.clear()
-        self._recent_tokens = 0
-        self._heaps.clear()
+        self._queue.clear()
         self._category_tokens = {"system": self._system.size} if self._system else {}
-        self._latest_user = self._small_talk = self._summary = None
-        self._unfolded, self._unfolded_tokens = [], 0
+        self._small_talk = self._summary = None
+        self._folds.clear()
         self._journal.clear()
 
     # -- building ----------------------------------------------------------------
@@ -514,17 +428,7 @@ class PriorityWindow(TokenWindow):
 
     def _narrow(self, budget: int, keep: Collection[str] = ()) -> set[int]:
         """Seqs of the units a narrower budget leaves out, in eviction order (``keep`` last)."""
-        order = sorted(
-            (
-                u
-                for u in self._live.values()
-                if u not in self._recent and u is not self._latest_user
-            ),
-            key=lambda u: (u.priority, -u.size, u.seq),
-        )
-        order += [u for u in self._recent if u is not self._latest_user]
-        if self._latest_user is not None and self._latest_user.seq in self._live:
-            order.append(self._latest_user)  # the latest user turn goes last
+        order = self._queue.order(self._live.values())
         if keep:
             kept = [u for u in order if any(e.id in keep for e in u.entries)]
             order = [u for u in order if u not in kept] + kept

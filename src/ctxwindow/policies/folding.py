@@ -1,0 +1,87 @@
+"""What ``PriorityWindow`` makes of a victim instead of losing it: a smaller form, or a summary.
+
+``shrink`` asks the compressor for a smaller form of a unit's entries
+(``shrink_alone``: of a message too big for the whole window). ``Folds``
+gathers evicted entries into batches, and ``fold`` asks the summarizer to
+fold a batch into the rolling summary. These only compute: the window
+decides when to call them and puts what they return in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ctxwindow.messages import Entry, Unit
+from ctxwindow.policies.rules import Priority
+
+Compressor = Callable[[Sequence[Entry], int], list[Entry]]
+Summarizer = Callable[[Entry | None, Sequence[Entry], int], Entry]
+
+
+def shrink(
+    compressor: Compressor,
+    unit: Unit,
+    target: int,
+    measure: Callable[[Sequence[Entry]], int],
+) -> tuple[list[Entry], int] | None:
+    """The unit's entries compressed to at most ``target`` and their size, or None.
+
+    None when the unit was compressed once already (it goes now), or when the
+    compressor cannot bring it within ``target`` or below its present size.
+    """
+    if any("compressed" in e.metadata for e in unit.entries):
+        return None
+    entries = compressor(unit.entries, target)
+    size = measure(entries)
+    if size > target or size >= unit.size:
+        return None
+    return entries, size
+
+
+def shrink_alone(compressor: Compressor, entry: Entry, room: int) -> Entry | None:
+    """A message too big for any window compressed to fit ``room`` tokens, or None."""
+    if room <= 0:
+        return None
+    [less] = compressor([entry], room)
+    return less if less.tokens <= room else None
+
+
+class Folds:
+    """Evicted entries waiting to be folded into the rolling summary.
+
+    Each fold re-summarizes the summary, so evictions are folded in batches.
+    """
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.tokens = 0
+
+    def add(self, units: Sequence[Unit]) -> None:
+        self.entries.extend(entry for unit in units for entry in unit.entries)
+        self.tokens += sum(unit.size for unit in units)
+
+    def take(self) -> list[Entry]:
+        """The batch, which starts again empty."""
+        entries, self.entries, self.tokens = self.entries, [], 0
+        return entries
+
+    def clear(self) -> None:
+        self.take()
+
+
+def fold(
+    summarizer: Summarizer, old: Unit | None, entries: Sequence[Entry], room: int
+) -> Unit | None:
+    """The rolling summary with ``entries`` folded in, pinned and CRITICAL, or None.
+
+    None when ``room`` is too small to be worth a summary, or when the
+    summarizer overshoots it (ignored rather than break the budget).
+    """
+    if room < 16:
+        return None
+    entry = summarizer(old.entries[0] if old else None, entries, room)
+    entry.seq, entry.kind, entry.pinned = -1, "summary", True
+    entry.priority = int(Priority.CRITICAL)
+    if entry.tokens > room:
+        return None
+    return Unit([entry], entry.tokens, priority=int(Priority.CRITICAL), category="summary")

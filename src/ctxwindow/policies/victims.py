@@ -1,0 +1,152 @@
+"""How ``PriorityWindow`` chooses the unit to evict next.
+
+The newest units, up to ``reserve_recent`` tokens, wait in a protected tail
+and go last: oldest first, the latest user turn last of all. Older units sit
+in a heap per budget category, keyed by (priority, minus tokens per unit of
+importance, seq): the lowest priority goes first, then the biggest, then the
+oldest. A unit whose priority changes is pushed again with a new version; a
+key that is stale (its unit gone or re-keyed) is dropped when it reaches the
+top, so choosing a victim is O(log n) amortized. The queue only chooses: the
+window stores the units (``Kept.units``) and removes them.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+
+from ctxwindow.messages import Unit
+from ctxwindow.policies.rules import Priority
+
+HeapKey = tuple[int, float, int, int]  # priority, -tokens per importance, seq, version
+
+
+class VictimQueue:
+    """The order of eviction over the window's unpinned units.
+
+    ``kept`` is the window's units by seq (a key whose unit is no longer there
+    is stale); ``reserve`` gives the tokens of the protected recent tail.
+    """
+
+    def __init__(self, kept: Mapping[int, Unit], reserve: Callable[[], int]) -> None:
+        self._kept = kept
+        self._reserve = reserve
+        self._recent: deque[Unit] = deque()  # the newest units, evicted last
+        self._recent_tokens = 0
+        self._heaps: dict[str, list[HeapKey]] = {}
+        self.latest_user: Unit | None = None  # raised to HIGH while it is the latest
+
+    # -- units coming and going -------------------------------------------------------
+
+    def track(self, unit: Unit) -> None:
+        """Take in a new unpinned unit (a user turn becomes the latest user turn)."""
+        if unit.entries[0].message["role"] == "user":
+            self._raise_latest_user(unit)
+        self._recent.append(unit)
+        self._recent_tokens += unit.size
+        self._settle_recent()
+
+    def grown(self, unit: Unit, delta: int) -> None:
+        """A tool result made ``unit`` ``delta`` bigger."""
+        if self._recent and unit is self._recent[-1]:
+            self._recent_tokens += delta
+            self._settle_recent()
+
+    def untrack_newest(self, unit: Unit) -> None:
+        """Forget the newest unit, dropped whole (any heap key of it goes stale)."""
+        if self._recent and self._recent[-1] is unit:
+            self._recent.pop()
+            self._recent_tokens -= unit.size
+
+    def discard(self, unit: Unit) -> None:
+        """Forget a unit evicted without being taken (any heap key of it goes stale)."""
+        if unit in self._recent:
+            self._recent.remove(unit)
+            self._recent_tokens -= unit.size
+
+    def removed(self, unit: Unit) -> None:
+        """The window no longer keeps ``unit``."""
+        if unit is self.latest_user:
+            self.latest_user = None
+
+    def clear(self) -> None:
+        self._recent.clear()
+        self._recent_tokens = 0
+        self._heaps.clear()
+        self.latest_user = None
+
+    def _raise_latest_user(self, unit: Unit) -> None:
+        previous, self.latest_user = self.latest_user, unit
+        unit.priority = max(unit.priority, int(Priority.HIGH))
+        if previous is not None and previous.seq in self._kept:
+            previous.priority = previous.entries[0].priority
+            self.requeue(previous)
+
+    def _settle_recent(self) -> None:
+        """Move units out of the protected recent tail once it holds the reserve without them."""
+        reserve = self._reserve()
+        while len(self._recent) > 1 and self._recent_tokens - self._recent[0].size >= reserve:
+            unit = self._recent.popleft()
+            self._recent_tokens -= unit.size
+            self.push(unit)
+
+    # -- the heaps -----------------------------------------------------------------------
+
+    def push(self, unit: Unit) -> None:
+        """Queue a unit by its current priority and size (older keys of it go stale)."""
+        unit.version += 1
+        importance = float(unit.entries[0].metadata.get("importance", 1.0)) or 1.0
+        key = (unit.priority, -unit.size / importance, unit.seq, unit.version)
+        heapq.heappush(self._heaps.setdefault(unit.category, []), key)
+
+    def requeue(self, unit: Unit) -> None:
+        if unit not in self._recent:
+            self.push(unit)  # the old heap key is now stale (its version is behind)
+
+    def _valid_top(self, category: str) -> HeapKey | None:
+        heap = self._heaps.get(category)
+        while heap:
+            key = heap[0]
+            unit = self._kept.get(key[2])
+            if unit is not None and unit.version == key[3]:
+                return key
+            heapq.heappop(heap)  # evicted or re-keyed since: stale
+        return None
+
+    def take(self, category: str | None, keep: Unit | None) -> Unit | None:
+        """Remove and return the next victim (of one category, or of any); never ``keep``."""
+        categories = [category] if category else list(self._heaps)
+        tops = [key for c in categories if (key := self._valid_top(c)) is not None]
+        if tops:
+            key = min(tops)
+            unit = self._kept[key[2]]
+            heapq.heappop(self._heaps[unit.category])
+            unit.version += 1
+            return unit
+        # The recent reserve gives way only when nothing else is left, oldest
+        # first, the latest user turn last.
+        candidates = [u for u in self._recent if u is not keep and category in (None, u.category)]
+        if not candidates:
+            return None
+        unit = next((u for u in candidates if u is not self.latest_user), candidates[0])
+        self._recent.remove(unit)
+        self._recent_tokens -= unit.size
+        return unit
+
+    def order(self, units: Iterable[Unit]) -> list[Unit]:
+        """``units`` (the unpinned ones kept) in the order a narrower budget leaves them out.
+
+        Like eviction, without touching the queue: the older units by priority,
+        then size, then age; then the recent tail, the latest user turn last.
+        """
+        latest = self.latest_user
+        recent = {id(u) for u in self._recent}
+        order = sorted(
+            (u for u in units if id(u) not in recent and u is not latest),
+            key=lambda u: (u.priority, -u.size, u.seq),
+        )
+        order += [u for u in self._recent if u is not latest]
+        if latest is not None and latest.seq in self._kept:
+            order.append(latest)
+        return order
