@@ -1,4 +1,17 @@
-"""Eviction policies: windows that keep a conversation inside a budget (docs/windows.md)."""
+"""Eviction policies: windows that keep a conversation inside a budget (docs/windows.md).
+
+One module a concern:
+
+- ``kept``: how every window stores its units and messages, with running totals;
+- ``view``: what a window reads out (messages, totals, ``build``, ``preview``);
+- ``base``: ``Window``, the template: adding, the budget, "evict until it fits";
+- ``message_window``, ``token_window``: the size measures (victim: the oldest);
+- ``priority``: ``PriorityWindow``: priorities, caps and small talk, over
+  ``victims`` (which unit goes next), ``folding`` (a victim compressed or
+  summarized instead) and ``journal`` (what it did, told as a ``Report``);
+- ``rules``: priorities, kinds and the rules that assign them; ``explain``:
+  ``Decision``, ``Report``, ``Context``.
+"""
 
 from ctxwindow.policies.base import EvictHook, Oversize, Window
 from ctxwindow.policies.explain import Context, Decision, Report

@@ -21,20 +21,23 @@ counts), it gives up the least valuable content first:
 - repeated small talk keeps only the latest greeting or acknowledgement;
 - ``build()`` returns the messages with a ``Report`` of every decision, and
   can narrow the budget per call (``budget_hook``).
+
+Here: priorities, caps, small talk and the glue; the rest has its own module
+(victims.py, folding.py, journal.py; the map is in policies/__init__.py).
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from ctxwindow.errors import PinnedOverBudgetError
-from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
+from ctxwindow.messages import Entry, Message, Unit, make_message
 from ctxwindow.policies.base import EvictHook, Given, Oversize
 from ctxwindow.policies.explain import Context, Report
 from ctxwindow.policies.folding import Compressor, Folds, Summarizer, fold, shrink, shrink_alone
 from ctxwindow.policies.journal import Journal
+from ctxwindow.policies.kept import keep_last, leave_out, unit_tokens
 from ctxwindow.policies.rules import (
     DEFAULT_RULES,
     Priority,
@@ -88,31 +91,13 @@ class PriorityWindow(TokenWindow):
         tokenizer: ChatTokenizer | None = None,
         estimate: bool = False,
     ) -> None:
-        self.rules = check_rules(rules)
-        self.caps = dict(caps or {})
-        self._reserve_recent = reserve_recent
-        self.compressor = compressor
-        self.compress_threshold = compress_threshold
-        self.summarizer = summarizer
-        self.summary_tokens = summary_tokens
-        # Folding re-summarizes the summary, so evictions are folded in batches.
-        self.fold_tokens = fold_tokens if fold_tokens is not None else max(64, summary_tokens // 2)
-        self._folds = Folds()  # evicted, not yet in the summary
-        self.dedupe_small_talk = dedupe_small_talk
-        self.document_tokens = document_tokens
+        self._set_rules(rules, caps, reserve_recent, dedupe_small_talk, document_tokens)
+        self._set_folding(compressor, compress_threshold, summarizer, summary_tokens, fold_tokens)
         self.budget_hook = budget_hook
-        self._live: dict[int, Unit] = {}  # unpinned kept units by seq, in order
-        self._messages: dict[int, Message] = {}  # every kept message by entry seq, in order
-        self._queue = VictimQueue(self._live, lambda: self.reserve_recent)
-        self._category_tokens: dict[str, int] = {}
-        self._small_talk: Unit | None = None
-        self._summary: Unit | None = None
-        self._journal = Journal(log_size)  # what left or changed, for reports
-        self._cause = "over budget"
         super().__init__(
             max_tokens,
             model,
-            system,
+            None,
             reserve_output,
             tools=tools,
             oversize=oversize,
@@ -120,6 +105,49 @@ class PriorityWindow(TokenWindow):
             tokenizer=tokenizer,
             estimate=estimate,
         )
+        self._start(log_size, system)
+
+    def _set_rules(
+        self,
+        rules: Sequence[Rule],
+        caps: Mapping[str, int] | None,
+        reserve_recent: int | None,
+        dedupe_small_talk: bool,
+        document_tokens: int,
+    ) -> None:
+        """What an entry is worth: its rules, the caps of its category, the recent reserve."""
+        self.rules = check_rules(rules)
+        self.caps = dict(caps or {})
+        self._reserve_recent = reserve_recent
+        self.dedupe_small_talk = dedupe_small_talk
+        self.document_tokens = document_tokens
+
+    def _set_folding(
+        self,
+        compressor: Compressor | None,
+        compress_threshold: int,
+        summarizer: Summarizer | None,
+        summary_tokens: int,
+        fold_tokens: int | None,
+    ) -> None:
+        """What a victim becomes instead of leaving: smaller, or part of the summary."""
+        self.compressor = compressor
+        self.compress_threshold = compress_threshold
+        self.summarizer = summarizer
+        self.summary_tokens = summary_tokens
+        # Folding re-summarizes the summary, so evictions are folded in batches.
+        self.fold_tokens = fold_tokens if fold_tokens is not None else max(64, summary_tokens // 2)
+
+    def _start(self, log_size: int, system: str | None) -> None:
+        """The state that needs the window's storage; then the system prompt."""
+        self._queue = VictimQueue(self._kept.units, lambda: self.reserve_recent)
+        self._categories: dict[str, int] = {}  # kept tokens by budget category
+        self._folds = Folds()  # evicted, not yet in the summary
+        self._journal = Journal(log_size)
+        self._small_talk: Unit | None = None
+        self._cause = "over budget"  # why the running eviction happens
+        if system is not None:
+            self.set_system(system)
 
     def set_system(self, content: str | list[Any]) -> None:
         cap = self.caps.get("system")
@@ -129,10 +157,11 @@ class PriorityWindow(TokenWindow):
                 f"the system prompt needs {size} tokens; its category cap is {cap}"
             )
         super().set_system(content)
-        assert self._system is not None
-        self._system.entries[0].priority = int(Priority.CRITICAL)
-        self._system.priority, self._system.category = int(Priority.CRITICAL), "system"
-        self._category_tokens["system"] = self._system.size
+        system = self._kept.system
+        assert system is not None
+        system.entries[0].priority = int(Priority.CRITICAL)
+        system.priority, system.category = int(Priority.CRITICAL), "system"
+        self._categories["system"] = system.size
 
     @property
     def reserve_recent(self) -> int:
@@ -181,120 +210,63 @@ class PriorityWindow(TokenWindow):
             entry.priority = Priority.CRITICAL if pin else _priority(entry, self.rules, chosen)
         return entry
 
-    def _track(self, unit: Unit) -> None:
-        entry = unit.entries[0]
-        unit.priority = entry.priority
-        unit.category = category_of(entry)
-        self._live[entry.seq] = unit
-        self._queue.track(unit)
-        self._category_tokens[unit.category] = (
-            self._category_tokens.get(unit.category, 0) + unit.size
-        )
-        if self.dedupe_small_talk and is_small_talk(entry):
-            self._forget_small_talk(unit)
-
     def _admit(self, unit: Unit) -> None:
         entry = unit.entries[0]
         if not entry.pinned and entry.priority >= Priority.CRITICAL:
             entry.pinned = True  # a CRITICAL rule (a system message) pins the entry
-            self._require_pinned_fit(self._pinned_used + unit.size, "CRITICAL entries")
+            self._require_pinned_fit(self._kept.pinned_used + unit.size, "CRITICAL entries")
+        unit.priority = int(Priority.CRITICAL) if entry.pinned else entry.priority
+        unit.category = category_of(entry)
+        self._count_category(unit, +1)
         super()._admit(unit)
-        if unit.pinned:
-            unit.priority, unit.category = int(Priority.CRITICAL), category_of(entry)
-            self._count_category(unit, +1)
         self._enforce_cap(unit.category, keep=unit)
 
     def _grown(self, unit: Unit, delta: int) -> None:
-        self._category_tokens[unit.category] = self._category_tokens.get(unit.category, 0) + delta
+        self._categories[unit.category] = self._categories.get(unit.category, 0) + delta
         self._queue.grown(unit, delta)
 
-    def _forget_small_talk(self, unit: Unit) -> None:
-        previous, self._small_talk = self._small_talk, unit
-        if previous is not None and previous.seq in self._live:
-            self._evict_now(previous, "repeated small talk")
+    def _count_category(self, unit: Unit, sign: int) -> None:
+        self._categories[unit.category] = self._categories.get(unit.category, 0) + sign * unit.size
+
+    # -- choosing victims (the queue), and what happens to them ---------------------------
+
+    def _track(self, unit: Unit) -> None:
+        self._queue.track(unit)
+        if self.dedupe_small_talk and is_small_talk(unit.entries[0]):
+            previous, self._small_talk = self._small_talk, unit
+            if previous is not None and previous.seq in self._kept.units:
+                self._evict_now(previous, "repeated small talk")
 
     def _pop_victim(self, keep: Unit | None) -> Unit | None:
         return self._queue.take(None, keep)
 
-    def _untrack_newest(self, unit: Unit) -> None:
+    def _untrack(self, unit: Unit) -> None:
         self._queue.untrack_newest(unit)
-        self._live.pop(unit.seq, None)
 
-    # -- compression, caps, eviction ----------------------------------------------------
+    def _eviction_order(self) -> list[Unit]:
+        return self._queue.order(unit for unit in self._kept.units.values() if not unit.pinned)
 
-    def _fit_oversize(self, entries: list[Entry], entry: Entry, room: int) -> Entry | None:
-        """Compress a message that alone is too big before the oversize policy applies."""
-        size = self._measure(entries)
-        if size <= room or self.compressor is None:
-            return super()._fit_oversize(entries, entry, room)
-        less = shrink_alone(self.compressor, entry, room - (size - entry.tokens))
-        if less is not None:
-            self._log_compressed(entry, less, "larger than the whole budget")
-            return less
-        return super()._fit_oversize(entries, entry, room)
-
-    def _shrink(self, unit: Unit) -> bool:
-        overflow = self._used - self._budget
-        return self._compress(unit, unit.size - overflow, "over budget")
-
-    def _compress(self, unit: Unit, room: int, cause: str) -> bool:
-        """Compress a unit above the threshold to fit ``room``; True if it stays, smaller."""
-        if self.compressor is None or unit.size <= self.compress_threshold:
-            return False
-        target = max(1, min(self.compress_threshold, room))
-        found = shrink(self.compressor, unit, target, self._measure)
-        if found is None:
-            return False
-        self._replace(unit, found[0], cause)
-        self._queue.push(unit)
-        return True
-
-    def _log_compressed(self, old: Entry, new: Entry, cause: str) -> None:
-        self._journal.compressed(old, new, cause)
-        if self.on_event is not None:
-            self.on_event("compressed", 1)
-
-    def _replace(self, unit: Unit, entries: list[Entry], cause: str) -> None:
-        before_tokens = sum(e.tokens for e in unit.entries)
-        for old, new in zip(unit.entries, entries, strict=False):
-            if new is not old:
-                self._log_compressed(old, new, cause)
-        after_tokens = sum(e.tokens for e in entries)
-        for entry in entries:
-            self._messages[entry.seq] = entry.message  # same place in the order
+    def _remove(self, unit: Unit) -> None:
+        super()._remove(unit)
         self._count_category(unit, -1)
-        unit.entries = entries
-        old_size, unit.size = unit.size, self._measure(entries)
-        self._count_category(unit, +1)
-        self._used += unit.size - old_size
-        self._tokens += after_tokens - before_tokens
+        self._journal.forget(unit)
+        self._queue.removed(unit)
 
     def _enforce_cap(self, category: str, keep: Unit | None) -> None:
         cap = self.caps.get(category)
-        if cap is None:
-            return
-        if category == "system":
+        if cap is None or category == "system":
             return  # the system prompt's cap is checked when it is set
-        cause = f"{category} over its cap of {cap}"
-        evicted = []
-        while (over := self._category_tokens.get(category, 0) - cap) > 0:
-            # others of the category first; the new unit itself only if it alone is too big
-            unit = self._queue.take(category, keep) or self._queue.take(category, self._open)
-            if unit is None:
-                break
-            if self._compress(unit, unit.size - over, cause):
-                continue
-            self._account(unit, -1, pinned=False)
-            self._view_remove(unit)
-            evicted.append(unit)
-        if evicted:
-            self._cause = cause
-            self._evicted(evicted)
+        self._cause = f"{category} over its cap of {cap}"
+        # others of the category first; the new unit itself only if it alone is too big
+        self._evict(
+            lambda: self._categories.get(category, 0) - cap,
+            lambda: self._queue.take(category, keep) or self._queue.take(category, self._open),
+        )
+        self._cause = "over budget"
 
     def _evict_now(self, unit: Unit, reason: str) -> None:
         self._queue.discard(unit)
-        self._account(unit, -1, pinned=False)
-        self._view_remove(unit)
+        self._remove(unit)
         self._cause = reason
         self._evicted([unit])
 
@@ -307,82 +279,69 @@ class PriorityWindow(TokenWindow):
             if self._folds.tokens >= self.fold_tokens:
                 self._fold()
 
+    # -- compression and the rolling summary ---------------------------------------------
+
+    def _fit_oversize(self, entries: list[Entry], entry: Entry, room: int) -> Entry | None:
+        """Compress a message that alone is too big before the oversize policy applies."""
+        size = self._measure(entries)
+        if size <= room or self.compressor is None:
+            return super()._fit_oversize(entries, entry, room)
+        less = shrink_alone(self.compressor, entry, room - (size - entry.tokens))
+        if less is not None:
+            self._compressed(entry, less, "larger than the whole budget")
+            return less
+        return super()._fit_oversize(entries, entry, room)
+
+    def _shrink(self, unit: Unit, excess: int) -> bool:
+        return self._compress(unit, unit.size - excess, self._cause)
+
+    def _compress(self, unit: Unit, room: int, cause: str) -> bool:
+        """Compress a unit above the threshold to fit ``room``; True if it stays, smaller."""
+        if self.compressor is None or unit.size <= self.compress_threshold:
+            return False
+        target = max(1, min(self.compress_threshold, room))
+        found = shrink(self.compressor, unit, target, self._measure)
+        if found is None:
+            return False
+        entries, size = found
+        for old, new in zip(unit.entries, entries, strict=False):
+            if new is not old:
+                self._compressed(old, new, cause)
+        self._count_category(unit, -1)
+        self._kept.replace(unit, entries, size)
+        self._count_category(unit, +1)
+        self._queue.push(unit)
+        return True
+
+    def _compressed(self, old: Entry, new: Entry, cause: str) -> None:
+        self._journal.compressed(old, new, cause)
+        if self.on_event is not None:
+            self.on_event("compressed", 1)
+
     def _fold(self) -> None:
         """Fold the evicted entries waiting for it into the rolling summary."""
-        entries, old = self._folds.take(), self._summary
-        room = min(
-            self.summary_tokens, self._budget - (self._pinned_used - (old.size if old else 0))
-        )
-        summary = fold(self.summarizer, old, entries, room) if self.summarizer else None
-        if summary is None:
+        entries, old = self._folds.take(), self._kept.summary
+        room = self._budget - (self._kept.pinned_used - (old.size if old else 0))
+        room = min(self.summary_tokens, room)
+        unit = fold(self.summarizer, old, entries, room) if self.summarizer else None
+        if unit is None:
             return
         if old is not None:
-            self._account(old, -1, pinned=True)
             self._count_category(old, -1)
-        self._summary = summary
-        self._account(self._summary, +1, pinned=True)
-        self._count_category(self._summary, +1)
+        self._kept.set_summary(unit)
+        self._count_category(unit, +1)
         self._journal.summarized(entries)
         if self.on_event is not None:
             self.on_event("summary_updated", 1)
-        if self._used > self._budget:
+        if self._kept.used > self._budget:
             self._evict_until_fits()
-
-    def _count_category(self, unit: Unit, sign: int) -> None:
-        self._category_tokens[unit.category] = (
-            self._category_tokens.get(unit.category, 0) + sign * unit.size
-        )
-
-    def _account(self, unit: Unit, sign: int, *, pinned: bool) -> None:
-        super()._account(unit, sign, pinned=pinned)
-        if sign < 0 and not pinned:
-            self._category_tokens[unit.category] = (
-                self._category_tokens.get(unit.category, 0) - unit.size
-            )
-
-    # -- the view ------------------------------------------------------------------
-
-    # The view is a dict seq -> message: insertion order is chronological, and
-    # a unit evicted from anywhere leaves in O(1). messages() is one copy.
-
-    def _view_add(self, entry: Entry) -> None:
-        self._messages[entry.seq] = entry.message
-
-    def _view_remove(self, unit: Unit) -> None:
-        for entry in unit.entries:
-            self._messages.pop(entry.seq, None)
-        self._journal.forget(unit)
-        self._live.pop(unit.seq, None)
-        self._queue.removed(unit)
-
-    def _all_units(self) -> list[Unit]:
-        summary = [self._summary] if self._summary else []
-        return [*summary, *self._pinned, *self._live.values()]
-
-    def units(self) -> Iterator[Unit]:
-        live: Iterator[Unit] = iter(self._live.values())
-        if self._pinned:
-            live = heapq.merge(self._pinned, live, key=lambda unit: unit.seq)
-        return iter([self._summary, *live]) if self._summary else live
-
-    def messages(self) -> list[Message]:
-        """System prompt(s), rolling summary, then the kept messages in order."""
-        head = [] if self._system is None else [self._system.entries[0].message]
-        body = [*head, *self._messages.values()]
-        if self._summary is not None:
-            at = 0
-            while at < len(body) and body[at]["role"] in SYSTEM_ROLES:
-                at += 1
-            body.insert(at, self._summary.entries[0].message)
-        return body
 
     def clear(self) -> None:
         super().clear()
-        self._live.clear()
-        self._messages.clear()
         self._queue.clear()
-        self._category_tokens = {"system": self._system.size} if self._system else {}
-        self._small_talk = self._summary = None
+        system = self._kept.system
+        self._categories = {"system": system.size} if system else {}
+        self._small_talk = None
         self._folds.clear()
         self._journal.clear()
 
@@ -399,14 +358,14 @@ class PriorityWindow(TokenWindow):
         compressing and without changing the window; units with an entry id
         in ``keep`` go last.
         """
-        budget = max_tokens if max_tokens is not None else self._hook_budget(request)
-        budget = self._budget if budget is None else min(budget, self._budget)
-        left_out = self._narrow(budget, keep) if self._used > budget else set()
-        messages = self.messages() if not left_out else self._messages_without(left_out)
+        if max_tokens is None and self.budget_hook is not None:
+            max_tokens = int(self.budget_hook(request))
+        budget = self._budget if max_tokens is None else min(max_tokens, self._budget)
+        left = self._narrow(budget, keep) if self._kept.used > budget else []
+        messages = self._kept.messages_without(left) if left else self.messages()
         # Every entry was counted once when added: the sum of what stays is exact.
-        gone = sum(e.tokens for seq in left_out for e in self._live[seq].entries)
-        tokens = self.total_tokens - gone
-        return Context(messages, tokens, self._report(budget, left_out, tokens))
+        tokens = self.total_tokens - sum(unit_tokens(unit) for unit in left)
+        return Context(messages, tokens, self._report(budget, {u.seq for u in left}, tokens))
 
     def preview(self, role_or_message: str | Mapping[str, Any], content: Any = None) -> Context:
         """The context if the message were added now, read-only (see ``Window.preview``).
@@ -418,45 +377,24 @@ class PriorityWindow(TokenWindow):
         built = self.build(max_tokens=self._budget - entry.tokens)
         return built.plus(entry.message, entry.tokens, budget=self._budget)
 
-    @property
-    def pinned_tokens(self) -> int:
-        summary = self._summary.entries[0].tokens if self._summary is not None else 0
-        return super().pinned_tokens + summary
-
-    def _hook_budget(self, request: Any) -> int | None:
-        return None if self.budget_hook is None else int(self.budget_hook(request))
-
-    def _narrow(self, budget: int, keep: Collection[str] = ()) -> set[int]:
-        """Seqs of the units a narrower budget leaves out, in eviction order (``keep`` last)."""
-        order = self._queue.order(self._live.values())
-        if keep:
-            kept = [u for u in order if any(e.id in keep for e in u.entries)]
-            order = [u for u in order if u not in kept] + kept
-        if budget < self._pinned_used:
+    def _narrow(self, budget: int, keep: Collection[str] = ()) -> list[Unit]:
+        """The units a narrower budget leaves out, in eviction order (``keep`` last)."""
+        if budget < self._kept.pinned_used:
             raise PinnedOverBudgetError(
-                f"a budget of {budget} is below the {self._pinned_used} tokens "
+                f"a budget of {budget} is below the {self._kept.pinned_used} tokens "
                 "that are never evicted"
             )
-        used, out = self._used, set()
-        for unit in order:
-            if used <= budget:
-                break
-            used -= unit.size
-            out.add(unit.seq)
-        return out
-
-    def _messages_without(self, left_out: set[int]) -> list[Message]:
-        out = {id(e.message) for seq in left_out for e in self._live[seq].entries}
-        return [m for m in self.messages() if id(m) not in out]
+        order = keep_last(self._eviction_order(), keep)
+        return leave_out(order, self._kept.used - budget, lambda unit: unit.size)
 
     def report(self) -> Report:
         """The explanation of the current window (see ``build``)."""
         return self._report(self._budget, set(), self.total_tokens)
 
     def _report(self, budget: int, left_out: set[int], tokens: int) -> Report:
-        units, system = list(self.units()), self._system
+        units, system = list(self.units()), self._kept.system
         return self._journal.report(
-            budget, tokens, self.reserve_output, self._category_tokens, system, units, left_out
+            budget, tokens, self.reserve_output, self._categories, system, units, left_out
         )
 
 

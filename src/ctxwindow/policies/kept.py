@@ -1,0 +1,166 @@
+"""What a window keeps: its units and their messages, in order, with running totals.
+
+Every window stores alike. Kept units sit in a dict by seq and their messages
+in a dict by entry seq: both keep insertion order, which is chronological, and
+a unit leaves from anywhere in O(its messages). Two pinned units are held
+apart: the system prompt (always first) and a rolling summary (after any
+leading system messages). The totals change as units come and go, so nothing
+is counted twice. Which unit leaves, and when, is the window's business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Iterator
+
+from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit
+
+
+def unit_tokens(unit: Unit) -> int:
+    """Prompt tokens of a unit's messages."""
+    entries = unit.entries
+    return entries[0].tokens if len(entries) == 1 else sum(e.tokens for e in entries)
+
+
+class Kept:
+    """The units a window keeps, their messages, and what they add up to.
+
+    ``used`` and ``pinned_used`` are in the window's budget unit (``Unit.size``),
+    ``tokens`` and ``pinned_tokens`` in prompt tokens; all four start at the
+    window's fixed overhead. ``count`` is the number of kept messages, the
+    system prompt excluded (a rolling summary counts).
+    """
+
+    def __init__(self, overhead: int, overhead_tokens: int) -> None:
+        self.units: dict[int, Unit] = {}  # pinned or not, by seq; not the system prompt or summary
+        self._messages: dict[int, Message] = {}  # every message of ``units``, by entry seq
+        self.system: Unit | None = None
+        self.summary: Unit | None = None
+        self._overhead = (overhead, overhead_tokens)
+        self.used = self.pinned_used = overhead
+        self.tokens = self.pinned_tokens = overhead_tokens
+        self.count = 0
+
+    # -- changing ------------------------------------------------------------------
+
+    def add(self, unit: Unit) -> None:
+        """Keep a new unit of one message, the newest (tool results join it by ``grow``)."""
+        entry = unit.entries[0]
+        self.units[entry.seq] = unit
+        self._messages[entry.seq] = entry.message
+        self.used += unit.size
+        self.tokens += entry.tokens
+        self.count += 1
+        if entry.pinned:
+            self.pinned_used += unit.size
+            self.pinned_tokens += entry.tokens
+
+    def grow(self, unit: Unit, entry: Entry, size: int) -> None:
+        """Add a message of ``size`` to the newest kept unit (a tool result to its call)."""
+        unit.entries.append(entry)
+        unit.size += size
+        self._messages[entry.seq] = entry.message
+        self.used += size
+        self.tokens += entry.tokens
+        self.count += 1
+        if unit.pinned:
+            self.pinned_used += size
+            self.pinned_tokens += entry.tokens
+
+    def remove(self, unit: Unit) -> None:
+        """Forget a kept unit, wherever it is in the order."""
+        del self.units[unit.seq]
+        for entry in unit.entries:
+            del self._messages[entry.seq]
+        self._add_totals(unit, -1)
+
+    def replace(self, unit: Unit, entries: list[Entry], size: int) -> None:
+        """Put new entries with the same seqs (a smaller form) in place of a unit's."""
+        for entry in entries:
+            self._messages[entry.seq] = entry.message  # same key: same place in the order
+        self.used += size - unit.size
+        self.tokens += sum(e.tokens for e in entries) - sum(e.tokens for e in unit.entries)
+        unit.entries, unit.size = entries, size
+
+    def set_system(self, unit: Unit) -> None:
+        """Put a (pinned) system prompt in place of the old one."""
+        old, self.system = self.system, unit
+        if old is not None:
+            self._add_totals(old, -1, counted=False)
+        self._add_totals(unit, +1, counted=False)
+
+    def set_summary(self, unit: Unit) -> None:
+        """Put a (pinned) rolling summary in place of the old one."""
+        old, self.summary = self.summary, unit
+        if old is not None:
+            self._add_totals(old, -1)
+        self._add_totals(unit, +1)
+
+    def clear(self) -> None:
+        """Forget every unit but the system prompt."""
+        self.units.clear()
+        self._messages.clear()
+        self.summary = None
+        size, tokens = self._overhead
+        if self.system is not None:
+            size, tokens = size + self.system.size, tokens + unit_tokens(self.system)
+        self.used = self.pinned_used = size
+        self.tokens = self.pinned_tokens = tokens
+        self.count = 0
+
+    def _add_totals(self, unit: Unit, sign: int, *, counted: bool = True) -> None:
+        tokens = unit_tokens(unit)
+        self.used += sign * unit.size
+        self.tokens += sign * tokens
+        if counted:
+            self.count += sign * len(unit.entries)
+        if unit.pinned:
+            self.pinned_used += sign * unit.size
+            self.pinned_tokens += sign * tokens
+
+    # -- reading -------------------------------------------------------------------
+
+    def messages(self) -> list[Message]:
+        """The system prompt, then every kept message in order, the summary in its place."""
+        if self.system is None:
+            body = list(self._messages.values())
+        else:
+            body = [self.system.entries[0].message, *self._messages.values()]
+        if self.summary is not None:
+            at = 0
+            while at < len(body) and body[at]["role"] in SYSTEM_ROLES:
+                at += 1
+            body.insert(at, self.summary.entries[0].message)
+        return body
+
+    def messages_without(self, units: Iterable[Unit]) -> list[Message]:
+        """``messages()`` less the messages of ``units``."""
+        out = {id(entry.message) for unit in units for entry in unit.entries}
+        return [m for m in self.messages() if id(m) not in out]
+
+    def in_order(self) -> Iterator[Unit]:
+        """The summary, then every kept unit in chronological order (a snapshot)."""
+        head = [self.summary] if self.summary is not None else []
+        return iter([*head, *self.units.values()])
+
+
+# -- a narrower budget: what leaves, read-only -----------------------------------------
+
+
+def keep_last(units: list[Unit], keep: Collection[str]) -> list[Unit]:
+    """``units`` in the same order, but those with an entry id in ``keep`` at the end."""
+    if not keep:
+        return units
+    kept = [u for u in units if any(e.id in keep for e in u.entries)]
+    chosen = {id(u) for u in kept}
+    return [u for u in units if id(u) not in chosen] + kept
+
+
+def leave_out(order: Iterable[Unit], excess: int, measure: Callable[[Unit], int]) -> list[Unit]:
+    """The first units of ``order`` that free ``excess`` by ``measure`` (all, if they cannot)."""
+    out = []
+    for unit in order:
+        if excess <= 0:
+            break
+        excess -= measure(unit)
+        out.append(unit)
+    return out

@@ -1,0 +1,145 @@
+"""The read-only half of every window: what it sends now, and what it would send.
+
+``WindowView`` answers from the window's ``Kept`` units and changes nothing:
+``messages()``, ``units()``, ``entries()``, the totals, ``build()`` (a context
+for this call, narrowed if asked) and ``preview()`` (the context if one more
+message came). ``Window`` (policies/base.py) adds everything that changes it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from typing import Any
+
+from ctxwindow.errors import BudgetError, InvalidMessageError, MessageTooLargeError
+from ctxwindow.messages import Entry, Message, Unit, make_message
+from ctxwindow.policies.explain import Context, Report
+from ctxwindow.policies.kept import Kept, keep_last, leave_out, unit_tokens
+from ctxwindow.tokens.chat import ChatTokenizer
+
+
+class WindowView(ABC):
+    """What a window holds, read without changing it (``Window`` sets these fields)."""
+
+    tokenizer: ChatTokenizer
+    _kept: Kept
+    _budget: int
+    _open: Unit | None  # the unit whose tool results are still due
+
+    @abstractmethod
+    def _size_of(self, entry: Entry) -> int:
+        """The size of one entry in the window's budget unit."""
+
+    @abstractmethod
+    def _eviction_order(self) -> Iterable[Unit]:
+        """The evictable units in the order they would be evicted."""
+
+    def build(
+        self, request: Any = None, max_tokens: int | None = None, keep: Collection[str] = ()
+    ) -> Context:
+        """The context to send now; read-only.
+
+        ``max_tokens`` narrows the budget for this call (in tokens, whatever
+        the window's own unit): the oldest whole units are left out until the
+        rest fits, pinned ones and a call still waiting for results never, and
+        units with an entry id in ``keep`` (say, relevant to the query) last.
+        ``request`` is for windows with a budget hook (``PriorityWindow``).
+        """
+        tokens = self._kept.tokens
+        if max_tokens is None or tokens <= max_tokens:
+            report = Report(max_tokens or tokens, tokens, 0, {}, {})
+            return Context(self.messages(), tokens, report)
+        units = [u for u in self.units() if not (u.pinned or u.pending)]
+        left = leave_out(keep_last(units, keep), tokens - max_tokens, unit_tokens)
+        tokens -= sum(unit_tokens(unit) for unit in left)
+        if tokens > max_tokens:
+            raise BudgetError(f"what the window must keep takes {tokens} tokens, over {max_tokens}")
+        messages = self._kept.messages_without(left)
+        return Context(messages, tokens, Report(max_tokens, tokens, 0, {}, {}))
+
+    def preview(self, role_or_message: str | Mapping[str, Any], content: Any = None) -> Context:
+        """The context this window would hold if the message were added now; read-only.
+
+        For evaluations and "what would the model see" checks: the units that
+        adding it would evict are left out of a copy, nothing changes. The
+        message must start a new turn (not a tool result, and no call may be
+        waiting for results); one larger than the window can ever hold raises
+        ``MessageTooLargeError`` whatever the oversize policy.
+
+        >>> from ctxwindow import TokenWindow
+        >>> w = TokenWindow(max_tokens=20)
+        >>> _ = w.add("user", "first question")
+        >>> _ = w.add("assistant", "first answer")
+        >>> [m["content"] for m in w.preview("user", "a second question").messages]
+        ['first answer', 'a second question']
+        >>> len(w)
+        2
+        """
+        entry = self._preview_entry(make_message(role_or_message, content))
+        excess = self._kept.used + self._size_of(entry) - self._budget
+        left = leave_out(self._eviction_order(), excess, lambda unit: unit.size)
+        tokens = self._kept.tokens + entry.tokens - sum(unit_tokens(unit) for unit in left)
+        kept = self._kept.messages_without(left)
+        return Context([*kept, entry.message], tokens, Report(self._budget, tokens, 0, {}, {}))
+
+    def _preview_entry(self, message: Message) -> Entry:
+        """The entry ``preview`` would add, checked like ``add`` would check it."""
+        if message["role"] == "tool" or self._open is not None:
+            raise InvalidMessageError(
+                "preview takes a message that starts a new turn: not a tool result, "
+                "and not while tool calls wait for their results"
+            )
+        entry = Entry(message, self.tokenizer.message_tokens(message), -1)
+        room = self._budget - self._kept.pinned_used
+        if self._size_of(entry) > room:
+            raise MessageTooLargeError(
+                f"a {message['role']} message of size {self._size_of(entry)} cannot fit in "
+                f"the {room} the window can give it"
+            )
+        return entry
+
+    def messages(self) -> list[Message]:
+        """The messages to send: the system prompt first, then the kept ones in order."""
+        return self._kept.messages()
+
+    def units(self) -> Iterator[Unit]:
+        """The kept units (pinned and evictable) in chronological order, system prompt excluded."""
+        return self._kept.in_order()
+
+    def entries(self) -> list[Entry]:
+        """The kept entries in chronological order, system prompt excluded."""
+        return [entry for unit in self.units() for entry in unit.entries]
+
+    @property
+    def pending_tool_calls(self) -> frozenset[str]:
+        """Ids of tool calls whose results the window still waits for."""
+        return frozenset(self._open.pending) if self._open is not None else frozenset()
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt tokens of ``messages()`` (plus tool definitions) as the model bills them."""
+        return self._kept.tokens
+
+    @property
+    def budget(self) -> int:
+        return self._budget
+
+    @property
+    def pinned_tokens(self) -> int:
+        """Prompt tokens of what is never evicted: framing, the system prompt, pinned units."""
+        return self._kept.pinned_tokens
+
+    @property
+    def used(self) -> int:
+        """How much of the budget the window takes now, in the window's unit."""
+        return self._kept.used
+
+    @property
+    def system(self) -> str | list[Any] | None:
+        system = self._kept.system
+        return None if system is None else system.entries[0].message["content"]
+
+    def __len__(self) -> int:
+        """Number of kept messages, the system prompt excluded."""
+        return self._kept.count
