@@ -1,0 +1,151 @@
+"""The evaluation strategies that search past turns: the whole hybrid, and plain retrieval.
+
+``hybrid`` (and ``hybrid_dense``) is the ``ContextManager``, whose window
+evicts to an archive that the question recalls from; ``bm25`` ranks every
+past turn against the question, the baseline recall must beat. Registered by
+name in ``ctxwindow.eval.strategies``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxwindow.eval.strategies import Built, Case, Strategy
+from ctxwindow.eval.window_strategies import Ingested
+from ctxwindow.messages import Message
+from ctxwindow.tokens.chat import ChatTokenizer
+
+
+class HybridStrategy(Strategy):
+    """The whole hybrid: ``ContextManager`` with the hybrid window and recall from an archive.
+
+    History goes through a ``ContextManager`` (in-memory store, SQLite FTS5
+    archive in memory); what the window evicts is archived, and the question
+    recalls archived units into the context as ``ctxwindow.recall`` decides.
+    ``hybrid_dense`` adds dense embeddings (the ``embeddings`` extra) fused
+    with the lexical ranking.
+    """
+
+    name = "hybrid"
+    dense = False
+
+    def start(self, budget: int | None, tokenizer: ChatTokenizer) -> Any:
+        from ctxwindow.archive.sqlite import SQLiteArchive
+        from ctxwindow.context import ContextManager
+        from ctxwindow.stores.memory import MemoryStore
+
+        assert budget is not None
+        archive = SQLiteArchive(embedder=self._embedder()) if self.dense else SQLiteArchive()
+        manager = ContextManager(
+            MemoryStore(), tokenizer.model, archive=archive, budget=budget, reserve_output=0,
+            prefetch=False,
+        )  # fmt: skip
+        return Ingested(manager)
+
+    def ingest(self, state: Any, message_id: str, message: Message) -> None:
+        entry = state.holder.add("case", message, metadata={"id": message_id})
+        state.dataset_ids[entry.id] = message_id
+
+    def build(self, state: Any, case: Case) -> Built:
+        context = state.holder.preview("case", case.prompt)
+        decisions = context.report.decisions
+        now = {d.id for d in decisions if d.action in ("kept", "pinned", "recalled")}
+        compressed = {d.id for d in decisions if d.action == "compressed"}
+        summarized = {d.id for d in decisions if d.action == "summarized"}
+        ids = state.dataset_ids
+        whole = {ids[i] for i in now - compressed if i in ids}
+        partial = {ids[i] for i in (now & compressed) | summarized if i in ids}
+        return Built(context.messages, frozenset(whole), frozenset(partial - whole))
+
+    def _embedder(self) -> Any:
+        from ctxwindow.archive.embedders import MiniLMEmbedder
+
+        return _shared_embedder(MiniLMEmbedder)
+
+
+class HybridDense(HybridStrategy):
+    """``hybrid`` with lexical and dense recall fused (needs the ``embeddings`` extra)."""
+
+    name = "hybrid_dense"
+    dense = True
+
+
+class Retrieval(Strategy):
+    """Plain retrieval, the baseline recall must beat: every past turn ranked against the question.
+
+    Each history message is indexed (SQLite FTS5 BM25, the archive's ranking,
+    with no neighbours, window or summary); the best-ranked messages that fit
+    the budget, best first, are sent in their original order, then the
+    question. A message in a tool unit is sent with its whole unit.
+    """
+
+    name = "bm25"
+
+    def start(self, budget: int | None, tokenizer: ChatTokenizer) -> Any:
+        from ctxwindow.archive.sqlite import SQLiteArchive
+
+        assert budget is not None
+        return _Retrieved(SQLiteArchive(), budget, tokenizer)
+
+    def ingest(self, state: Any, message_id: str, message: Message) -> None:
+        from ctxwindow.messages import Entry
+
+        tokens = state.tokenizer.message_tokens(message)
+        entry = Entry(message, tokens, len(state.ids) + 1, id=message_id)
+        state.archive.index("case", [entry])
+        state.ids.append(message_id)
+        state.messages.append(message)
+        state.units.append(_unit_start(state, message))
+        state.tokens.append(tokens)
+
+    def build(self, state: Any, case: Case) -> Built:
+        prompt_tokens = state.tokenizer.count([case.prompt])
+        room = state.budget - prompt_tokens
+        chosen: set[int] = set()
+        used = 0
+        for hit in state.archive.search("case", case.question.question, k=len(state.ids) or 1):
+            unit = state.unit_of(hit.entry.seq - 1)
+            size = sum(state.tokens[i] for i in unit)
+            if chosen.intersection(unit) or used + size > room:
+                continue
+            chosen.update(unit)
+            used += size
+        messages = [state.messages[i] for i in sorted(chosen)]
+        return Built([*messages, case.prompt], frozenset(state.ids[i] for i in chosen))
+
+
+@dataclass
+class _Retrieved:
+    """What ``Retrieval`` keeps: the index, and each message's tokens and tool unit."""
+
+    archive: Any
+    budget: int
+    tokenizer: ChatTokenizer
+    ids: list[str] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    units: list[int] = field(default_factory=list)  # index of the message starting each unit
+
+    def unit_of(self, index: int) -> range:
+        start = self.units[index]
+        end = index + 1
+        while end < len(self.units) and self.units[end] == start:
+            end += 1
+        return range(start, end)
+
+
+def _unit_start(state: _Retrieved, message: Message) -> int:
+    """Where the unit of a new message starts: a tool result belongs to its call's unit."""
+    index = len(state.units)
+    return state.units[-1] if message["role"] == "tool" and state.units else index
+
+
+_embedders: dict[type, Any] = {}
+
+
+def _shared_embedder(kind: type) -> Any:
+    """One embedding model per process: loading it is the slow part."""
+    if kind not in _embedders:
+        _embedders[kind] = kind()
+    return _embedders[kind]
