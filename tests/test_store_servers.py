@@ -395,6 +395,25 @@ def test_redis_fill_copies_numbered_entries_and_refuses_a_gap(
         redis_store.fill("s", [durable[0], durable[2]])
 
 
+def test_redis_fill_refuses_what_append_refuses_in_the_same_words(redis_store: Any) -> None:
+    """``fill`` is public (the tiered store calls it): it checks its input as the base does."""
+    numbered = [
+        Entry(message={"role": "user", "content": text}, tokens=1, seq=seq)
+        for seq, text in enumerate(("一", "二 🎉"), start=1)
+    ]
+    for session_id, batch in [("", numbered), ("s", ["not an entry"]), ("s", "text")]:
+        with pytest.raises(StoreError) as by_append:
+            redis_store.append(session_id, batch)
+        with pytest.raises(StoreError) as by_fill:
+            redis_store.fill(session_id, batch)
+        assert str(by_fill.value) == str(by_append.value)
+    assert redis_store.fill("s", []) is True
+    assert redis_store.load("s") == []
+    redis_store.close()
+    with pytest.raises(StoreError, match="closed"):
+        redis_store.fill("s", numbered)
+
+
 def _append_from_a_process(kind: str, url: str, namespace: str, worker: int) -> list[int]:
     """Runs in a child process: 10 appends of 3 entries, the last one retried."""
     store: Store
