@@ -3,7 +3,7 @@
 ``Store.lock`` (``stores.base``) takes an in-process lock first, then the
 store's ``_hold``, built from these pieces:
 
-- ``poll`` / ``async_poll`` (from ``ctxwindow.concurrency``): repeat a
+- ``poll`` (in ``ctxwindow.concurrency``, one for each flavour): repeat a
   non-blocking attempt until it succeeds or the deadline passes, pausing
   2 ms, doubling up to 50 ms, in between; ``SessionBusyError`` after.
 - ``session_hash``: a 64-bit hash of a text that every process computes alike
@@ -23,19 +23,6 @@ import hashlib
 import os
 import struct
 import sys
-
-from ctxwindow.concurrency.aio import poll as async_poll
-from ctxwindow.concurrency.sync import poll
-
-__all__ = [
-    "OFD_SETLK",
-    "async_poll",
-    "open_lock_file",
-    "poll",
-    "session_hash",
-    "try_lock_byte",
-    "unlock_byte",
-]
 
 
 def session_hash(text: str) -> int:
