@@ -242,7 +242,7 @@ class Window(WindowView):
         self._kept.add(unit)
         if unit.pending:
             self._open = unit
-        if not unit.pinned:
+        if not unit.entries[0].pinned:
             self._track(unit)
         if self._kept.used > self._budget:
             self._evict_until_fits(keep=unit)
@@ -334,21 +334,27 @@ class Window(WindowView):
 
     # -- eviction ----------------------------------------------------------------
 
-    def _evict_until_fits(self, keep: Unit | None = None) -> None:
-        keep = keep or self._open  # a call waiting for its results is never evicted
-        self._evict(lambda: self._kept.used - self._budget, lambda: self._pop_victim(keep))
+    def _evict_until_fits(
+        self,
+        keep: Unit | None = None,
+        excess: Callable[[], int] | None = None,
+        victim: Callable[[Unit | None], Unit | None] | None = None,
+    ) -> None:
+        """Evict (or shrink) victims, never ``keep``, until the window fits its budget.
 
-    def _evict(self, excess: Callable[[], int], victim: Callable[[], Unit | None]) -> None:
-        """Evict (or shrink) the units ``victim()`` chooses while ``excess()`` is positive."""
+        With ``excess`` and ``victim``: while ``excess()`` is positive, evict
+        ``victim(keep)`` (``PriorityWindow`` holds a category to its cap so).
+        """
+        keep = keep or self._open  # a call waiting for its results is never evicted
+        choose = victim or self._pop_victim
         evicted: list[Unit] = []
-        while (over := excess()) > 0:
-            unit = victim()
+        while (over := excess() if excess else self._kept.used - self._budget) > 0:
+            unit = choose(keep)
             if unit is None:
                 break
-            if self._shrink(unit, over):
-                continue
-            self._remove(unit)
-            evicted.append(unit)
+            if not self._shrink(unit, over):
+                self._remove(unit)
+                evicted.append(unit)
         if evicted:
             self._evicted(evicted)
 

@@ -1,15 +1,18 @@
 """What a window keeps: its units and their messages, in order, with running totals.
 
-Every window stores alike. Kept units sit in a dict by seq and their messages
-in a dict by entry seq: both keep insertion order, which is chronological, and
-a unit leaves from anywhere in O(its messages). Two pinned units are held
-apart: the system prompt (always first) and a rolling summary (after any
-leading system messages). The totals change as units come and go, so nothing
-is counted twice. Which unit leaves, and when, is the window's business.
+Every window stores alike. Kept units sit in a dict by seq (insertion order is
+chronological). Their messages sit in a list, in order, beside a list of their
+entry seqs, read from a head index: the oldest unit leaves by moving the head
+(the lists are cut now and then), any other by a bisection and a cut. A list
+is what copies fastest when the window is read, on every turn. Two pinned
+units are held apart: the system prompt (always first) and a rolling summary
+(after any leading system messages). The totals change as units come and go,
+so nothing is counted twice. Which unit leaves, and when, is the window's.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Iterator
 
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit
@@ -32,7 +35,10 @@ class Kept:
 
     def __init__(self, overhead: int, overhead_tokens: int) -> None:
         self.units: dict[int, Unit] = {}  # pinned or not, by seq; not the system prompt or summary
-        self._messages: dict[int, Message] = {}  # every message of ``units``, by entry seq
+        # Every message of ``units`` in order, and its entry seq, from ``_head`` on.
+        self._messages: list[Message] = []
+        self._seqs: list[int] = []
+        self._head = 0
         self.system: Unit | None = None
         self.summary: Unit | None = None
         self._overhead = (overhead, overhead_tokens)
@@ -46,7 +52,8 @@ class Kept:
         """Keep a new unit of one message, the newest (tool results join it by ``grow``)."""
         entry = unit.entries[0]
         self.units[entry.seq] = unit
-        self._messages[entry.seq] = entry.message
+        self._messages.append(entry.message)
+        self._seqs.append(entry.seq)
         self.used += unit.size
         self.tokens += entry.tokens
         self.count += 1
@@ -58,7 +65,8 @@ class Kept:
         """Add a message of ``size`` to the newest kept unit (a tool result to its call)."""
         unit.entries.append(entry)
         unit.size += size
-        self._messages[entry.seq] = entry.message
+        self._messages.append(entry.message)
+        self._seqs.append(entry.seq)
         self.used += size
         self.tokens += entry.tokens
         self.count += 1
@@ -68,15 +76,32 @@ class Kept:
 
     def remove(self, unit: Unit) -> None:
         """Forget a kept unit, wherever it is in the order."""
-        del self.units[unit.seq]
-        for entry in unit.entries:
-            del self._messages[entry.seq]
-        self._add_totals(unit, -1)
+        entries = unit.entries
+        first, n = entries[0], len(entries)
+        del self.units[first.seq]
+        at = self._head
+        if self._seqs[at] != first.seq:  # not the oldest: found by bisection, cut out
+            at = bisect_left(self._seqs, first.seq, at)
+            del self._messages[at : at + n], self._seqs[at : at + n]
+        elif at + n > 32 and 2 * (at + n) > len(self._seqs):  # the oldest: cut now and then
+            del self._messages[: at + n], self._seqs[: at + n]
+            self._head = 0
+        else:
+            self._head = at + n
+        tokens = first.tokens if n == 1 else sum(e.tokens for e in entries)
+        self.used -= unit.size
+        self.tokens -= tokens
+        self.count -= n
+        if first.pinned:
+            self.pinned_used -= unit.size
+            self.pinned_tokens -= tokens
 
     def replace(self, unit: Unit, entries: list[Entry], size: int) -> None:
-        """Put new entries with the same seqs (a smaller form) in place of a unit's."""
-        for entry in entries:
-            self._messages[entry.seq] = entry.message  # same key: same place in the order
+        """Put new entries (a smaller form, the same seqs) in place of a unit's."""
+        at = bisect_left(self._seqs, unit.seq, self._head)
+        end = at + len(unit.entries)
+        self._messages[at:end] = [entry.message for entry in entries]
+        self._seqs[at:end] = [entry.seq for entry in entries]
         self.used += size - unit.size
         self.tokens += sum(e.tokens for e in entries) - sum(e.tokens for e in unit.entries)
         unit.entries, unit.size = entries, size
@@ -99,6 +124,8 @@ class Kept:
         """Forget every unit but the system prompt."""
         self.units.clear()
         self._messages.clear()
+        self._seqs.clear()
+        self._head = 0
         self.summary = None
         size, tokens = self._overhead
         if self.system is not None:
@@ -121,10 +148,9 @@ class Kept:
 
     def messages(self) -> list[Message]:
         """The system prompt, then every kept message in order, the summary in its place."""
-        if self.system is None:
-            body = list(self._messages.values())
-        else:
-            body = [self.system.entries[0].message, *self._messages.values()]
+        body = self._messages[self._head :]
+        if self.system is not None:
+            body.insert(0, self.system.entries[0].message)
         if self.summary is not None:
             at = 0
             while at < len(body) and body[at]["role"] in SYSTEM_ROLES:

@@ -258,9 +258,12 @@ class PriorityWindow(TokenWindow):
             return  # the system prompt's cap is checked when it is set
         self._cause = f"{category} over its cap of {cap}"
         # others of the category first; the new unit itself only if it alone is too big
-        self._evict(
-            lambda: self._categories.get(category, 0) - cap,
-            lambda: self._queue.take(category, keep) or self._queue.take(category, self._open),
+        self._evict_until_fits(
+            keep,
+            excess=lambda: self._categories.get(category, 0) - cap,
+            victim=lambda spared: (
+                self._queue.take(category, spared) or self._queue.take(category, self._open)
+            ),
         )
         self._cause = "over budget"
 
