@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from ctxwindow import MessageTooLargeError, PinnedOverBudgetError, Unit, count_tokens
 from ctxwindow.policies import Priority, PriorityWindow
 
-from .test_window_properties import texts, tool_unit
+from .test_window_properties import check_one_storage, texts, tool_unit
 
 entries = st.one_of(
     st.tuples(
@@ -76,6 +76,7 @@ def check(
     pinned: list[dict[str, Any]],
     evicted: list[list[dict[str, Any]]],
 ) -> None:
+    check_one_storage(window)
     messages = window.messages()
     body = messages[1:]
     assert window.total_tokens + window.reserve_output <= window.max_tokens
@@ -173,6 +174,7 @@ def test_hybrid_window_keeps_the_invariants(program: list[Any], budget: int) -> 
         else:
             for message in tool_unit(op[1], op[2], step):
                 window.add(message)
+        check_one_storage(window)  # the rolling summary too: first of units(), first after sys
         messages = window.messages()
         assert window.total_tokens <= budget
         assert window.total_tokens == count_tokens(messages)

@@ -135,7 +135,17 @@ def reset(window: Window, model: Model) -> None:
         kept.clear()
 
 
+def check_one_storage(window: Window) -> None:
+    """units() and messages() read one storage: the very same messages, in the same order."""
+    messages = window.messages()
+    body = messages[1:] if window.system is not None else messages
+    from_units = [message for unit in window.units() for message in unit.messages()]
+    assert len(from_units) == len(body) == len(window)
+    assert all(a is b for a, b in zip(from_units, body, strict=True))
+
+
 def check_invariants(window: Window, model: Model) -> None:
+    check_one_storage(window)
     messages = window.messages()
     body = messages[1:] if messages and messages[0]["role"] == "system" else messages
 
