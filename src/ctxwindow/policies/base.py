@@ -340,11 +340,8 @@ class Window(WindowView):
         excess: Callable[[], int] | None = None,
         victim: Callable[[Unit | None], Unit | None] | None = None,
     ) -> None:
-        """Evict (or shrink) victims, never ``keep``, until the window fits its budget.
-
-        With ``excess`` and ``victim``: while ``excess()`` is positive, evict
-        ``victim(keep)`` (``PriorityWindow`` holds a category to its cap so).
-        """
+        """Evict (or shrink) victims, never ``keep``, until the window fits its budget; or
+        evict ``victim(keep)`` while ``excess()`` is positive (``PriorityWindow``'s caps)."""
         keep = keep or self._open  # a call waiting for its results is never evicted
         choose = victim or self._pop_victim
         evicted: list[Unit] = []
@@ -364,13 +361,9 @@ class Window(WindowView):
 
     def _notify(self, units: list[Unit], what: str) -> None:
         if logger.isEnabledFor(logging.DEBUG):
+            n, used, budget = sum(len(u.entries) for u in units), self._kept.used, self._budget
             logger.debug(
-                "%s %d unit(s), %d message(s); window now %d/%d",
-                what,
-                len(units),
-                sum(len(u.entries) for u in units),
-                self._kept.used,
-                self._budget,
+                "%s %d unit(s), %d message(s); window now %d/%d", what, len(units), n, used, budget
             )
         if self.on_evict is not None:
             self.on_evict(units)

@@ -42,11 +42,11 @@ from ctxwindow.policies.rules import (
     DEFAULT_RULES,
     Priority,
     Rule,
-    assign,
     category_of,
     check_rules,
     infer_kind,
     is_small_talk,
+    priority_of,
 )
 from ctxwindow.policies.token_window import TokenWindow
 from ctxwindow.policies.victims import VictimQueue
@@ -207,7 +207,7 @@ class PriorityWindow(TokenWindow):
         if entry is not None:
             entry.kind = infer_kind(message, entry.tokens, given_kind, self.document_tokens)
             chosen = meta.get("priority")
-            entry.priority = Priority.CRITICAL if pin else _priority(entry, self.rules, chosen)
+            entry.priority = Priority.CRITICAL if pin else priority_of(entry, self.rules, chosen)
         return entry
 
     def _admit(self, unit: Unit) -> None:
@@ -287,12 +287,11 @@ class PriorityWindow(TokenWindow):
     def _fit_oversize(self, entries: list[Entry], entry: Entry, room: int) -> Entry | None:
         """Compress a message that alone is too big before the oversize policy applies."""
         size = self._measure(entries)
-        if size <= room or self.compressor is None:
-            return super()._fit_oversize(entries, entry, room)
-        less = shrink_alone(self.compressor, entry, room - (size - entry.tokens))
-        if less is not None:
-            self._compressed(entry, less, "larger than the whole budget")
-            return less
+        if size > room and self.compressor is not None:
+            less = shrink_alone(self.compressor, entry, room - (size - entry.tokens))
+            if less is not None:
+                self._compressed(entry, less, "larger than the whole budget")
+                return less
         return super()._fit_oversize(entries, entry, room)
 
     def _shrink(self, unit: Unit, excess: int) -> bool:
@@ -399,9 +398,3 @@ class PriorityWindow(TokenWindow):
         return self._journal.report(
             budget, tokens, self.reserve_output, self._categories, system, units, left_out
         )
-
-
-def _priority(entry: Entry, rules: Sequence[Rule], given: Any) -> int:
-    if given is not None:
-        return int(Priority(given))
-    return int(assign(entry, rules))

@@ -164,6 +164,11 @@ def assign(entry: Entry, rules: Sequence[Rule]) -> Priority:
     return Priority.MEDIUM
 
 
+def priority_of(entry: Entry, rules: Sequence[Rule], given: Any = None) -> int:
+    """The priority ``given`` (a ``Priority`` or its int), else that of the first rule to match."""
+    return int(Priority(given)) if given is not None else int(assign(entry, rules))
+
+
 def is_small_talk(entry: Entry) -> bool:
     return entry.message["role"] in ("user", "assistant") and bool(
         _compiled(SMALL_TALK).search(text_of(entry.message))
@@ -211,5 +216,6 @@ __all__ = [
     "category_of",
     "infer_kind",
     "is_small_talk",
+    "priority_of",
     "text_of",
 ]
