@@ -655,6 +655,34 @@ def test_a_store_that_is_down_is_503(upstream: FakeUpstream) -> None:
         response = chat(http, "Parcel T-22?")
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "store_unavailable"
+    assert response.headers["retry-after"] == "1"
+
+
+@pytest.mark.parametrize(
+    "error, status, code",
+    [("StoreInputError", 400, "invalid_request"), ("StoreError", 500, "store_error"),
+     ("IdempotencyConflictError", 422, "idempotency_key_reused")],
+)  # fmt: skip
+def test_store_errors_are_answered_by_cause(
+    upstream: FakeUpstream, error: str, status: int, code: str
+) -> None:
+    """Input the store refuses is the client's to fix; only a store that is down is 503."""
+    from ctxwindow import errors
+    from ctxwindow.stores.memory import AsyncMemoryStore
+
+    class FailingStore(AsyncMemoryStore):
+        async def tail(self, session_id: str, n: int) -> list[Any]:
+            raise getattr(errors, error)("the store says no (test)")
+
+    app = create_app(
+        Settings(store="memory://", upstream="http://u.test/v1"),
+        upstream_transport=upstream.transport(), store=FailingStore(),
+    )  # fmt: skip
+    with TestClient(app, raise_server_exceptions=False) as http:
+        response = chat(http, "Parcel T-22?")
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == code
+    assert "retry-after" not in response.headers
 
 
 @pytest.mark.parametrize("stream", [False, True])

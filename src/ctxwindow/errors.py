@@ -73,6 +73,18 @@ class StoreError(CtxWindowError):
     """A session store failed; the text says which store and what went wrong."""
 
 
+class StoreInputError(StoreError, ValueError):
+    """A store refused what it was given (a bad session id, entry or argument): nothing stored.
+
+    Not a fault of the store: the caller must change the input (the service
+    answers 400), where other ``StoreError``s are the store's own failures.
+    """
+
+
+class IdempotencyConflictError(CtxWindowError):
+    """An idempotency key was used again with a different request; nothing was stored."""
+
+
 class StoreUnavailableError(StoreError):
     """The store's server or file cannot be reached (connection refused, timeout)."""
 

@@ -12,10 +12,13 @@ from fastapi.responses import JSONResponse
 
 from ctxwindow.errors import (
     BudgetError,
+    IdempotencyConflictError,
     InvalidMessageError,
     SessionBusyError,
     SessionFullError,
     StoreError,
+    StoreInputError,
+    StoreUnavailableError,
     UnknownModelError,
 )
 
@@ -25,7 +28,9 @@ _TYPES = {
     404: "not_found_error",
     409: "conflict_error",
     413: "invalid_request_error",
+    422: "invalid_request_error",
     429: "rate_limit_error",
+    500: "server_error",
     502: "upstream_error",
     503: "service_unavailable",
     504: "upstream_timeout",
@@ -36,13 +41,20 @@ class APIError(Exception):
     """An error answered to the client with ``status`` and an OpenAI-style body."""
 
     def __init__(
-        self, status: int, message: str, *, code: str | None = None, param: str | None = None
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.code = code
         self.param = param
+        self.headers = headers
 
     def response(self) -> JSONResponse:
         body = {
@@ -53,11 +65,18 @@ class APIError(Exception):
                 "code": self.code,
             }
         }
-        return JSONResponse(body, status_code=self.status)
+        return JSONResponse(body, status_code=self.status, headers=self.headers)
+
+
+RETRY_AFTER = "1"  # seconds a client should wait before retrying a store that was down
 
 
 def from_library(exc: Exception) -> APIError:
-    """The library's errors as client errors (the message says what to fix)."""
+    """The library's errors by cause: bad input 4xx, a store down 503, a store fault 500."""
+    if isinstance(exc, StoreInputError):
+        return APIError(400, str(exc), code="invalid_request")
+    if isinstance(exc, IdempotencyConflictError):
+        return APIError(422, str(exc), code="idempotency_key_reused", param="Idempotency-Key")
     if isinstance(exc, UnknownModelError):
         return APIError(400, str(exc), code="model_not_found", param="model")
     if isinstance(exc, BudgetError):
@@ -68,8 +87,13 @@ def from_library(exc: Exception) -> APIError:
         return APIError(413, str(exc), code="session_full")
     if isinstance(exc, SessionBusyError):
         return APIError(409, f"{exc}; retry later", code="session_busy")
+    if isinstance(exc, StoreUnavailableError):
+        return APIError(
+            503, f"session store unavailable: {exc}", code="store_unavailable",
+            headers={"Retry-After": RETRY_AFTER},
+        )  # fmt: skip
     if isinstance(exc, StoreError):
-        return APIError(503, f"session store unavailable: {exc}", code="store_unavailable")
+        return APIError(500, f"session store failed: {exc}", code="store_error")
     raise exc
 
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ctxwindow.errors import StoreError
+from ctxwindow.errors import StoreInputError
 from ctxwindow.messages import Entry
 
 MAX_SESSION_ID = 256
@@ -18,7 +18,7 @@ MAX_SESSION_ID = 256
 def check_session_id(session_id: str) -> str:
     """Session ids are non-empty strings of at most 256 characters."""
     if not isinstance(session_id, str) or not session_id or len(session_id) > MAX_SESSION_ID:
-        raise StoreError(
+        raise StoreInputError(
             f"a session id must be a non-empty string of at most {MAX_SESSION_ID} characters"
         )
     return session_id
@@ -62,14 +62,14 @@ def check_timeout(timeout: float | None) -> None:
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0
     ):
-        raise StoreError(f"a lock timeout must be None or seconds >= 0, got {timeout!r}")
+        raise StoreInputError(f"a lock timeout must be None or seconds >= 0, got {timeout!r}")
 
 
 # -- shared by every store: input checks, and URLs in error messages ---------------
 
 
 def check_entries(entries: Sequence[Entry]) -> None:
-    """Raise ``StoreError`` unless ``entries`` is a sequence of entries a store can keep.
+    """Raise ``StoreInputError`` unless ``entries`` is a sequence of entries a store can keep.
 
     Shared by the stores so that they reject the same input with the same words:
     each item is an ``Entry`` with a non-empty string id (unique in the batch),
@@ -77,34 +77,34 @@ def check_entries(entries: Sequence[Entry]) -> None:
     ``created_at``.
     """
     if not isinstance(entries, Sequence) or isinstance(entries, (str, bytes)):
-        raise StoreError(f"append takes a sequence of entries, got {type(entries).__name__}")
+        raise StoreInputError(f"append takes a sequence of entries, got {type(entries).__name__}")
     seen: set[str] = set()
     for i, entry in enumerate(entries):
         if not isinstance(entry, Entry):
-            raise StoreError(
+            raise StoreInputError(
                 f"entries[{i}]: a store keeps Entry objects, got {type(entry).__name__}"
             )
         if not isinstance(entry.id, str) or not entry.id:
-            raise StoreError(f"entries[{i}]: an entry id must be a non-empty string")
+            raise StoreInputError(f"entries[{i}]: an entry id must be a non-empty string")
         if entry.id in seen:
-            raise StoreError(f"entries[{i}]: entry id {entry.id!r} appears twice in the batch")
+            raise StoreInputError(f"entries[{i}]: entry id {entry.id!r} appears twice in the batch")
         seen.add(entry.id)
         if not isinstance(entry.message, dict):
-            raise StoreError(f"entries[{i}]: the message must be a dict")
+            raise StoreInputError(f"entries[{i}]: the message must be a dict")
         if type(entry.tokens) is not int or entry.tokens < 0:
-            raise StoreError(
+            raise StoreInputError(
                 f"entries[{i}]: tokens must be a non-negative int, got {entry.tokens!r}"
             )
         if isinstance(entry.created_at, bool) or not isinstance(entry.created_at, (int, float)):
-            raise StoreError(f"entries[{i}]: created_at must be a number of seconds")
+            raise StoreInputError(f"entries[{i}]: created_at must be a number of seconds")
 
 
 def encode_entry(entry: Entry, seq: int) -> str:
-    """The JSON document of ``entry`` stored at ``seq``; ``StoreError`` if it is not JSON."""
+    """The JSON document of ``entry`` stored at ``seq``; ``StoreInputError`` if not JSON."""
     try:
         return entry_to_json(dataclasses.replace(entry, seq=seq))
     except (TypeError, ValueError) as exc:
-        raise StoreError(f"entry {entry.id!r} cannot be stored as JSON: {exc}") from exc
+        raise StoreInputError(f"entry {entry.id!r} cannot be stored as JSON: {exc}") from exc
 
 
 def check_idempotency_key(key: str | None) -> None:
@@ -115,19 +115,19 @@ def check_idempotency_key(key: str | None) -> None:
 def check_replay_key(key: str) -> None:
     """``replayed`` needs a key (``append`` also takes None: no key)."""
     if not isinstance(key, str) or not key:
-        raise StoreError("an idempotency key must be a non-empty string")
+        raise StoreInputError("an idempotency key must be a non-empty string")
 
 
 def check_prefix(prefix: str | None) -> str:
     """A ``sessions(prefix=…)`` argument: None or a string; returns the prefix ("" for all)."""
     if prefix is not None and not isinstance(prefix, str):
-        raise StoreError("a session prefix must be a string")
+        raise StoreInputError("a session prefix must be a string")
     return prefix or ""
 
 
 def check_count(name: str, value: int | None) -> None:
     if value is not None and (type(value) is not int or value < 0):
-        raise StoreError(f"{name} must be a non-negative int, got {value!r}")
+        raise StoreInputError(f"{name} must be a non-negative int, got {value!r}")
 
 
 _PASSWORD_PARAM = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)")
