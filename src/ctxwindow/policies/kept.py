@@ -148,9 +148,14 @@ class Kept:
 
     def messages(self) -> list[Message]:
         """The system prompt, then every kept message in order, the summary in its place."""
-        body = self._messages[self._head :]
-        if self.system is not None:
-            body.insert(0, self.system.entries[0].message)
+        head, system = self._head, self.system
+        if system is None:
+            body = self._messages[head:]
+        elif head:  # one copy: the slot before the head (a message gone) takes the prompt
+            body = self._messages[head - 1 :]
+            body[0] = system.entries[0].message
+        else:
+            body = [system.entries[0].message, *self._messages]
         if self.summary is not None:
             at = 0
             while at < len(body) and body[at]["role"] in SYSTEM_ROLES:
