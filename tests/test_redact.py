@@ -380,6 +380,30 @@ def test_redaction_never_raises_and_is_deterministic(text: str) -> None:
     assert sum(first[1].values()) <= len(text)
 
 
+def test_redacting_twice_changes_nothing() -> None:
+    """A placeholder is never taken for a secret: ``password: [PASSWORD]`` stays as it is."""
+    redact = Redactor()
+    once = redact.redact_text("password: hunter2, mail li@example.com")[0]
+    assert once == "password: [PASSWORD], mail [EMAIL]"
+    assert redact.redact_text(once) == (once, {})
+    assert redact.redact_text("password: [PASSWORD]") == ("password: [PASSWORD]", {})
+    assert redact.redact_text("Bearer [API_KEY] and 密码：[PASSWORD]")[1] == {}
+
+
+def test_custom_placeholders_are_left_alone_too() -> None:
+    redact = Redactor(placeholders={"PASSWORD": "***", "EMAIL": "<email>"})
+    once = redact.redact_text("password=s3cret! to x@y.io")[0]
+    assert once == "password=*** to <email>"
+    assert redact.redact_text(once) == (once, {})
+
+
+@given(st.text())
+def test_redaction_is_idempotent_on_any_text(text: str) -> None:
+    redact = Redactor()
+    once = redact.redact_text(text)[0]
+    assert redact.redact_text(once) == (once, {})
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ctxwindow.messages import Message
@@ -46,6 +47,31 @@ def resolve(found: Sequence[tuple[Span, int]]) -> list[tuple[Span, int]]:
     return chosen
 
 
+class _Placeholders:
+    """Where the placeholders already in a text are, to leave them alone."""
+
+    def __init__(self, placeholders: set[str], text: str) -> None:
+        spans = sorted(
+            (at, at + len(placeholder))
+            for placeholder in placeholders
+            for at in _occurrences(text, placeholder)
+        )
+        self._starts = [start for start, _ in spans]
+        self._ends = list(itertools.accumulate((end for _, end in spans), max))
+
+    def overlaps(self, span: Span) -> bool:
+        """Whether ``span`` shares a character with a placeholder."""
+        before = bisect.bisect_left(self._starts, span[1])  # placeholders starting before its end
+        return before > 0 and self._ends[before - 1] > span[0]
+
+
+def _occurrences(text: str, part: str) -> Iterator[int]:
+    at = text.find(part)
+    while at >= 0:
+        yield at
+        at = text.find(part, at + 1)
+
+
 RedactFn = Callable[[Message], Message]
 """Anything that redacts a message: a ``Redactor``, or a function of your own."""
 
@@ -74,6 +100,7 @@ class Redactor:
     ) -> None:
         self.detectors = tuple(detectors)
         self.placeholders = dict(placeholders or {})
+        self._placeholder_texts = {self.placeholder(d.name) for d in self.detectors} - {""}
         self._counts: Counter[str] = Counter()
         self._lock = threading.Lock()
 
@@ -89,13 +116,33 @@ class Redactor:
     def redact_text(self, text: str) -> tuple[str, dict[str, int]]:
         """``text`` with its secrets replaced, and how many of each type.
 
+        Idempotent: placeholders already in the text are never matched again,
+        and replacing is repeated until nothing more is found (a replacement
+        can change what its neighbours look like), so redacting the result
+        finds nothing and ``redact_text(redact_text(x)[0])[0] == redact_text(x)[0]``.
+
         >>> Redactor().redact_text("call +86 138 0013 8000 or mail a@b.cn")
         ('call [PHONE] or mail [EMAIL]', {'PHONE': 1, 'EMAIL': 1})
+        >>> Redactor().redact_text("password: [PASSWORD]")
+        ('password: [PASSWORD]', {})
         """
+        counts: Counter[str] = Counter()
+        while True:  # ends: each pass turns unprotected characters into placeholders
+            text, found = self._replace(text)
+            if not found:
+                break
+            counts.update(found)
+        self._add(counts)
+        return text, dict(counts)
+
+    def _replace(self, text: str) -> tuple[str, Counter[str]]:
+        """One pass: every secret outside the placeholders already there, replaced."""
+        kept = _Placeholders(self._placeholder_texts, text)
         found = [
             (span, index)
             for index, detector in enumerate(self.detectors)
             for span in detector.find(text)
+            if span[0] < span[1] and not kept.overlaps(span)
         ]
         pieces: list[str] = []
         counts: Counter[str] = Counter()
@@ -106,8 +153,7 @@ class Redactor:
             counts[name] += 1
             last = end
         pieces.append(text[last:])
-        self._add(counts)
-        return "".join(pieces), dict(counts)
+        return "".join(pieces), counts
 
     def __call__(self, message: Mapping[str, Any]) -> Message:
         redacted = dict(message)
