@@ -239,6 +239,10 @@ def test_api_key_look_alikes(text: str) -> None:
         ("WiFi：MyHome 密码 12345678", "12345678"),
         ("Meeting passcode 482913", "482913"),
         ("https://bob:Hunter2@example.com/x", "Hunter2"),
+        ("password: letmein", "letmein"),
+        ("Password: admin, user: root", "admin"),
+        ("password=letmein user=bob", "letmein"),
+        ("password: hunterTwo and then log in", "hunterTwo"),
     ],
 )
 def test_password_value_only(text: str, value: str) -> None:
@@ -255,9 +259,50 @@ def test_password_value_only(text: str, value: str) -> None:
         "密码错误",
         "Password:",
         "password=*** and postgresql://app:***@db/prod",
+        "reset your password: click the link",
+        "Forgot your password: reset it here.",
+        "Password: Click here to change it",
+        "password: see the wiki",
+        "password: [PASSWORD] and 密码：[PASSWORD]",
+        "password: true",
+        "Password: N/A",
     ],
 )
 def test_password_look_alikes(text: str) -> None:
+    assert found(Password(), text) == []
+
+
+def test_prose_after_password_keeps_its_words() -> None:
+    """A plain word followed by more words is prose: "click" is not a password."""
+    text = "reset your password: click the link"
+    assert Redactor().redact_text(text) == (text, {})
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("密码是 abc123!", "abc123!"),
+        ("口令：Open-42", "Open-42"),
+        ("密碼：abc123", "abc123"),
+        ("登入密碼是 Abc!123", "Abc!123"),
+        ("密码是：abc123", "abc123"),
+        ("我的密码就是 abc123!，别告诉别人", "abc123!"),
+        ("密码改成了 qq123456。", "qq123456"),
+        ("WiFi密码设置为：Qwe_123", "Qwe_123"),
+        ("密码：“hello world”", "hello world"),
+        ("パスワードは『ひみつ 42』です", "ひみつ 42"),
+        ("パスワード：abc123😀", "abc123"),
+    ],
+)
+def test_cjk_password_phrasing(text: str, value: str) -> None:
+    assert found(Password(), text) == [value]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["密码是什么？", "忘记密码了怎么办", "请输入密码：", "密码：（见附件）", "密碼錯誤"],
+)
+def test_cjk_password_in_prose(text: str) -> None:
     assert found(Password(), text) == []
 
 
