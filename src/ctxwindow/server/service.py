@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
-from fastapi import Request
 
 from ctxwindow.context import ArchiveLike, AsyncContextManager, HotSessions, Policy, hybrid_policy
 from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import Entry
 from ctxwindow.policies import TokenWindow
 from ctxwindow.redact import RedactFn
-from ctxwindow.server.errors import APIError, from_library
+from ctxwindow.server.errors import from_library
+from ctxwindow.server.inputs import check_messages as check_messages  # chat.py reads them here
+from ctxwindow.server.inputs import read_json as read_json
 from ctxwindow.server.metrics import Metrics
 from ctxwindow.server.settings import Settings
 from ctxwindow.server.tenants import Limiter, LocalLimiter, RedisLimiter, Tenants
@@ -98,46 +98,6 @@ def _limiter(settings: Settings, clock: Callable[[], float]) -> Limiter:
     if settings.rate_limit_per_minute and url is not None:
         return RedisLimiter(url, settings.rate_limit_per_minute)
     return LocalLimiter(settings.rate_limit_per_minute, clock=clock)
-
-
-async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The request's JSON object; 413 above ``limit`` bytes, 400 if it is not an object."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise APIError(413, f"request body over {limit} bytes", code="request_too_large")
-    raw = await request.body()
-    if len(raw) > limit:
-        raise APIError(413, f"request body over {limit} bytes", code="request_too_large")
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise APIError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from exc
-    if not isinstance(data, dict):
-        raise APIError(400, "the body must be a JSON object", code="invalid_json")
-    return data
-
-
-def check_messages(messages: Any, max_chars: int) -> list[dict[str, Any]]:
-    """A non-empty list of message objects, none above ``max_chars`` characters of text."""
-    if not isinstance(messages, list) or not messages:
-        raise APIError(400, "'messages' must be a non-empty array", param="messages")
-    for i, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise APIError(400, f"messages[{i}] must be an object", param=f"messages.{i}")
-        if _chars(message.get("content")) > max_chars:
-            raise APIError(
-                413, f"messages[{i}] has over {max_chars} characters",
-                code="message_too_large", param=f"messages.{i}.content",
-            )  # fmt: skip
-    return messages
-
-
-def _chars(content: Any) -> int:
-    if isinstance(content, str):
-        return len(content)
-    if isinstance(content, list):
-        return sum(len(str(p.get("text", ""))) for p in content if isinstance(p, dict))
-    return 0
 
 
 def entry_json(entry: Entry, *, unanswered: bool = False) -> dict[str, Any]:

@@ -10,7 +10,8 @@ from pydantic import BaseModel
 from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import Entry
 from ctxwindow.server.errors import APIError, from_library
-from ctxwindow.server.service import Service, check_messages, entry_json, read_json
+from ctxwindow.server.inputs import check_messages, read_json
+from ctxwindow.server.service import Service, entry_json
 from ctxwindow.server.tenants import scoped
 
 
