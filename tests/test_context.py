@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxwindow import (
+    BudgetError,
     InvalidMessageError,
+    MessageTooLargeError,
     OrphanToolResultError,
     SessionBusyError,
     SessionFullError,
@@ -627,3 +629,101 @@ def test_hot_sessions_drop_the_least_recently_used_window() -> None:
     assert hot.get("a", cm._core) is not None and hot.get("b", cm._core) is None
     with pytest.raises(ValueError, match="hot_sessions must be a positive int"):
         HotSessions(0)
+
+
+# -- the question: the newest user turn is always sent ---------------------------------
+
+words = st.sampled_from(["parcel", "Osaka", "東京", "配達", "会員号", "🚚", "where", "is", "my"])
+question_texts = st.lists(words, min_size=1, max_size=160).map(" ".join)
+
+
+def ends_with_question(context: Any, question: dict[str, Any], entry_id: str) -> bool:
+    """The context ends with the question, whole or as the report says it was compressed."""
+    last = context.messages[-1]
+    if last == question:
+        return True
+    compressed = [d for d in context.report.decisions if d.action == "compressed"]
+    return last["role"] == "user" and any(d.id == entry_id for d in compressed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(["user", "assistant"]), facts), max_size=12),
+    question_texts,
+    st.integers(8, 700),
+    st.one_of(st.none(), st.integers(1, 150), st.integers(1, 700)),
+    st.booleans(),
+)
+@example([("user", "Where is parcel 7?")], " ".join(["parcel"] * 100), 4000, 50, False)
+@example([], "where is my parcel " * 40, 20, None, False)  # over the window's own budget
+def test_the_question_is_sent_compressed_or_build_refuses(
+    history: list[tuple[str, str]], text: str, budget: int, narrow: int | None, system: bool
+) -> None:
+    """For any budget and last user message: the context ends with (a compressed form of)
+    the message, within the budget, or build raises BudgetError — never a context without it."""
+    cm = ContextManager(MemoryStore(), budget=max(budget, 64 if system else 8))
+    if system:
+        cm.add("s", {"role": "system", "content": "Be brief. 简短回答。"})
+    for role, fact in history:
+        cm.add("s", {"role": role, "content": fact})
+    question = {"role": "user", "content": text}
+    stored = cm.add("s", question)
+    try:
+        context = cm.build("s", max_tokens=narrow)
+    except BudgetError:
+        return
+    assert ends_with_question(context, question, stored.id)
+    assert context.total_tokens == count_tokens(context.messages)
+    assert context.total_tokens <= min(narrow or cm.budget, cm.budget)
+    assert cm.build("s", max_tokens=narrow).messages == context.messages  # deterministic
+
+
+@settings(max_examples=40, deadline=None)
+@given(question_texts, st.integers(1, 400), st.booleans())
+def test_a_previewed_question_is_compressed_or_refused_like_a_built_one(
+    text: str, budget: int, system: bool
+) -> None:
+    cm = ContextManager(MemoryStore(), budget=400)
+    if system:
+        cm.add("s", {"role": "system", "content": "Be brief."})
+    chat(cm, "s", 3)
+    question = {"role": "user", "content": text}
+    try:
+        context = cm.preview("s", question, max_tokens=budget)
+    except BudgetError:
+        return
+    last = context.messages[-1]
+    assert last == question or (last["role"] == "user" and last["content"] != text)
+    assert context.total_tokens == count_tokens(context.messages) <= budget
+
+
+def test_a_question_too_large_for_a_narrow_budget_is_sent_compressed() -> None:
+    """The service's case: 50 tokens, a 100-word question — compressed, never left out."""
+    cm = ContextManager(MemoryStore(), budget=4000)
+    chat(cm, "s", 3)
+    words_100 = " ".join(f"parcel{i}" for i in range(100))
+    stored = cm.add("s", {"role": "user", "content": f"Where is it? {words_100}"})
+    context = cm.build("s", max_tokens=50)
+    assert [m["role"] for m in context.messages] == ["user"]
+    assert context.total_tokens == count_tokens(context.messages) <= 50
+    [decision] = [d for d in context.report.decisions if d.id == stored.id]
+    assert decision.action == "compressed" and decision.from_tokens == stored.tokens
+
+
+def test_a_question_that_cannot_fit_beside_the_system_prompt_is_a_budget_error() -> None:
+    cm = ContextManager(MemoryStore(), budget=4000)
+    cm.add("s", {"role": "system", "content": "Always answer in formal Japanese. " * 4})
+    cm.add("s", {"role": "user", "content": "where is parcel 7 " * 30})
+    with pytest.raises(MessageTooLargeError, match=r"the question .* takes \d+ tokens"):
+        cm.build("s", max_tokens=40)
+    with pytest.raises(BudgetError):
+        cm.preview("s", {"role": "user", "content": "and parcel 8? " * 30}, max_tokens=40)
+
+
+def test_an_answered_question_may_leave_a_narrow_context() -> None:
+    """Only a question nothing answers yet is forced in: after a reply, the usual order."""
+    cm = ContextManager(MemoryStore(), budget=4000)
+    cm.add("s", {"role": "user", "content": "where is parcel 7 " * 30})
+    cm.add("s", {"role": "assistant", "content": "In Osaka."})
+    context = cm.build("s", max_tokens=20)  # no error: nothing is asked
+    assert all(m["role"] != "user" for m in context.messages)

@@ -146,13 +146,20 @@ class AsyncContextManager:
     async def build(
         self, session_id: str, query: str | None = None, max_tokens: int | None = None
     ) -> Context:
-        """The context to send now: window + recalled units, within the budget, with a report."""
+        """The context to send now: window + recalled units, within the budget, with a report.
+
+        When the session's newest message is a user turn (the question), the
+        context ends with it: whole if it fits, else compressed; if even
+        compressed it cannot fit beside the system prompt (and what else is
+        pinned), ``MessageTooLargeError`` (a ``BudgetError``) says by how much.
+        """
         async with self.turn(session_id):
             session = await self._session(session_id)
             budget = min(max_tokens or self.budget, self.budget)
             query = self._core.query_of(session, query)
             found = await self._candidates(session_id, session, query, budget)
-            return self._core.context(session, budget, self._core.recalled(session, budget, found))
+            recalled = self._core.recalled(session, budget, found)
+            return self._core.context(session, budget, recalled, session.question)
 
     async def preview(
         self, session_id: str, message: Mapping[str, Any], max_tokens: int | None = None
@@ -160,16 +167,19 @@ class AsyncContextManager:
         """The context ``build`` would give if ``message`` were added now; nothing is stored.
 
         The message's text is the recall query and its tokens are kept free
-        for it; it ends the returned context. Use it to check what the model
-        would see, or to evaluate many questions on one state of a session.
+        for it; it ends the returned context (a user turn compressed, as
+        ``build`` would, if it does not fit whole). Use it to check what the
+        model would see, or to evaluate many questions on one state of a session.
         """
         async with self.turn(session_id):
             session = await self._session(session_id)
-            clean, tokens = self._core.previewed(message)
-            budget = min(max_tokens or self.budget, self.budget) - tokens
-            found = await self._candidates(session_id, session, text_of(clean), budget)
-            built = self._core.context(session, budget, self._core.recalled(session, budget, found))
-            return built.plus(clean, tokens, budget=budget + tokens)
+            budget = min(max_tokens or self.budget, self.budget)
+            new = self._core.previewed(session, message, budget)
+            room = budget - new.tokens
+            found = await self._candidates(session_id, session, text_of(new.message), room)
+            recalled = self._core.recalled(session, room, found)
+            built = self._core.context(session, room, recalled, None)
+            return built.plus(new.message, new.tokens, budget=budget)
 
     async def history(self, session_id: str) -> list[Entry]:
         """Every stored entry of the session, in order."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from ctxwindow.context.contracts import REDACT_AT, ArchiveLike, EventHook, RedactAt
 from ctxwindow.context.policy import Policy, default_budget, hybrid_policy
+from ctxwindow.context.question import Question, asked, compressed, sends, with_question
 from ctxwindow.context.session import CACHED_UNITS, HotSessions, Session
 from ctxwindow.errors import (
     BudgetError,
@@ -119,15 +120,18 @@ class Core:
                 window.pending_tool_calls
             ):
                 session.last_seq, session.last_id = entry.seq, entry.id
+                session.question = None
                 continue  # its call is older than what was loaded: never an orphan
             metadata = {**entry.metadata, "seq": entry.seq}
+            kept = None
             if entry.message["role"] == "system":
                 window.set_system(entry.message["content"])  # sets or replaces the prompt
             else:
-                window.add(
+                kept = window.add(
                     entry.message, pin=entry.pinned, metadata=metadata, kind=stored_kind(entry),
                     tokens=entry.tokens, entry_id=entry.id,
                 )  # fmt: skip
+            session.question = asked(session.question, entry, kept)
             session.last_seq, session.last_id = entry.seq, entry.id
 
     # -- adding ----------------------------------------------------------------------
@@ -174,19 +178,27 @@ class Core:
         if max_messages is not None and new and stored + new > max_messages:
             raise SessionFullError(f"the session would have over {max_messages} messages")
 
-    def previewed(self, message: Mapping[str, Any]) -> tuple[Message, int]:
-        """A message to preview, validated (and redacted as ``add`` would), and its tokens."""
+    def previewed(self, session: Session, message: Mapping[str, Any], budget: int) -> Entry:
+        """A message to preview, validated (and redacted as ``add`` would), with its tokens.
+
+        A user turn is the question: compressed if with what is always sent it
+        does not fit ``budget`` (``MessageTooLargeError`` if it cannot be).
+        """
         clean = make_message(message)
         if clean["role"] == "tool" or clean["role"] in SYSTEM_ROLES:
             raise InvalidMessageError("preview takes a new user or assistant turn")
         if self.redactor is not None:
             clean = make_message(self.redactor(dict(clean)))
-        tokens = self.tokenizer.message_tokens(clean)
-        if tokens >= self.budget:
-            raise BudgetError(
-                f"the message takes {tokens} tokens, the whole budget of {self.budget}"
-            )
-        return clean, tokens
+        entry = Entry(clean, self.tokenizer.message_tokens(clean), -1)
+        room = budget - session.window.pinned_tokens
+        if entry.tokens > room:
+            if clean["role"] != "user":
+                raise BudgetError(
+                    f"the message takes {entry.tokens} tokens, over the {room} the budget of "
+                    f"{budget} leaves after what is always sent"
+                )
+            entry = compressed(session.window, entry, room, budget, self.on_event)
+        return entry
 
     # -- recall ----------------------------------------------------------------------
 
@@ -301,24 +313,29 @@ class Core:
             recalled_entries=sum(len(u.entries) for u in recalled),
         )
 
-    def context(self, session: Session, budget: int, recalled: Recall) -> Context:
+    def context(
+        self, session: Session, budget: int, recalled: Recall, question: Question | None
+    ) -> Context:
         """The context to send; with ``redact="context"``, redacted and still within budget.
 
+        It ends with the ``question`` (see ``context/question.py``), if any.
         A placeholder can take more tokens than the secret it replaces: then
         the context is built with less room, the largest room that fits.
         """
-        built = self.build_window(session, budget, recalled)
+        built = self.build_window(session, budget, recalled, question)
         if not self.redact_context:
             return built
         fitted = self.redacted(session, built, budget)
         if fitted.total_tokens > budget:
             overshoot = fitted.total_tokens - budget
-            fitted = self.fit_redacted(session, budget, recalled, budget - overshoot)
+            fitted = self.fit_redacted(session, budget, recalled, question, budget - overshoot)
         sent = {id(message) for message in fitted.messages}
         session.redacted = {k: hit for k, hit in session.redacted.items() if id(hit[1]) in sent}
         return fitted
 
-    def fit_redacted(self, session: Session, budget: int, recalled: Recall, room: int) -> Context:
+    def fit_redacted(
+        self, session: Session, budget: int, recalled: Recall, question: Question | None, room: int
+    ) -> Context:
         """The redacted context of the largest room up to ``room`` that fits in ``budget``.
 
         ``room`` (the budget less the overshoot) is tried first and usually
@@ -328,7 +345,7 @@ class Core:
         mid = min(max(room, 0), high)
         while low <= high:
             try:
-                built = self.build_window(session, mid, recalled)
+                built = self.build_window(session, mid, recalled, question)
             except BudgetError:  # too little room for what must be kept: try more
                 low = mid + 1
             else:
@@ -363,7 +380,20 @@ class Core:
             hit = session.redacted[id(message)] = (message, clean, change)
         return hit
 
-    def build_window(self, session: Session, budget: int, recalled: Recall) -> Context:
-        room = budget - recalled.tokens
-        context = session.window.build(max_tokens=room, keep=recalled.keep)
-        return self.merge(session, context, recalled.units, budget)
+    def build_window(
+        self, session: Session, budget: int, recalled: Recall, question: Question | None
+    ) -> Context:
+        """The window in ``budget`` less the recalled units, and they merged in.
+
+        The ``question`` is left out last; if the window left it out all the
+        same, recall goes first, then all but what is always sent (and the
+        question is compressed if it must be).
+        """
+        keep = recalled.keep if question is None else recalled.keep | {question[0].id}
+        context = session.window.build(max_tokens=budget - recalled.tokens, keep=keep)
+        built = self.merge(session, context, recalled.units, budget)
+        if question is None or sends(session.window, built, question):
+            return built
+        if recalled.units:
+            return self.build_window(session, budget, Recall(), question)
+        return with_question(session.window, budget, question[0], self.on_event)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from ctxwindow.context.question import Question
 from ctxwindow.messages import Entry, Message, Unit
 from ctxwindow.policies import Window
 
@@ -23,6 +24,7 @@ class Session:
         self.units: dict[int, Unit] = {}  # whole archived units read for recall, by store seq
         self.unarchived: list[Entry] = []  # seen by the window, not yet in the archive
         self.whole = True  # nothing has left the window yet (told by its on_evict)
+        self.question: Question | None = None  # the newest user turn, while nothing answers it
         window.on_evict = self.evicted
         # With redact="context": message id -> (message, redacted copy, token change),
         # for the messages of the last context (each message is redacted once).
