@@ -1240,3 +1240,61 @@ def test_a_missing_extra_says_what_to_install(
         with pytest.raises(ImportError, match=f"pip install 'ctxwindow\\[{extra}\\]'") as raised:
             opener(url)
         assert isinstance(raised.value.__cause__, ModuleNotFoundError)
+
+
+def nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+UNSTORABLE: dict[str, Callable[[Any, str], Any]] = {
+    "NUL in content": lambda s, sid: s.append(sid, [entry("a\x00b")]),
+    "a lone surrogate in content": lambda s, sid: s.append(sid, [entry("a\ud800b")]),
+    "NUL in a content part": lambda s, sid: s.append(sid, [Entry(
+        {"role": "user", "content": [{"type": "text", "text": "\x00"}]}, 1, 0)]),
+    "NUL in a metadata key": lambda s, sid: s.append(sid, [entry(metadata={"k\x00": 1})]),
+    "a lone surrogate in metadata":
+        lambda s, sid: s.append(sid, [entry(metadata={"k": ["\udfff"]})]),
+    "NaN in metadata": lambda s, sid: s.append(sid, [entry(metadata={"score": float("nan")})]),
+    "an infinite created_at": lambda s, sid: s.append(sid, [entry(created_at=float("inf"))]),
+    "metadata nested too deep": lambda s, sid: s.append(sid, [entry(metadata={"k": nested(200)})]),
+    "NUL in an entry id": lambda s, sid: s.append(sid, [entry(id="a\x00")]),
+    "NUL in the second entry": lambda s, sid: s.append(sid, [entry("ok"), entry("\x00")]),
+    "NUL in a session id": lambda s, sid: s.load(sid + "\x00"),
+    "a lone surrogate in a session id": lambda s, sid: s.append(sid + "\ud800", [entry()]),
+    "NUL in an idempotency key": lambda s, sid: s.append(sid, [entry()], idempotency_key="k\x00"),
+    "a lone surrogate in a replay key": lambda s, sid: s.replayed(sid, "\ud800"),
+    "NUL in a prefix": lambda s, sid: s.sessions(prefix=sid + "\x00"),
+    "after from 2**63": lambda s, sid: s.load(sid, after=2**63),
+    "limit from 2**63": lambda s, sid: s.load(sid, limit=2**63),
+    "n from 2**63": lambda s, sid: s.tail(sid, 2**63),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("what", list(UNSTORABLE))
+def test_what_some_store_cannot_keep_every_store_refuses_alike(case: Case, what: str) -> None:
+    """NUL (PostgreSQL cannot store it), lone surrogates (not UTF-8), NaN and infinities (not
+    JSON), counts from 2**63 (not a 64-bit integer): ``StoreInputError`` from every store, in
+    the same words, and nothing stored."""
+    from ctxwindow.errors import StoreInputError
+
+    sid = case.sid()
+    case.store.append(sid, [entry("first")])
+    with pytest.raises(StoreInputError) as expected:
+        UNSTORABLE[what](MemoryStore(), sid)
+    with pytest.raises(StoreInputError) as raised:
+        UNSTORABLE[what](case.store, sid)
+    assert str(raised.value) == str(expected.value)
+    assert texts(case.store.load(sid)) == ["first"]
+    assert case.store.sessions(prefix=case.prefix) == [sid]
+
+
+def test_the_largest_counts_and_deepest_metadata_are_accepted(case: Case) -> None:
+    sid = case.sid()
+    case.store.append(sid, [entry(metadata={"k": nested(98)})])
+    assert case.store.load(sid, after=2**63 - 1) == []
+    assert texts(case.store.load(sid, limit=2**63 - 1)) == ["hello"]
+    assert texts(case.store.tail(sid, 2**63 - 1)) == ["hello"]
+    assert case.store.load(sid)[0].metadata == {"k": nested(98)}

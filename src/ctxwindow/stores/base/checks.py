@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -13,15 +14,68 @@ from ctxwindow.errors import StoreInputError
 from ctxwindow.messages import Entry
 
 MAX_SESSION_ID = 256
+MAX_COUNT = 2**63 - 1  # the largest integer every backend holds (SQLite, PostgreSQL bigint)
+MAX_DEPTH = 100  # lists and dicts in one message or metadata, each inside the last
+
+# What no store can keep: NUL (PostgreSQL refuses it in text and JSON) and lone
+# surrogates (text that has no UTF-8 form). Every store refuses both, so that a
+# session moves between stores unchanged.
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def check_session_id(session_id: str) -> str:
-    """Session ids are non-empty strings of at most 256 characters."""
+    """Session ids are non-empty strings of at most 256 characters, without NUL or lone
+    surrogates."""
     if not isinstance(session_id, str) or not session_id or len(session_id) > MAX_SESSION_ID:
         raise StoreInputError(
             f"a session id must be a non-empty string of at most {MAX_SESSION_ID} characters"
         )
+    check_text("a session id", session_id)
     return session_id
+
+
+def check_text(what: str, text: str) -> None:
+    """``StoreInputError`` naming ``what`` if ``text`` holds a character no store can keep."""
+    found = UNSTORABLE.search(text)
+    if found is not None:
+        raise StoreInputError(f"{what} {unstorable(found.group())}")
+
+
+def unstorable(char: str) -> str:
+    """Why no store keeps ``char`` (one that ``UNSTORABLE`` matches)."""
+    if char == "\x00":
+        return "holds a NUL character (U+0000), which PostgreSQL cannot store: no store keeps it"
+    return f"holds a lone surrogate (U+{ord(char):04X}), which is not Unicode text"
+
+
+def find_unstorable(value: Any, max_depth: int = MAX_DEPTH) -> tuple[list[Any], str] | None:
+    """The path to the first thing in ``value`` no store can keep, and why; None if none.
+
+    Looks at every string (dict keys too) for ``UNSTORABLE`` characters, at
+    floats (NaN and infinities are not JSON) and at how deep lists and dicts
+    nest. Iterative, so a deep value cannot exhaust the stack; each list or
+    dict is looked at once, so a shared or circular one costs nothing more.
+    """
+    stack: list[tuple[Any, list[Any]]] = [(value, [])]
+    seen: set[int] = set()
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            found = UNSTORABLE.search(item)
+            if found is not None:
+                return path, unstorable(found.group())
+        elif isinstance(item, float) and not math.isfinite(item):
+            return path, f"is {item!r}, which is not a JSON number"
+        elif isinstance(item, (dict, list, tuple)) and id(item) not in seen:
+            seen.add(id(item))
+            if len(path) >= max_depth:
+                return path, f"nests lists and objects deeper than {max_depth} levels"
+            children = list(item.items() if isinstance(item, dict) else enumerate(item))
+            for key, child in reversed(children):
+                if isinstance(key, str) and (found := UNSTORABLE.search(key)) is not None:
+                    return [*path, key], f"is a key that {unstorable(found.group())}"
+                stack.append((child, [*path, key]))
+    return None
 
 
 def entry_to_json(entry: Entry) -> str:
@@ -73,8 +127,9 @@ def check_entries(entries: Sequence[Entry]) -> None:
 
     Shared by the stores so that they reject the same input with the same words:
     each item is an ``Entry`` with a non-empty string id (unique in the batch),
-    a message dict, a non-negative integer token count and a numeric
-    ``created_at``.
+    a message dict, a non-negative integer token count and a finite numeric
+    ``created_at``; its id, message and metadata hold nothing a store cannot
+    keep (see ``find_unstorable``).
     """
     if not isinstance(entries, Sequence) or isinstance(entries, (str, bytes)):
         raise StoreInputError(f"append takes a sequence of entries, got {type(entries).__name__}")
@@ -86,6 +141,7 @@ def check_entries(entries: Sequence[Entry]) -> None:
             )
         if not isinstance(entry.id, str) or not entry.id:
             raise StoreInputError(f"entries[{i}]: an entry id must be a non-empty string")
+        check_text(f"entries[{i}]: the entry id", entry.id)
         if entry.id in seen:
             raise StoreInputError(f"entries[{i}]: entry id {entry.id!r} appears twice in the batch")
         seen.add(entry.id)
@@ -95,8 +151,21 @@ def check_entries(entries: Sequence[Entry]) -> None:
             raise StoreInputError(
                 f"entries[{i}]: tokens must be a non-negative int, got {entry.tokens!r}"
             )
-        if isinstance(entry.created_at, bool) or not isinstance(entry.created_at, (int, float)):
-            raise StoreInputError(f"entries[{i}]: created_at must be a number of seconds")
+        if (
+            isinstance(entry.created_at, bool)
+            or not isinstance(entry.created_at, (int, float))
+            or not math.isfinite(entry.created_at)
+        ):
+            raise StoreInputError(f"entries[{i}]: created_at must be a finite number of seconds")
+        _check_document(f"entries[{i}].message", entry.message)
+        _check_document(f"entries[{i}].metadata", entry.metadata)
+
+
+def _check_document(where: str, value: Any) -> None:
+    bad = find_unstorable(value)
+    if bad is not None:
+        path, why = bad
+        raise StoreInputError(f"{where}{''.join(f'[{key!r}]' for key in path)} {why}")
 
 
 def encode_entry(entry: Entry, seq: int) -> str:
@@ -116,18 +185,22 @@ def check_replay_key(key: str) -> None:
     """``replayed`` needs a key (``append`` also takes None: no key)."""
     if not isinstance(key, str) or not key:
         raise StoreInputError("an idempotency key must be a non-empty string")
+    check_text("an idempotency key", key)
 
 
 def check_prefix(prefix: str | None) -> str:
     """A ``sessions(prefix=…)`` argument: None or a string; returns the prefix ("" for all)."""
     if prefix is not None and not isinstance(prefix, str):
         raise StoreInputError("a session prefix must be a string")
+    check_text("a session prefix", prefix or "")
     return prefix or ""
 
 
 def check_count(name: str, value: int | None) -> None:
     if value is not None and (type(value) is not int or value < 0):
         raise StoreInputError(f"{name} must be a non-negative int, got {value!r}")
+    if value is not None and value > MAX_COUNT:
+        raise StoreInputError(f"{name} must be at most 2**63 - 1, got {value!r}")
 
 
 _PASSWORD_PARAM = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)")
