@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
+import random
 import threading
 from collections import Counter
 from pathlib import Path
@@ -15,18 +17,24 @@ from hypothesis import strategies as st
 
 from ctxwindow.redact import (
     DEFAULT_DETECTORS,
+    IBAN_LENGTHS,
     ApiKey,
     BankCard,
+    CloudKey,
     CnId,
     Detector,
     Email,
+    Iban,
     IPAddress,
     Password,
     PatternDetector,
     Phone,
+    PrivateKey,
     Redactor,
+    UrlSecret,
     cn_id_check_digit,
     fold,
+    iban_valid,
     luhn_valid,
     resolve,
     valid_cn_id,
@@ -34,6 +42,7 @@ from ctxwindow.redact import (
 
 CORPUS = Path(__file__).parent / "data" / "redaction_corpus.jsonl"
 TYPES = ("EMAIL", "PHONE", "CN_ID", "BANK_CARD", "API_KEY", "PASSWORD", "IP")
+NEW_TYPES = ("PRIVATE_KEY", "IBAN", "CLOUD_KEY", "URL_SECRET")  # not in the corpus yet
 
 
 def found(detector: Detector, text: str) -> list[str]:
@@ -110,7 +119,8 @@ def test_corpus_precision_and_recall() -> None:
 def test_every_default_detector_satisfies_the_protocol() -> None:
     names = [detector.name for detector in DEFAULT_DETECTORS]
     assert all(isinstance(detector, Detector) for detector in DEFAULT_DETECTORS)
-    assert sorted(names) == sorted(TYPES)
+    assert sorted(names) == sorted(TYPES + NEW_TYPES)
+    assert all(repr(detector) for detector in DEFAULT_DETECTORS)
 
 
 @pytest.mark.parametrize(
@@ -328,6 +338,228 @@ def test_loopback_and_unspecified_are_kept_unless_asked() -> None:
     assert found(IPAddress(loopback=True), text) == ["127.0.0.1", "::1", "0.0.0.0"]
 
 
+# --- private keys, IBANs, cloud keys, URL secrets ---------------------------------
+
+
+def key_material(size: int, seed: int = 0) -> str:
+    """Random base64 in 64-character lines, like a PEM body (random bytes, not a key)."""
+    encoded = base64.b64encode(random.Random(seed).randbytes(size)).decode()
+    return "\n".join(encoded[i : i + 64] for i in range(0, len(encoded), 64))
+
+
+def pem(label: str, size: int = 600, seed: int = 0) -> str:
+    return f"-----BEGIN {label}-----\n{key_material(size, seed)}\n-----END {label}-----"
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        "RSA PRIVATE KEY",
+        "PRIVATE KEY",
+        "EC PRIVATE KEY",
+        "DSA PRIVATE KEY",
+        "ENCRYPTED PRIVATE KEY",
+        "OPENSSH PRIVATE KEY",
+        "PGP PRIVATE KEY BLOCK",
+    ],
+)
+def test_private_key_blocks_are_masked_whole(label: str) -> None:
+    block = pem(label)
+    text = f"这是我的私钥 🔑\n```\n{block}\n```\n能帮我看看吗？"
+    assert found(PrivateKey(), text) == [block]
+    assert (
+        Redactor().redact_text(text)[0]
+        == "这是我的私钥 🔑\n```\n[PRIVATE_KEY]\n```\n能帮我看看吗？"
+    )
+
+
+def test_private_key_forms() -> None:
+    """Legacy encrypted headers, YAML indentation, spaces for newlines, CRLF."""
+    body = key_material(300)
+    encrypted = (
+        "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n"
+        f"DEK-Info: AES-128-CBC,5E6B5A9C2C8F2E3D\n\n{body}\n-----END RSA PRIVATE KEY-----"
+    )
+    assert found(PrivateKey(), f"x\n{encrypted}\ny") == [encrypted]
+    indented = "\n".join("    " + line for line in pem("EC PRIVATE KEY").splitlines())
+    assert found(PrivateKey(), f"tls:\n  key: |\n{indented}\nname: web") == [indented.strip()]
+    flat = pem("PRIVATE KEY").replace("\n", " ")
+    assert found(PrivateKey(), f"粘贴：{flat} 完") == [flat]
+    crlf = pem("OPENSSH PRIVATE KEY").replace("\n", "\r\n")
+    assert found(PrivateKey(), crlf) == [crlf]
+
+
+def test_a_service_account_file_keeps_its_json() -> None:
+    """The ``private_key`` of a GCP service-account file, with ``\\n`` escapes."""
+    account = {
+        "type": "service_account",
+        "project_id": "demo-123",
+        "private_key": pem("PRIVATE KEY", 1200) + "\n",
+        "client_email": "bot@demo-123.iam.gserviceaccount.com",
+    }
+    text = json.dumps(account, indent=2)
+    redacted = json.loads(Redactor().redact_text(text)[0])
+    assert redacted["private_key"] == "[PRIVATE_KEY]\n"
+    assert redacted["client_email"] == "[EMAIL]"
+    assert redacted["project_id"] == "demo-123"
+
+
+def test_a_key_cut_short_is_masked_to_the_end_of_its_lines() -> None:
+    head = "-----BEGIN OPENSSH PRIVATE KEY-----\n" + key_material(200)
+    assert found(PrivateKey(), f"前半部分：\n{head}\n后面的丢了，怎么办？") == [head]
+    assert found(PrivateKey(), f"{head}…\nok?") == [head]
+    escaped = json.dumps({"private_key": head})  # a preview cut inside JSON
+    assert Redactor().redact_text(escaped)[0] == '{"private_key": "[PRIVATE_KEY]"}'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pem("CERTIFICATE"),
+        pem("PUBLIC KEY"),
+        pem("RSA PUBLIC KEY"),
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl me@host",
+        "-----BEGIN PRIVATE KEY-----\n<your key here>\n-----END PRIVATE KEY-----",
+        "The file starts with -----BEGIN RSA PRIVATE KEY----- and ends with the END line.",
+    ],
+)
+def test_private_key_look_alikes(text: str) -> None:
+    assert found(PrivateKey(), text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("IBAN: DE89 3704 0044 0532 0130 00.", ["DE89 3704 0044 0532 0130 00"]),
+        ("pay GB82WEST12345698765432 today", ["GB82WEST12345698765432"]),
+        (
+            "收款账户：FR14 2004 1010 0505 0001 3M02 606，谢谢",
+            ["FR14 2004 1010 0505 0001 3M02 606"],
+        ),
+        ("振込先 NL91ABNA0417164300 です", ["NL91ABNA0417164300"]),
+        (
+            "IBAN：ＣＨ９３００７６２０１１６２３８５２９５７",
+            ["ＣＨ９３００７６２０１１６２３８５２９５７"],
+        ),
+        ("BE68 5390 0754 7034 2024年", ["BE68 5390 0754 7034"]),  # the year is not the IBAN's
+        ("Norway NO93 8601 1117 947 and Malta MT84MALT011000012345MTLCAST001S", None),
+        ("bad check DE89 3704 0044 0532 0130 01", []),
+        ("wrong length DE8937040044053201300", []),
+        ("unknown country XX89370400440532013000", []),
+        ("glued SKU-DE89370400440532013000X", []),
+        ("ref AB12 3456 7890 1234, order DE12 3456", []),
+    ],
+)
+def test_iban(text: str, expected: list[str] | None) -> None:
+    if expected is None:
+        expected = ["NO93 8601 1117 947", "MT84MALT011000012345MTLCAST001S"]
+    assert found(Iban(), text) == expected
+
+
+def test_iban_check() -> None:
+    assert iban_valid("DE89370400440532013000") and iban_valid("de89 3704 0044 0532 0130 00")
+    assert not iban_valid("DE89370400440532013001")  # mod 97
+    assert not iban_valid("DE8937040044053201300")  # length for DE
+    assert not iban_valid("DE89 3704 0044 0532 0130 ０0")  # full-width: fold first
+    assert all(15 <= n <= 34 for n in IBAN_LENGTHS.values()) and len(IBAN_LENGTHS) == 89
+
+
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+AZURE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+SESSION_TOKEN = "FwoGZXIvYXdzEBYaDH" + "kq9Lw3/Pd7+Rt2Ux" * 12 + "=="
+BUS_KEY = "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYzAbCdE="
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"aws_access_key_id = AKIAI\naws_secret_access_key = {AWS_SECRET}\n", [AWS_SECRET]),
+        (f"export AWS_SECRET_ACCESS_KEY={AWS_SECRET}", [AWS_SECRET]),
+        (
+            f'{{"SecretAccessKey": "{AWS_SECRET}", "SessionToken": "{SESSION_TOKEN}"}}',
+            [AWS_SECRET, SESSION_TOKEN],
+        ),
+        (f"id AKIAIOSFODNN7EXAMPLE，密钥 {AWS_SECRET}，别外传", [AWS_SECRET]),
+        (f"{AWS_SECRET} は ASIAIOSFODNN7EXAMPLE の secret", [AWS_SECRET]),
+        (f"Protocol=https;AccountName=acct;AccountKey={AZURE_KEY};EndpointSuffix=x", [AZURE_KEY]),
+        (f"Endpoint=sb://ns/;SharedAccessKeyName=Root;SharedAccessKey={BUS_KEY}", [BUS_KEY]),
+        (
+            "AZURE_CLIENT_SECRET=abc8Q~xyzDEFghiJKLmno123PQRstuVWX45yzAB",
+            ["abc8Q~xyzDEFghiJKLmno123PQRstuVWX45yzAB"],
+        ),
+    ],
+)
+def test_cloud_keys(text: str, expected: list[str]) -> None:
+    assert found(CloudKey(), text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "commit 9fceb02d0ae598e95dc970b74767f19372d61af8 rotated AKIAIOSFODNN7EXAMPLE",
+        "AKIAIOSFODNN7EXAMPLE ThisIsAVeryLongCamelCaseIdentifierHereXyz",
+        f"no key id near: {AWS_SECRET}",
+        "aws_secret_access_key=YOUR_SECRET_ACCESS_KEY",
+        "AccountName=acct;AccountKey=<key>",
+    ],
+)
+def test_cloud_key_look_alikes(text: str) -> None:
+    assert found(CloudKey(), text) == []
+
+
+SLACK = "https://hooks.slack.com/services/T0123ABCD/B0456EFGH/aBcDeFgHiJkLmNoPqRsTuVwX"
+DISCORD = "https://discord.com/api/webhooks/123456789012345678/" + "AbCdEfGh0123456789_-" * 3
+TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+TEAMS = f"{TENANT}@{TENANT}/IncomingWebhook/0123456789abcdef0123456789abcdef/{TENANT}"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"post to {SLACK} now", ["T0123ABCD/B0456EFGH/aBcDeFgHiJkLmNoPqRsTuVwX"]),
+        (f"webhook：{DISCORD}。", [DISCORD.removeprefix("https://discord.com/api/webhooks/")]),
+        (f"https://contoso.webhook.office.com/webhookb2/{TEAMS}", [TEAMS]),
+        ("https://example.com/hook?token=abc123def456&page=2", ["abc123def456"]),
+        ("see [link](https://x.io/a?sig=Ab3dEf9hIjK1mN0pQ) ok", ["Ab3dEf9hIjK1mN0pQ"]),
+        (
+            "https://acct.blob.core.windows.net/c/b.txt?sv=2021-06-08&sr=b&sp=r&sig=AbCd%2BeFgH1%3D",
+            ["AbCd%2BeFgH1%3D"],
+        ),
+        (
+            "https://app.example.com/cb#access_token=ya29a0AfH6SMBx1&expires_in=3600",
+            ["ya29a0AfH6SMBx1"],
+        ),
+        ("GET /v1/data?API_KEY=4f9c2b7e1d8a", ["4f9c2b7e1d8a"]),
+        ("https://example.com/?secret=abcdefghijklmnopqrstuvwxyz", ["abcdefghijklmnopqrstuvwxyz"]),
+    ],
+)
+def test_url_secrets(text: str, expected: list[str]) -> None:
+    assert found(UrlSecret(), text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://example.com/search?q=token&page=2&sort=key",
+        "https://example.com/items?key=title&order=asc",
+        "https://example.com/hook?token=YOUR_TOKEN_HERE and ?token={token}",
+        "https://example.com/a?signature=true&utm_source=newsletter",
+        "https://hooks.slack.com/services/XXX/YYY/ZZZ",
+        "https://api.slack.com/messaging/webhooks",
+        "https://discord.com/api/webhooks/",
+    ],
+)
+def test_url_secret_look_alikes(text: str) -> None:
+    assert found(UrlSecret(), text) == []
+
+
+def test_a_provider_key_in_a_query_is_an_api_key() -> None:
+    text = "https://maps.googleapis.com/maps/api/js?key=AIzaSyA1b2C3d4E5A1b2C3d4E5A1b2C3d4E5xyz"
+    assert Redactor().redact_text(text)[0].endswith("?key=[API_KEY]")
+
+
 def test_fold_keeps_length() -> None:
     text = "１２３：ＡＢＣ　＋８６"
     assert fold(text) == "123:ABC +86"
@@ -449,6 +681,48 @@ def test_redaction_is_idempotent_on_any_text(text: str) -> None:
     assert redact.redact_text(once) == (once, {})
 
 
+# One secret of each type, look-alikes, keywords and glue in Chinese, Japanese
+# and emoji: the pieces Hypothesis mixes to look for a text redacted differently twice.
+SECRETS = {
+    "EMAIL": "li.lei@example.com",
+    "PHONE": "+86 138-0013-8000",
+    "CN_ID": "11010519491231002X",
+    "BANK_CARD": "4111 1111 1111 1111",
+    "API_KEY": "sk-" + "a1B2c3D4e5" * 4,
+    "PASSWORD": "password: hunter2",
+    "IP": "192.168.1.10",
+    "PRIVATE_KEY": pem("OPENSSH PRIVATE KEY", 120),
+    "IBAN": "DE89 3704 0044 0532 0130 00",
+    "CLOUD_KEY": f"aws_secret_access_key={AWS_SECRET}",
+    "URL_SECRET": SLACK,
+}
+PIECES = [
+    *SECRETS.values(),
+    *("密码是 abc123!", "口令：Open-42", "パスワードは「秘密」", "密碼：", "password: ", "Bearer "),
+    *("AKIAIOSFODNN7EXAMPLE ", AWS_SECRET, "?token=abc123def456", "&key=title", "[PASSWORD]"),
+    *("DE89 3704 0044 0532 0130 01", pem("CERTIFICATE", 60), "-----END PRIVATE KEY-----"),
+    *("9fceb02d0ae598e95dc970b74767f19372d61af8", "reset your password: click the link"),
+]
+GLUE = st.text(
+    st.sampled_from(list(" \n:：=@./?&-_'\"「」“”，。、是为はabcXYZ0189[]密码日本語🙂🔑"))
+)
+MIXED = st.lists(st.one_of(st.sampled_from(PIECES), GLUE), max_size=10).map("".join)
+
+
+@given(MIXED)
+def test_redacting_mixed_text_twice_is_redacting_it_once(text: str) -> None:
+    redact = Redactor()
+    once = redact.redact_text(text)[0]
+    assert redact.redact_text(once) == (once, {})
+
+
+def test_every_type_is_redacted_in_mixed_text_and_stays_redacted() -> None:
+    text = "，还有 🙂 ".join(SECRETS.values()) + " 就这些。"
+    once, counts = Redactor().redact_text(text)
+    assert counts == dict.fromkeys(SECRETS, 1)
+    assert Redactor().redact_text(once) == (once, {})
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -458,6 +732,13 @@ def test_redaction_is_idempotent_on_any_text(text: str) -> None:
         "1234 " * 10000,
         "password: " * 10000,
         "1:" * 20000,
+        "-----BEGIN PRIVATE KEY-----\n" * 5000,
+        ("-----BEGIN RSA PRIVATE KEY-----\n" + "QUJD" * 16 + "\n") * 2000,
+        "DE89 3704 " * 10000,
+        "AKIAIOSFODNN7EXAMPLE " + "Ab1/Cd2+Ef" * 4 * 4000,
+        "?token=" * 10000 + "&sig=a1" * 10000,
+        "密码：“" * 10000 + "パスワードは「" * 10000,
+        "password: [PASSWORD] " * 5000,
     ],
 )
 def test_long_repetitive_input_is_handled(text: str) -> None:

@@ -8,6 +8,8 @@ its keyword, replaced by ``[TYPE]``; ``Redactor.counts`` feeds the metrics.
 >>> redact = Redactor()
 >>> redact.redact_text("身份证11010519491231002X，卡号4111 1111 1111 1111")[0]
 '身份证[CN_ID]，卡号[BANK_CARD]'
+>>> redact.redact_text("IBAN DE89 3704 0044 0532 0130 00，密碼：abc123")[0]
+'IBAN [IBAN]，密碼：[PASSWORD]'
 """
 
 from ctxwindow.redact.base import Detector, PatternDetector, Span, fold
@@ -22,24 +24,34 @@ from ctxwindow.redact.detectors import (
     luhn_valid,
     valid_cn_id,
 )
+from ctxwindow.redact.iban import IBAN_LENGTHS, Iban, iban_valid
+from ctxwindow.redact.keys import CloudKey, PrivateKey
 from ctxwindow.redact.redactor import DEFAULT_DETECTORS, RedactFn, Redactor, resolve
+from ctxwindow.redact.urls import SECRET_PARAMS, UrlSecret
 
 __all__ = [
     "DEFAULT_DETECTORS",
+    "IBAN_LENGTHS",
+    "SECRET_PARAMS",
     "ApiKey",
     "BankCard",
+    "CloudKey",
     "CnId",
     "Detector",
     "Email",
     "IPAddress",
+    "Iban",
     "Password",
     "PatternDetector",
     "Phone",
+    "PrivateKey",
     "RedactFn",
     "Redactor",
     "Span",
+    "UrlSecret",
     "cn_id_check_digit",
     "fold",
+    "iban_valid",
     "luhn_valid",
     "resolve",
     "valid_cn_id",

@@ -53,9 +53,10 @@ PASSWORD_KEYWORDS = (
     r"|口令|パスワード|暗証番号"
 )
 _VALUE_CHARS = r"[!-~]"  # printable ASCII: a value stops at spaces, CJK text and its punctuation
+# Bounded, so an unclosed quote costs a short scan, not one to the end of the text.
 _QUOTED = (
-    r"\"(?P<dq>[^\"\n]+)\"|'(?P<sq>[^'\n]+)'|「(?P<jq>[^」\n]+)」|『(?P<jq2>[^』\n]+)』"
-    r"|“(?P<cq>[^”\n]+)”|‘(?P<cq2>[^’\n]+)’"
+    r"\"(?P<dq>[^\"\n]{1,200})\"|'(?P<sq>[^'\n]{1,200})'|「(?P<jq>[^」\n]{1,200})」"
+    r"|『(?P<jq2>[^』\n]{1,200})』|“(?P<cq>[^”\n]{1,200})”|‘(?P<cq2>[^’\n]{1,200})’"
 )
 _QUOTE_GROUPS = ("dq", "sq", "jq", "jq2", "cq", "cq2", "url")
 # 是/为 and their variants: "密码就是…", "密码改成…", "密码设置为：…".

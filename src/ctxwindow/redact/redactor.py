@@ -13,13 +13,20 @@ from ctxwindow.messages import Message
 from ctxwindow.redact.base import Detector, Span
 from ctxwindow.redact.credentials import ApiKey, Password
 from ctxwindow.redact.detectors import BankCard, CnId, Email, IPAddress, Phone
+from ctxwindow.redact.iban import Iban
+from ctxwindow.redact.keys import CloudKey, PrivateKey
+from ctxwindow.redact.urls import UrlSecret
 
 # Order breaks ties between equal spans: the detector that knows more
 # context comes first ("password: 13800138000" is a PASSWORD; an ID that
-# happens to pass Luhn is a CN_ID).
+# happens to pass Luhn is a CN_ID; "?key=AIza…" is an API_KEY).
 DEFAULT_DETECTORS: tuple[Detector, ...] = (
+    PrivateKey(),
     ApiKey(),
+    CloudKey(),
+    UrlSecret(),
     Password(),
+    Iban(),
     Email(),
     CnId(),
     BankCard(),
