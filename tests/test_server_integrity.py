@@ -1,0 +1,224 @@
+"""The conversation's integrity in the service: the question is always sent, a reply that
+did not arrive whole is never stored, and an ``Idempotency-Key`` answers one request only.
+
+The upstream is a real HTTP server on 127.0.0.1 (a raw socket, so it can stop
+a stream cleanly, cut it, reset it or stall it, as a failing upstream or a
+proxy does), driven through the real ``openai`` SDK against the app in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from fastapi.testclient import TestClient
+
+from ctxwindow import count_tokens
+from ctxwindow.server import Settings, create_app
+
+from .conftest import async_stores
+
+REPLY = "Your parcel left the depot in 東京 this morning 🚚 and reaches Osaka tomorrow."
+
+
+def events(text: str) -> list[bytes]:
+    """``text`` as chat.completion.chunk events, a few characters each."""
+    out = []
+    for i in range(0, len(text), 9):
+        choice = {"index": 0, "delta": {"content": text[i : i + 9]}, "finish_reason": None}
+        event = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "gpt-4o"}
+        out.append(b"data: " + json.dumps({**event, "choices": [choice]}).encode() + b"\n\n")
+    return out
+
+
+def completion(text: Any) -> bytes:
+    message = {"role": "assistant", "content": text}
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    body = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "gpt-4o"}
+    return json.dumps({**body, "choices": [choice]}).encode()
+
+
+class Upstream:
+    """An OpenAI-compatible upstream on a raw socket that fails as ``fail`` says.
+
+    Streams: ``eof`` (ends cleanly without ``[DONE]``), ``cut`` (the connection
+    closes mid-body), ``reset`` (a TCP reset mid-stream), ``stall`` (stops
+    sending, longer than the service's upstream timeout), ``garbage`` (an HTML
+    line mid-stream), ``error`` (an error event mid-stream). Completions:
+    ``truncated`` (the JSON cut short), ``short`` (fewer bytes than its
+    Content-Length, then closed), ``invalid`` (a reply whose content is no text).
+    """
+
+    def __init__(self) -> None:
+        self.fail: str | None = None
+        self.requests: list[dict[str, Any]] = []
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.getsockname()[1]}/v1"
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def last(self) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = self.requests[-1]["messages"]
+        return messages
+
+    def close(self) -> None:
+        self.server.close()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            body = self._read(conn)
+            if body is None:
+                return
+            if body.get("stream"):
+                self._stream(conn)
+            else:
+                self._complete(conn)
+
+    def _read(self, conn: socket.socket) -> dict[str, Any] | None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            more = conn.recv(65536)
+            if not more:
+                return None
+            data += more
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1]) for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )  # fmt: skip
+        while len(body) < length:
+            body += conn.recv(65536)
+        parsed: dict[str, Any] = json.loads(body)
+        self.requests.append(parsed)
+        return parsed
+
+    def _complete(self, conn: socket.socket) -> None:
+        body = completion(5 if self.fail == "invalid" else REPLY)
+        if self.fail == "truncated":
+            body = body[: len(body) // 2]
+        length = len(body) * 2 if self.fail == "short" else len(body)
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {length}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+
+    def _stream(self, conn: socket.socket) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        )
+        parts = events(REPLY)
+        half = len(parts) // 2
+        for part in parts[:half]:
+            _chunk(conn, part)
+        fail = self.fail
+        if fail == "garbage":
+            _chunk(conn, b"<html><body>502 Bad Gateway</body></html>\n")
+        elif fail == "error":
+            _chunk(conn, b'data: {"error": {"message": "overloaded", "type": "server_error"}}\n\n')
+        elif fail == "cut":
+            return  # closed without the chunked body's end
+        elif fail == "reset":
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return
+        elif fail == "stall":
+            time.sleep(1.5)
+            return
+        for part in parts[half:]:
+            _chunk(conn, part)
+        if fail != "eof":
+            _chunk(conn, b"data: [DONE]\n\n")
+        conn.sendall(b"0\r\n\r\n")
+
+
+def _chunk(conn: socket.socket, data: bytes) -> None:
+    conn.sendall(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+
+@pytest.fixture
+def upstream() -> Iterator[Upstream]:
+    server = Upstream()
+    yield server
+    server.close()
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    with async_stores(request.param, tmp_path) as open_store:
+        yield open_store
+
+
+@pytest.fixture
+def http(upstream: Upstream, store: Any) -> Iterator[TestClient]:
+    settings = Settings(store="memory://", upstream=upstream.url, upstream_timeout=0.5)
+    with TestClient(create_app(settings, store=store())) as client:
+        yield client
+
+
+def sdk(http: TestClient, **headers: str) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url="http://testserver/v1", api_key="none", http_client=http, max_retries=0,
+        default_headers=headers,
+    )  # fmt: skip
+
+
+def chat(http: TestClient, content: str, session: str = "s", **headers: str) -> Any:
+    return http.post(
+        "/v1/chat/completions",
+        headers={"X-Session-Id": session, **headers},
+        json={"model": "gpt-4o", "messages": [{"role": "user", "content": content}]},
+    )
+
+
+def stored(http: TestClient, session: str = "s") -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = http.get(f"/v1/sessions/{session}/messages").json()["data"]
+    return items
+
+
+# -- point 2: the question is always sent --------------------------------------------------
+
+
+def test_a_question_over_a_narrow_budget_is_sent_compressed(
+    http: TestClient, upstream: Upstream
+) -> None:
+    """X-Context-Max-Tokens: 50 and a 100-word question: never ``messages: []``."""
+    question = "Where is my parcel? " + " ".join(f"detail{i}" for i in range(100))
+    response = chat(http, question, **{"X-Context-Max-Tokens": "50"})
+    assert response.status_code == 200
+    [sent] = upstream.last
+    assert sent["role"] == "user" and sent["content"].startswith("Where is my parcel?")
+    assert count_tokens(upstream.last) == int(response.headers["x-context-tokens"]) <= 50
+
+
+def test_a_question_that_cannot_fit_beside_the_system_prompt_is_400(
+    http: TestClient, upstream: Upstream
+) -> None:
+    system = {"role": "system", "content": "Always answer in formal Japanese. " * 4}
+    response = http.post(
+        "/v1/chat/completions",
+        headers={"X-Session-Id": "s", "X-Context-Max-Tokens": "40"},
+        json={"model": "gpt-4o", "messages": [system, {"role": "user", "content": "where? " * 60}]},
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "context_length_exceeded"
+    assert "the question" in error["message"] and "budget of 40" in error["message"]
+    assert upstream.requests == []
