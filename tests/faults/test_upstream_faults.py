@@ -1,0 +1,135 @@
+"""Upstream faults: the client gets an error, no partial reply is stored, a retry is fresh.
+
+The upstream is real HTTP on loopback (``tests/faults/upstream.py``): a 500, a
+read timeout, a TCP reset, a clean end without ``[DONE]`` (or a cut body), and
+lines that are not SSE JSON, each streamed and not. A non-streamed failure is
+a 502 (504 for a timeout); a streamed one is a 502/504 before the first byte
+or an SSE error event (``data: {"error": ...}``) after it, and never
+``[DONE]``. The session then holds the question but no answer, and a retry
+with the same ``Idempotency-Key`` asks upstream again and stores one whole
+answer (it does not replay a cut one). A slow stream that keeps within the
+timeout is no fault: it is relayed and stored whole.
+
+The app runs in-process on a SQLite store. Budget: ~15 s on 2 cores (the two
+timeouts wait 1.5 s each).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from ctxwindow.server import Settings, create_app
+from tests.faults.upstream import FaultyUpstream
+
+FAULTS = ["500", "timeout", "reset", "eof", "garbage"]
+UPSTREAM_TIMEOUT = 1.5  # the fake stalls for 3 s in "timeout"
+
+
+@pytest.fixture
+def http(tmp_path: Path, upstream: FaultyUpstream) -> Iterator[TestClient]:
+    settings = Settings(
+        store=f"sqlite:///{tmp_path / 'sessions.db'}", upstream=upstream.base_url,
+        data_dir=tmp_path, upstream_timeout=UPSTREAM_TIMEOUT,
+    )  # fmt: skip
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        yield client
+
+
+def ask(http: TestClient, sid: str, text: str, key: str, stream: bool) -> httpx.Response:
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": text}], "stream": stream}
+    return http.post(
+        "/v1/chat/completions", json=body, headers={"X-Session-Id": sid, "Idempotency-Key": key}
+    )
+
+
+def events(response: httpx.Response) -> list[Any]:
+    """The ``data:`` payloads of an SSE body (JSON decoded, ``[DONE]`` as the string)."""
+    out: list[Any] = []
+    for line in response.content.split(b"\n"):
+        if line.startswith(b"data:"):
+            payload = line[5:].strip()
+            out.append("[DONE]" if payload == b"[DONE]" else json.loads(payload))
+    return out
+
+
+def answer_of(response: httpx.Response, stream: bool) -> str:
+    if not stream:
+        content: str = response.json()["choices"][0]["message"]["content"]
+        return content
+    return "".join(
+        e["choices"][0]["delta"].get("content") or "" for e in events(response) if e != "[DONE]"
+    )
+
+
+def assert_upstream_error(response: httpx.Response, stream: bool, mode: str) -> None:
+    """A 502 (504 for a timeout) before any byte, or an SSE error event and no ``[DONE]``."""
+    expected = 504 if mode == "timeout" else 502
+    if response.status_code != 200 or not stream:
+        assert response.status_code == expected, response.text[:400]
+        assert "error" in response.json()
+        return
+    assert response.headers["content-type"].startswith("text/event-stream")
+    sent = events(response)
+    assert "[DONE]" not in sent, f"a failed stream ended as complete: {sent}"
+    errors = [e for e in sent if isinstance(e, dict) and "error" in e]
+    assert errors, f"no error event in a failed stream: {response.content[-300:]!r}"
+
+
+def stored(http: TestClient, sid: str) -> list[tuple[str, str]]:
+    response = http.get(f"/v1/sessions/{sid}/messages")
+    assert response.status_code == 200, response.text
+    return [(e["message"]["role"], e["message"]["content"]) for e in response.json()["data"]]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("mode", FAULTS)
+def test_a_failed_upstream_stores_no_reply_and_a_retry_asks_again(
+    http: TestClient, upstream: FaultyUpstream, mode: str, stream: bool
+) -> None:
+    sid, key = f"{mode}-{stream}-{uuid.uuid4().hex[:6]}", f"key-{mode}"
+    question = f"Where is parcel 7 — 東京 ({mode})? 🚚"
+    upstream.mode = mode
+    assert_upstream_error(ask(http, sid, question, key, stream), stream, mode)
+    assert stored(http, sid) == [("user", question)], "a partial reply was stored"
+    upstream.mode = "ok"
+    retry = ask(http, sid, question, key, stream)
+    assert retry.status_code == 200, retry.text[:400]
+    assert "x-context-replayed" not in retry.headers, "a failed answer was replayed"
+    answer = f"answer to: {question}"
+    assert answer_of(retry, stream) == answer
+    assert stored(http, sid) == [("user", question), ("assistant", answer)]
+    assert len(upstream.requests) == 2
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_a_slow_upstream_within_the_timeout_is_answered_whole(
+    http: TestClient, upstream: FaultyUpstream, stream: bool
+) -> None:
+    """Pieces 0.2 s apart (each well within the 1.5 s timeout): relayed and stored whole."""
+    sid, question = f"slow-{stream}", "Which depot ships to 大阪 and Zürich? 📦"
+    upstream.mode = "slow"
+    response = ask(http, sid, question, "slow", stream)
+    assert response.status_code == 200, response.text[:400]
+    answer = f"answer to: {question}"
+    assert answer_of(response, stream) == answer
+    if stream:
+        assert events(response)[-1] == "[DONE]"
+    assert stored(http, sid) == [("user", question), ("assistant", answer)]
+
+
+@pytest.mark.parametrize("mode", FAULTS)
+def test_a_failed_stateless_stream_ends_with_an_error(
+    http: TestClient, upstream: FaultyUpstream, mode: str
+) -> None:
+    """Without a session nothing is stored, but the client still learns the stream failed."""
+    upstream.mode = mode
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    assert_upstream_error(http.post("/v1/chat/completions", json=body), True, mode)
