@@ -165,3 +165,237 @@ def test_a_body_over_the_limit_is_refused_without_reading_it_all(
     assert (answer.status, answer.error["code"]) == (413, "request_too_large")
     assert answer.consumed <= 1_000_000 + 2 * 64 * 1024
     assert peak < 8 * MB
+
+
+# -- point 4: input is a 4xx naming what is wrong, never a 5xx --------------------------------
+
+NEEDS_CHAT_WIRING = pytest.mark.xfail(
+    strict=True,
+    reason="chat.py must call the server.inputs helper (issue 12 report); then drop this mark",
+)
+
+
+def nested(depth: int) -> Any:
+    value: Any = "bottom"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [65, 1_000, 100_000])
+@pytest.mark.parametrize("route", [CHAT, "/v1/sessions/deep/messages"])
+def test_json_nested_too_deep_is_400(http: TestClient, route: str, depth: int) -> None:
+    raw_body = b'{"model": "gpt-4o", "x": ' + b"[" * depth + b"]" * depth + b', "messages": []}'
+    response = http.post(route, content=raw_body, headers={"X-Session-Id": "deep"})
+    assert response.status_code == 400
+    assert "deeper than 64 levels" in response.json()["error"]["message"]
+
+
+def test_json_nested_within_the_limit_is_taken(http: TestClient, upstream: FakeUpstream) -> None:
+    response = http.post(CHAT, json=body(x=nested(60)))
+    assert response.status_code == 200
+    assert upstream.requests[-1]["x"] == nested(60)
+
+
+@pytest.mark.parametrize(
+    ("raw_body", "param"),
+    [
+        (b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "a\\ud800b"}]}',
+         "messages.0.content"),
+        (b'{"model": "gpt-4o", "messages": [{"role": "user", "content": [{"type": "text", '
+         b'"text": "\\udfff"}]}]}', "messages.0.content.0.text"),
+        (b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "a\\u0000b"}]}',
+         "messages.0.content"),
+        (b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "ok", "\\ud83d": 1}]}',
+         "messages.0.\\ud83d"),
+        (b'{"model": "gpt-4o\\ud800", "messages": [{"role": "user", "content": "ok"}]}', "model"),
+        (b'{"model": "gpt-4o", "temperature": 1e400, "messages": [{"role": "user", '
+         b'"content": "ok"}]}', "temperature"),
+    ],
+)  # fmt: skip
+def test_text_no_store_can_keep_is_one_400_on_every_store(
+    on_every_store: TestClient, raw_body: bytes, param: str
+) -> None:
+    """A lone surrogate (not Unicode), NUL (PostgreSQL cannot store it), a number out of
+    range: the same 400 naming the field on every store, and nothing stored."""
+    for route in (CHAT, "/v1/sessions/text/messages"):
+        response = on_every_store.post(route, content=raw_body, headers={"X-Session-Id": "text"})
+        assert response.status_code == 400, (route, response.text)
+        assert response.json()["error"]["param"] == param
+    assert on_every_store.get("/v1/sessions/text/messages").status_code == 404
+
+
+def test_nan_is_not_json(http: TestClient) -> None:
+    raw_body = b'{"model": "gpt-4o", "temperature": NaN, "messages": []}'
+    response = http.post(CHAT, content=raw_body)
+    assert (response.status_code, response.json()["error"]["code"]) == (400, "invalid_json")
+    assert "NaN is not a JSON number" in response.json()["error"]["message"]
+
+
+def test_a_surrogate_pair_is_one_character_and_taken(on_every_store: TestClient) -> None:
+    escaped = '{"messages": [{"role": "user", "content": "\\ud83d\\ude00 包裹"}]}'
+    raw_body = escaped.encode()  # the emoji as an escaped surrogate pair, the rest UTF-8
+    response = on_every_store.post("/v1/sessions/pair/messages", content=raw_body)
+    assert response.status_code == 200
+    stored = on_every_store.get("/v1/sessions/pair/messages").json()["data"]
+    assert stored[0]["message"]["content"] == "😀 包裹"
+
+
+@pytest.mark.parametrize("value", [2**63, -1])
+@pytest.mark.parametrize("name", ["limit", "after"])
+def test_paging_past_a_64_bit_integer_is_400_on_every_store(
+    on_every_store: TestClient, name: str, value: int
+) -> None:
+    on_every_store.post("/v1/sessions/pages/messages", json={"messages": body()["messages"]})
+    response = on_every_store.get("/v1/sessions/pages/messages", params={name: value})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["param"] == name
+    assert error["message"].startswith(f"{name}: ")
+    largest = on_every_store.get("/v1/sessions/pages/messages", params={name: 2**63 - 1})
+    assert largest.status_code == 200
+
+
+def test_a_context_query_no_store_can_keep_is_400(http: TestClient) -> None:
+    http.post("/v1/sessions/q/messages", json={"messages": body()["messages"]})
+    response = http.get("/v1/sessions/q/context", params={"query": "parcel\x00"})
+    assert (response.status_code, response.json()["error"]["param"]) == (400, "query")
+
+
+@pytest.fixture
+def long_tenant(upstream: FakeUpstream) -> Iterator[TestClient]:
+    """The tenant of key ``k`` has a name of 100 characters."""
+    app = make_app(upstream, api_keys={"k": "t" * 100})
+    with TestClient(app, raise_server_exceptions=False) as client:
+        client.headers["Authorization"] = "Bearer k"
+        yield client
+
+
+def test_a_session_id_too_long_with_its_tenant_is_400_naming_the_limit(
+    long_tenant: TestClient,
+) -> None:
+    """The store keeps 256 characters: 100 of tenant, a colon, so 155 for the client."""
+    response = long_tenant.post(CHAT, json=body(), headers={"X-Session-Id": "s" * 160})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["param"], error["code"]) == ("X-Session-Id", "invalid_session_id")
+    assert "1 to 155 characters" in error["message"]
+    assert "256" in error["message"]
+    path = f"/v1/sessions/{'s' * 160}/messages"
+    response = long_tenant.post(path, json={"messages": body()["messages"]})
+    assert (response.status_code, response.json()["error"]["param"]) == (400, "session_id")
+    assert (
+        long_tenant.post(CHAT, json=body(), headers={"X-Session-Id": "s" * 155}).status_code == 200
+    )
+
+
+@pytest.mark.parametrize("bad", ["a%00b", "tab%09", "%7F"])
+def test_a_session_id_with_control_characters_is_400(http: TestClient, bad: str) -> None:
+    response = http.post(f"/v1/sessions/{bad}/messages", json={"messages": body()["messages"]})
+    assert (response.status_code, response.json()["error"]["param"]) == (400, "session_id")
+    assert http.get(f"/v1/sessions/{bad}/messages").status_code == 400
+
+
+def request_with(*headers: tuple[bytes, bytes]) -> Any:
+    from starlette.requests import Request
+
+    return Request({"type": "http", "method": "POST", "path": "/", "headers": list(headers)})
+
+
+@pytest.mark.parametrize(
+    "value",
+    [b"\xb2", "²".encode(), "١٢".encode(), b"-5", b"0", b"+5", b" 5", b"5.0", b"1e3",
+     b"9223372036854775808", b"9" * 5000, b""],
+)  # fmt: skip
+def test_context_max_tokens_takes_only_ascii_digits_within_64_bits(value: bytes) -> None:
+    from ctxwindow.server.errors import APIError
+    from ctxwindow.server.inputs import context_max_tokens
+
+    with pytest.raises(APIError) as raised:
+        context_max_tokens(request_with((b"x-context-max-tokens", value)))
+    assert raised.value.status == 400
+    assert raised.value.param == "X-Context-Max-Tokens"
+
+
+def test_context_max_tokens_reads_a_number() -> None:
+    from ctxwindow.server.inputs import context_max_tokens
+
+    assert context_max_tokens(request_with()) is None
+    assert context_max_tokens(request_with((b"x-context-max-tokens", b"0050"))) == 50
+    largest = request_with((b"x-context-max-tokens", b"9223372036854775807"))
+    assert context_max_tokens(largest) == 2**63 - 1
+
+
+@NEEDS_CHAT_WIRING
+@pytest.mark.parametrize("value", [b"\xb2", b"9" * 5000])
+def test_a_context_max_tokens_the_int_parser_refuses_is_400(http: TestClient, value: bytes) -> None:
+    """``"²".isdigit()`` is true and ``int("²")`` fails: a 500 before."""
+    answer = raw(http).request(
+        "POST", CHAT, headers=[(b"x-session-id", b"h"), (b"x-context-max-tokens", value)],
+        chunks=[json.dumps(body()).encode()],
+    )  # fmt: skip
+    assert (answer.status, answer.error["param"]) == (400, "X-Context-Max-Tokens")
+
+
+BAD_TOOLS: list[Any] = [
+    "get_weather",
+    {"type": "function"},
+    [1, 2],
+    [{"type": "function", "function": "get_weather"}],
+    [{"type": "function", "function": {"name": 42}}],
+    [{"type": "function", "function": {"name": "f", "description": ["x"]}}],
+    [{"type": "function", "function": {"name": "f", "parameters": "none"}}],
+    [{"type": "function", "function": {"name": "f", "parameters": {"properties": [1]}}}],
+    [{"function": {"name": "f", "parameters": {"properties": {"city": "a string"}}}}],
+    [{"function": {"name": "f", "parameters": {"properties": {"city": {"enum": 5}}}}}],
+    [{"function": {"name": "f", "parameters": {"properties": {"city": {"type": 5}}}}}],
+    [{"name": "legacy", "description": {"a": 1}}],
+]
+
+
+@pytest.mark.parametrize("tools", BAD_TOOLS)
+def test_tools_that_are_not_tool_objects_are_400_naming_them(tools: Any) -> None:
+    from ctxwindow.server.errors import APIError
+    from ctxwindow.server.inputs import check_tools
+
+    with pytest.raises(APIError) as raised:
+        check_tools(tools)
+    assert raised.value.status == 400
+    assert str(raised.value.param).startswith("tools")
+
+
+def test_tools_the_check_takes_can_be_counted() -> None:
+    """Every ``tools`` value ``check_tools`` takes is counted without an error."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from ctxwindow import count_tokens
+    from ctxwindow.server.errors import APIError
+    from ctxwindow.server.inputs import check_tools
+
+    keys = st.sampled_from(
+        ["type", "function", "name", "description", "parameters", "properties", "enum", "city"]
+    )
+    json_values = st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=4),
+        max_leaves=12,
+    )
+
+    @given(json_values)
+    def counted(tools: Any) -> None:
+        try:
+            check_tools(tools)
+        except APIError:
+            return
+        count_tokens([{"role": "user", "content": "hi"}], "gpt-4o", tools)
+
+    counted()
+
+
+@NEEDS_CHAT_WIRING
+@pytest.mark.parametrize("tools", BAD_TOOLS[:4])
+def test_stateless_tools_that_are_not_tool_objects_are_400(http: TestClient, tools: Any) -> None:
+    response = http.post(CHAT, json=body(tools=tools))
+    assert response.status_code == 400
+    assert response.json()["error"]["param"].startswith("tools")

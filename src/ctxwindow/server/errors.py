@@ -59,13 +59,18 @@ class APIError(Exception):
     def response(self) -> JSONResponse:
         body = {
             "error": {
-                "message": self.message,
+                "message": _utf8(self.message),
                 "type": _TYPES.get(self.status, "api_error"),
-                "param": self.param,
+                "param": None if self.param is None else _utf8(self.param),
                 "code": self.code,
             }
         }
         return JSONResponse(body, status_code=self.status, headers=self.headers)
+
+
+def _utf8(text: str) -> str:
+    """``text`` with what has no UTF-8 form (a lone surrogate a client sent) as ``\\udXXX``."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 RETRY_AFTER = "1"  # seconds a client should wait before retrying a store that was down
@@ -106,7 +111,10 @@ def install(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         first = exc.errors()[0] if exc.errors() else {}
         param = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
-        return APIError(400, str(first.get("msg", "invalid request")), param=param).response()
+        message = str(first.get("msg", "invalid request"))
+        if param is not None:
+            message = f"{param}: {message}"
+        return APIError(400, message, code="invalid_parameter", param=param).response()
 
     async def store_error(request: Request, exc: Exception) -> JSONResponse:
         return from_library(exc).response()

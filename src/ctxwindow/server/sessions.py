@@ -10,9 +10,12 @@ from pydantic import BaseModel
 from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import Entry
 from ctxwindow.server.errors import APIError, from_library
-from ctxwindow.server.inputs import check_messages, read_json
+from ctxwindow.server.inputs import check_messages, idempotency_key, read_json
 from ctxwindow.server.service import Service, entry_json
 from ctxwindow.server.tenants import scoped
+from ctxwindow.stores.base.checks import MAX_COUNT, find_unstorable
+
+PATH_ID = "session_id"  # the parameter a bad session id in the path is named by
 
 
 class NewMessages(BaseModel):
@@ -34,7 +37,7 @@ def router(service: Service, tenant: Any) -> APIRouter:
 
 async def _existing(service: Service, session_id: str, tenant: str) -> str:
     """The tenant's scoped id of a stored session; a 404 if it has no messages."""
-    sid = scoped(tenant, session_id)
+    sid = scoped(tenant, session_id, param=PATH_ID)
     if not await service.session_size(sid):
         raise APIError(404, f"no session {session_id!r}", code="session_not_found")
     return sid
@@ -57,9 +60,9 @@ def _add_append(api: APIRouter, service: Service, tenant: Any) -> None:
         model = body.get("model", "gpt-4o")
         if not isinstance(model, str) or not model:
             raise APIError(400, "'model' must be a model name", param="model")
-        sid = scoped(tenant, session_id)
+        sid = scoped(tenant, session_id, param=PATH_ID)
         manager = service.manager(model)
-        key = request.headers.get("idempotency-key")
+        key = idempotency_key(request)
         limit = service.settings.max_messages_per_session
         try:
             stored = await manager.extend(sid, messages, idempotency_key=key, max_messages=limit)
@@ -72,8 +75,8 @@ def _add_messages(api: APIRouter, service: Service, tenant: Any) -> None:
     @api.get("/{session_id}/messages")
     async def messages(
         session_id: str,
-        limit: int | None = Query(None, ge=1),
-        after: int = Query(0, ge=0),
+        limit: int | None = Query(None, ge=1, le=MAX_COUNT),
+        after: int = Query(0, ge=0, le=MAX_COUNT),
         tenant: str = Depends(tenant),
     ) -> Any:
         """Stored messages with ``seq > after``; user turns no reply followed are marked."""
@@ -88,11 +91,13 @@ def _add_context(api: APIRouter, service: Service, tenant: Any) -> None:
     async def context(
         session_id: str,
         model: str = "gpt-4o",
-        max_tokens: int | None = Query(None, ge=1),
+        max_tokens: int | None = Query(None, ge=1, le=MAX_COUNT),
         query: str | None = None,
         tenant: str = Depends(tenant),
     ) -> Any:
         """The context a completion would be sent now, with the report of every decision."""
+        if query is not None and (bad := find_unstorable(query)) is not None:
+            raise APIError(400, f"query {bad[1]}", code="invalid_parameter", param="query")
         sid = await _existing(service, session_id, tenant)
         manager = service.manager(model)  # a 400 for an unknown model
         budget = service.settings.budget_for(model)
