@@ -41,8 +41,10 @@ from ctxwindow.redact import (
 )
 
 CORPUS = Path(__file__).parent / "data" / "redaction_corpus.jsonl"
-TYPES = ("EMAIL", "PHONE", "CN_ID", "BANK_CARD", "API_KEY", "PASSWORD", "IP")
-NEW_TYPES = ("PRIVATE_KEY", "IBAN", "CLOUD_KEY", "URL_SECRET")  # not in the corpus yet
+TYPES = (
+    *("EMAIL", "PHONE", "CN_ID", "BANK_CARD", "API_KEY", "PASSWORD", "IP"),
+    *("PRIVATE_KEY", "IBAN", "CLOUD_KEY", "URL_SECRET"),
+)
 
 
 def found(detector: Detector, text: str) -> list[str]:
@@ -86,11 +88,12 @@ def ratio(part: int, whole: int) -> float:
 
 
 def test_corpus_is_well_formed() -> None:
-    """150+ lines, spans point at their values, negatives and three languages present."""
+    """300+ lines, spans point at their values, negatives and three languages present."""
     rows = load_corpus()
-    assert len(rows) >= 150
+    assert len(rows) >= 300
+    assert [row["id"] for row in rows] == list(range(1, len(rows) + 1))
     assert {row["lang"] for row in rows} == {"en", "zh", "ja"}
-    assert sum(not row["entities"] for row in rows) >= 50
+    assert sum(not row["entities"] for row in rows) >= 120
     for row in rows:
         for entity in row["entities"]:
             assert entity["type"] in TYPES
@@ -99,18 +102,25 @@ def test_corpus_is_well_formed() -> None:
 
 
 def test_corpus_precision_and_recall() -> None:
-    """Exact-span precision and recall >= 0.95 overall (the table prints with -s)."""
+    """Exact-span figures no lower than measured (the table prints with -s).
+
+    Measured on 320 lines: precision 0.986 (210 tp, 3 fp) and recall 0.963
+    (8 fn) overall, every type 0.86 or more; the floors sit just below.
+    """
     table = score(load_corpus())
     total: Counter[str] = sum(table.values(), Counter())
-    print(f"\n{'type':<10} {'tp':>4} {'fp':>4} {'fn':>4} {'precision':>10} {'recall':>8}")
+    print(f"\n{'type':<12} {'tp':>4} {'fp':>4} {'fn':>4} {'precision':>10} {'recall':>8}")
     for name, c in [*table.items(), ("overall", total)]:
         precision = ratio(c["tp"], c["tp"] + c["fp"])
         recall = ratio(c["tp"], c["tp"] + c["fn"])
         print(
-            f"{name:<10} {c['tp']:>4} {c['fp']:>4} {c['fn']:>4} {precision:>10.3f} {recall:>8.3f}"
+            f"{name:<12} {c['tp']:>4} {c['fp']:>4} {c['fn']:>4} {precision:>10.3f} {recall:>8.3f}"
         )
-    assert ratio(total["tp"], total["tp"] + total["fp"]) >= 0.95
-    assert ratio(total["tp"], total["tp"] + total["fn"]) >= 0.95
+    assert ratio(total["tp"], total["tp"] + total["fp"]) >= 0.98
+    assert ratio(total["tp"], total["tp"] + total["fn"]) >= 0.96
+    for c in table.values():
+        assert ratio(c["tp"], c["tp"] + c["fp"]) >= 0.9
+        assert ratio(c["tp"], c["tp"] + c["fn"]) >= 0.85
 
 
 # --- detectors ---------------------------------------------------------------
@@ -119,7 +129,7 @@ def test_corpus_precision_and_recall() -> None:
 def test_every_default_detector_satisfies_the_protocol() -> None:
     names = [detector.name for detector in DEFAULT_DETECTORS]
     assert all(isinstance(detector, Detector) for detector in DEFAULT_DETECTORS)
-    assert sorted(names) == sorted(TYPES + NEW_TYPES)
+    assert sorted(names) == sorted(TYPES)
     assert all(repr(detector) for detector in DEFAULT_DETECTORS)
 
 
