@@ -36,6 +36,7 @@ from ctxwindow.redact import (
     fold,
     iban_valid,
     luhn_valid,
+    redacted_preview,
     resolve,
     valid_cn_id,
 )
@@ -568,6 +569,24 @@ def test_url_secret_look_alikes(text: str) -> None:
 def test_a_provider_key_in_a_query_is_an_api_key() -> None:
     text = "https://maps.googleapis.com/maps/api/js?key=AIzaSyA1b2C3d4E5A1b2C3d4E5A1b2C3d4E5xyz"
     assert Redactor().redact_text(text)[0].endswith("?key=[API_KEY]")
+
+
+def test_a_preview_is_redacted_before_it_is_cut() -> None:
+    """Cut first, ``4111 1111 11…`` would show: it no longer looks like a card."""
+    text = "my card 4111 1111 1111 1111, thanks"
+    assert text[:18] == "my card 4111 1111 "
+    assert redacted_preview(text, Redactor(), 18) == "my card [BANK_CARD…"
+    key = f"key:\n{pem('RSA PRIVATE KEY')}\n\n  works? 🙂"
+    assert redacted_preview(key, Redactor()) == "key: [PRIVATE_KEY] works? 🙂"
+    assert redacted_preview("short", Redactor()) == "short"
+
+
+def test_a_preview_takes_any_redact_function() -> None:
+    def shout(message: Any) -> Any:
+        return {**message, "content": message["content"].upper()}
+
+    assert redacted_preview("a  b\nc", shout, 3) == "A B…"
+    assert redacted_preview("x", lambda message: {**message, "content": None}) == ""
 
 
 def test_fold_keeps_length() -> None:

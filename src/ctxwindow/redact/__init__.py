@@ -26,7 +26,13 @@ from ctxwindow.redact.detectors import (
 )
 from ctxwindow.redact.iban import IBAN_LENGTHS, Iban, iban_valid
 from ctxwindow.redact.keys import CloudKey, PrivateKey
-from ctxwindow.redact.redactor import DEFAULT_DETECTORS, RedactFn, Redactor, resolve
+from ctxwindow.redact.redactor import (
+    DEFAULT_DETECTORS,
+    RedactFn,
+    Redactor,
+    redacted_preview,
+    resolve,
+)
 from ctxwindow.redact.urls import SECRET_PARAMS, UrlSecret
 
 __all__ = [
@@ -53,6 +59,7 @@ __all__ = [
     "fold",
     "iban_valid",
     "luhn_valid",
+    "redacted_preview",
     "resolve",
     "valid_cn_id",
 ]

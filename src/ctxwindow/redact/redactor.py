@@ -83,6 +83,23 @@ RedactFn = Callable[[Message], Message]
 """Anything that redacts a message: a ``Redactor``, or a function of your own."""
 
 
+def redacted_preview(text: str, redact: RedactFn, width: int = 60) -> str:
+    """The start of ``text`` for a report, redacted first and cut after.
+
+    Whitespace is collapsed and the result cut to ``width`` characters with
+    ``…``, as report previews are. Redacting comes first because a secret
+    cut in half no longer looks like one (``4111 1111 11…`` is no card
+    number, ``li.lei@exa…`` no address): cut first and it would show.
+    ``redact`` is any ``RedactFn``; ``text`` goes through it as a user message.
+
+    >>> redacted_preview("卡号 4111 1111 1111 1111，密码：hunter2，周五前转账", Redactor(), 16)
+    '卡号 [BANK_CARD]，密…'
+    """
+    content = redact({"role": "user", "content": text}).get("content")
+    clean = " ".join(content.split()) if isinstance(content, str) else ""
+    return clean[:width] + ("…" if len(clean) > width else "")
+
+
 class Redactor:
     """Replaces secrets with typed placeholders (``[EMAIL]``, ``[CN_ID]``…).
 
