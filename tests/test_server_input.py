@@ -399,3 +399,88 @@ def test_stateless_tools_that_are_not_tool_objects_are_400(http: TestClient, too
     response = http.post(CHAT, json=body(tools=tools))
     assert response.status_code == 400
     assert response.json()["error"]["param"].startswith("tools")
+
+
+# -- point 8: one session id, however it is sent ----------------------------------------------
+
+IDS = ["会话-42", "セッション・七", "🙂🚚", "Ångström-ß"]
+COMPOSED, DECOMPOSED = "\u00c5sa", "A\u030asa"  # "Åsa" both ways
+
+
+def messages_of(client: TestClient, session: str) -> list[str]:
+    response = client.get(f"/v1/sessions/{session}/messages")
+    assert response.status_code == 200, response.text
+    return [e["message"]["content"] for e in response.json()["data"]]
+
+
+@pytest.mark.parametrize("session", IDS)
+def test_a_unicode_id_in_the_path_is_one_session_on_every_store(
+    on_every_store: TestClient, session: str
+) -> None:
+    appended = on_every_store.post(
+        f"/v1/sessions/{session}/messages", json={"messages": body("包裹在哪里？")["messages"]}
+    )
+    assert appended.status_code == 200
+    assert messages_of(on_every_store, session) == ["包裹在哪里？"]
+
+
+def test_composed_and_decomposed_ids_are_one_session(on_every_store: TestClient) -> None:
+    """NFC wherever an id comes in: the path, and ``metadata.session_id``."""
+    client = on_every_store
+    client.post(f"/v1/sessions/{DECOMPOSED}/messages", json={"messages": body("one")["messages"]})
+    client.post(CHAT, json=body("two", metadata={"session_id": DECOMPOSED}))
+    client.post(CHAT, json=body("three", metadata={"session_id": COMPOSED}))
+    reply = FakeUpstream().reply
+    assert messages_of(client, COMPOSED) == ["one", "two", reply, "three", reply]
+    assert messages_of(client, DECOMPOSED) == messages_of(client, COMPOSED)
+
+
+@NEEDS_CHAT_WIRING
+@pytest.mark.parametrize("session", [*IDS, DECOMPOSED])
+def test_a_utf8_session_header_is_the_session_of_the_same_id_in_the_path(
+    http: TestClient, session: str
+) -> None:
+    answer = raw(http).request(
+        "POST", CHAT, headers=[(b"x-session-id", session.encode())],
+        chunks=[json.dumps(body("Où est mon colis ?")).encode()],
+    )  # fmt: skip
+    assert answer.status == 200
+    assert messages_of(http, session)[0] == "Où est mon colis ?"
+    assert messages_of(http, COMPOSED if session == DECOMPOSED else session)
+
+
+@NEEDS_CHAT_WIRING
+def test_a_session_header_that_is_not_utf8_is_400(http: TestClient) -> None:
+    answer = raw(http).request(
+        "POST", CHAT, headers=[(b"x-session-id", b"\xff\xfe")],
+        chunks=[json.dumps(body()).encode()],
+    )  # fmt: skip
+    assert (answer.status, answer.error["param"]) == (400, "X-Session-Id")
+
+
+def test_the_session_id_helper_reads_utf8_headers_and_the_body() -> None:
+    from ctxwindow.server.errors import APIError
+    from ctxwindow.server.inputs import session_id
+
+    for session in IDS:
+        assert session_id(request_with((b"x-session-id", session.encode())), {}) == session
+    assert session_id(request_with(), {"metadata": {"session_id": "会话"}}) == "会话"
+    assert session_id(request_with(), {}) is None
+    with pytest.raises(APIError) as raised:
+        session_id(request_with((b"x-session-id", b"caf\xe9")), {})  # Latin-1, not UTF-8
+    assert (raised.value.status, raised.value.param) == (400, "X-Session-Id")
+
+
+def test_an_idempotency_key_is_read_as_utf8(http: TestClient) -> None:
+    def append(key: bytes) -> Answer:
+        return raw(http).request(
+            "POST", "/v1/sessions/keys/messages", headers=[(b"idempotency-key", key)],
+            chunks=[json.dumps({"messages": body()["messages"]}).encode()],
+        )  # fmt: skip
+
+    assert append("重试-1".encode()).status == 200
+    assert append("重试-1".encode()).status == 200  # the same key: nothing stored twice
+    assert len(messages_of(http, "keys")) == 1
+    refused = append(b"\xff")
+    assert (refused.status, refused.error["param"]) == (400, "Idempotency-Key")
+    assert append(b"k" * 256).status == 400
