@@ -14,6 +14,9 @@ flavours really differ, name for name:
 - ``repeating(step, interval, name)``: run ``step`` every ``interval`` seconds
   in the background (an asyncio task, or a daemon thread) while a block runs,
   until ``step`` returns False;
+- ``Background(step, interval, name)``: ``step`` every ``interval`` seconds,
+  detached from any block, from the first ``start()`` until ``stop()`` (work
+  that outlives the call that needed it: a release retried once a server is back);
 - ``SessionLocks``: one in-process lock per session, held or waited for;
 - ``Lock``: a plain lock that may be held across waits (``asyncio.Lock``,
   ``threading.Lock``).

@@ -63,6 +63,31 @@ async def repeating(
         await asyncio.gather(task, return_exceptions=True)
 
 
+class Background:
+    """Await ``step`` every ``interval`` seconds in a task, from the first ``start()`` until
+    ``stop()``: work that outlives the call that needed it."""
+
+    def __init__(self, step: Callable[[], Awaitable[None]], interval: float, name: str) -> None:
+        self._step, self._interval, self._name = step, interval, name
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Start the task on the running loop, unless it runs already."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=self._name)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval)
+            await self._step()
+
+
 class SessionLocks:
     """One ``asyncio.Lock`` per session held or waited for; forgotten when nobody needs it."""
 

@@ -60,6 +60,40 @@ def repeating(step: Callable[[], bool], interval: float, name: str) -> Iterator[
         thread.join()
 
 
+class Background:
+    """Call ``step`` every ``interval`` seconds in a daemon thread, from the first ``start()``
+    until ``stop()``: work that outlives the call that needed it."""
+
+    def __init__(self, step: Callable[[], None], interval: float, name: str) -> None:
+        self._step, self._interval, self._name = step, interval, name
+        self._guard = threading.Lock()
+        self._running: tuple[threading.Thread, threading.Event] | None = None
+
+    def start(self) -> None:
+        """Start the thread, unless it runs already."""
+        with self._guard:
+            if self._running is None:
+                stop = threading.Event()
+                thread = threading.Thread(
+                    target=self._run, args=(stop,), name=self._name, daemon=True
+                )
+                self._running = thread, stop
+                thread.start()
+
+    def stop(self) -> None:
+        with self._guard:
+            running, self._running = self._running, None
+        if running is not None:
+            thread, stop = running
+            stop.set()
+            if thread is not threading.current_thread():
+                thread.join()
+
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.wait(self._interval):
+            self._step()
+
+
 class SessionLocks:
     """One ``threading.Lock`` per session held or waited for; forgotten when nobody needs it."""
 

@@ -17,11 +17,15 @@ Session locks. ``lock(session_id)`` also holds the session against every
 other process using the server: a lease, ``SET P:lock:<session> <token> NX PX
 <lock_ttl>``, renewed every ``lock_ttl / 3`` while the block runs (by a
 thread, or an asyncio task) and deleted at the end only if it still holds
-this holder's random token. A holder that dies without releasing it (``kill
--9``) keeps the session locked until the lease expires: at most ``lock_ttl``
-seconds (30 by default). A lease found lost while held (the block outlived
-it, say because the renewal could not reach the server) is logged as a
-warning.
+this holder's random token. If the server does not answer that delete (it is
+stalled, restarting, unreachable), the store retries it in the background
+every 0.5 s until the server takes it, so a lease never outlives a holder
+that ended by more than the server's own absence: a server back from a
+restart (which restores the lease from its snapshot) or a stall frees the
+session at once. A holder that dies without releasing (``kill -9``) keeps the
+session locked until the lease expires: at most ``lock_ttl`` seconds (5 by
+default). A lease found lost while held (the renewals could not reach the
+server for longer than the lease) is logged as a warning.
 
 Durability is the server's: an append that returned is in Redis memory, and
 on disk only as the server's persistence is configured (``appendonly yes``

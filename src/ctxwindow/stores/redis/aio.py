@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from ctxwindow.concurrency.aio import poll, repeating
+from ctxwindow.concurrency.aio import Background, poll, repeating
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import AsyncStore, check_entries, check_session_id, entry_from_json
-from ctxwindow.stores.redis.common import Layout, Scripts, load_redis
+from ctxwindow.stores.redis.common import RELEASE_RETRY, Layout, Orphans, Scripts, load_redis
 
 if TYPE_CHECKING:
     import redis.asyncio
@@ -30,6 +30,7 @@ class AsyncRedisStore(AsyncStore):
 
     ``lock_ttl`` is the lease of a session lock, in seconds: how long a holder
     that died keeps the session locked (see ``ctxwindow.stores.redis``).
+    ``timeout`` bounds every call (connecting, then each command), in seconds.
 
     Example: ``AsyncRedisStore("redis://127.0.0.1:6379/0", ttl=3600)``.
     """
@@ -41,7 +42,7 @@ class AsyncRedisStore(AsyncStore):
         prefix: str = "ctxwindow",
         ttl: float | None = None,
         timeout: float = 5.0,
-        lock_ttl: float = 30.0,
+        lock_ttl: float = 5.0,
     ) -> None:
         self._layout = Layout(url, prefix, ttl, lock_ttl)
         self.url = self._layout.url
@@ -50,6 +51,8 @@ class AsyncRedisStore(AsyncStore):
         options = self._layout.client_options(timeout, lib.asyncio.retry.Retry)
         self._client: redis.asyncio.Redis = lib.asyncio.Redis.from_url(url, **options)
         self._scripts = Scripts(self._client)
+        self._orphans = Orphans(self._layout.url)
+        self._releaser = Background(self._release_orphans, RELEASE_RETRY, "ctxwindow-redis-release")
 
     async def fill(self, session_id: str, entries: Sequence[Entry]) -> bool:
         """Copy entries that already have sequence numbers (from a durable store) into the cache.
@@ -126,6 +129,7 @@ class AsyncRedisStore(AsyncStore):
         return self._layout.health(started, persistence)
 
     async def _close(self) -> None:
+        await self._releaser.stop()
         await self._client.aclose()
 
     # -- the lock across processes: a lease renewed while the block runs --------------
@@ -160,9 +164,23 @@ class AsyncRedisStore(AsyncStore):
         return self._layout.still_leased(session_id, renewed)
 
     async def _release_lease(self, key: str, token: str, session_id: str) -> None:
-        """Delete the lease if it is still ours; a failure is logged (the lease expires)."""
+        """Delete the lease if it is still ours; one the server did not take is retried."""
         try:
-            with self._layout.errors(f"unlock session {session_id!r}"):
-                await self._scripts.drop_lease(keys=[key], args=[token])
+            await self._drop_lease(key, token, session_id)
         except StoreError as exc:
             self._layout.release_failed(session_id, exc)
+            self._orphans.add(key, token, session_id)
+            self._releaser.start()
+
+    async def _drop_lease(self, key: str, token: str, session_id: str) -> None:
+        with self._layout.errors(f"unlock session {session_id!r}"):
+            await self._scripts.drop_lease(keys=[key], args=[token])
+
+    async def _release_orphans(self) -> None:
+        """Retry the failed releases, in the background, until the server takes them."""
+        for key, token, session_id in self._orphans.pending():
+            try:
+                await self._drop_lease(key, token, session_id)
+            except StoreError:
+                return  # still unreachable: the next round tries again
+            self._orphans.released(key, token, session_id)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ logger = logging.getLogger("ctxwindow.stores")
 
 INSTALL_HINT = "pip install 'ctxwindow[redis]'"
 SCHEMES = ("redis", "rediss", "unix")
+RELEASE_RETRY = 0.5  # seconds between the retries of a release the server did not take
 
 APPEND = """
 local entries, ids, keys = KEYS[1], KEYS[2], KEYS[3]
@@ -273,8 +275,39 @@ class Layout:
 
     def release_failed(self, session_id: str, exc: StoreError) -> None:
         logger.warning(
-            "could not release the lock of session %r; it expires within %s s: %s",
+            "could not release the lock of session %r (retried every %s s until the server"
+            " answers): %s",
             session_id,
-            self.lock_ttl,
+            RELEASE_RETRY,
             exc,
         )
+
+
+class Orphans:
+    """Leases whose holder ended but could not delete them: retried until the server answers.
+
+    Such a lease would otherwise keep its session locked for up to ``lock_ttl``
+    after the server is back, or longer: a server restarted from its snapshot
+    restores the lease, and a stalled one still runs the renewals it received
+    while stopped. Shared by the holders' threads and the retrying one.
+    """
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._guard = threading.Lock()
+        self._leases: dict[str, tuple[str, str]] = {}  # lease key -> (token, session id)
+
+    def add(self, key: str, token: str, session_id: str) -> None:
+        with self._guard:
+            self._leases[key] = (token, session_id)
+
+    def pending(self) -> list[tuple[str, str, str]]:
+        """(key, token, session id) of each lease still to release."""
+        with self._guard:
+            return [(key, token, session) for key, (token, session) in self._leases.items()]
+
+    def released(self, key: str, token: str, session_id: str) -> None:
+        with self._guard:
+            if self._leases.get(key, (None,))[0] == token:
+                del self._leases[key]
+        logger.info("released the lock of session %r at %s late", session_id, self._url)

@@ -17,11 +17,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ctxwindow.concurrency.sync import poll, repeating
+from ctxwindow.concurrency.sync import Background, poll, repeating
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import Store, check_entries, check_session_id, entry_from_json
-from ctxwindow.stores.redis.common import Layout, Scripts, load_redis
+from ctxwindow.stores.redis.common import RELEASE_RETRY, Layout, Orphans, Scripts, load_redis
 
 if TYPE_CHECKING:
     import redis
@@ -32,6 +32,7 @@ class RedisStore(Store):
 
     ``lock_ttl`` is the lease of a session lock, in seconds: how long a holder
     that died keeps the session locked (see ``ctxwindow.stores.redis``).
+    ``timeout`` bounds every call (connecting, then each command), in seconds.
 
     Example: ``RedisStore("redis://127.0.0.1:6379/0", ttl=3600)``.
     """
@@ -43,7 +44,7 @@ class RedisStore(Store):
         prefix: str = "ctxwindow",
         ttl: float | None = None,
         timeout: float = 5.0,
-        lock_ttl: float = 30.0,
+        lock_ttl: float = 5.0,
     ) -> None:
         self._layout = Layout(url, prefix, ttl, lock_ttl)
         self.url = self._layout.url
@@ -52,6 +53,8 @@ class RedisStore(Store):
         options = self._layout.client_options(timeout, lib.retry.Retry)
         self._client: redis.Redis = lib.Redis.from_url(url, **options)
         self._scripts = Scripts(self._client)
+        self._orphans = Orphans(self._layout.url)
+        self._releaser = Background(self._release_orphans, RELEASE_RETRY, "ctxwindow-redis-release")
 
     def fill(self, session_id: str, entries: Sequence[Entry]) -> bool:
         """Copy entries that already have sequence numbers (from a durable store) into the cache.
@@ -128,6 +131,7 @@ class RedisStore(Store):
         return self._layout.health(started, persistence)
 
     def _close(self) -> None:
+        self._releaser.stop()
         self._client.close()
 
     # -- the lock across processes: a lease renewed while the block runs --------------
@@ -160,9 +164,23 @@ class RedisStore(Store):
         return self._layout.still_leased(session_id, renewed)
 
     def _release_lease(self, key: str, token: str, session_id: str) -> None:
-        """Delete the lease if it is still ours; a failure is logged (the lease expires)."""
+        """Delete the lease if it is still ours; one the server did not take is retried."""
         try:
-            with self._layout.errors(f"unlock session {session_id!r}"):
-                self._scripts.drop_lease(keys=[key], args=[token])
+            self._drop_lease(key, token, session_id)
         except StoreError as exc:
             self._layout.release_failed(session_id, exc)
+            self._orphans.add(key, token, session_id)
+            self._releaser.start()
+
+    def _drop_lease(self, key: str, token: str, session_id: str) -> None:
+        with self._layout.errors(f"unlock session {session_id!r}"):
+            self._scripts.drop_lease(keys=[key], args=[token])
+
+    def _release_orphans(self) -> None:
+        """Retry the failed releases, in the background, until the server takes them."""
+        for key, token, session_id in self._orphans.pending():
+            try:
+                self._drop_lease(key, token, session_id)
+            except StoreError:
+                return  # still unreachable: the next round tries again
+            self._orphans.released(key, token, session_id)
