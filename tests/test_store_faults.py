@@ -26,10 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,7 +41,9 @@ import pytest
 from ctxwindow.errors import SessionBusyError, StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
 from tests.own_servers import (
+    OwnPostgres,
     OwnRedis,
+    find_pg_bin,
     find_redis_server,
 )
 from tests.test_store_servers import no_server
@@ -291,3 +295,97 @@ def test_a_tiered_store_rides_a_stalled_warm_redis_within_its_timeout(
         own_redis.resume()
     texts = ["before", "during 1", "during 2", "during 3"]
     assert [e.message["content"] for e in store.load("s")] == texts
+
+
+# -- PostgreSQL --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def own_postgres() -> Iterator[OwnPostgres]:
+    if find_pg_bin() is None:
+        no_server("no PostgreSQL binaries (set CTXWINDOW_TEST_PG_BIN)")
+    pytest.importorskip("psycopg")
+    server = OwnPostgres()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def pg_store(opened: Callable[..., Any], flavour: str, url: str, schema: str) -> Any:
+    from ctxwindow.stores.postgres import AsyncPostgresStore, PostgresStore
+
+    return opened(flavour, PostgresStore, AsyncPostgresStore, url, schema=schema, timeout=TIMEOUT)
+
+
+def new_schema() -> str:
+    return f"faults_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_postgres_calls_and_health_are_bounded_while_the_server_is_stalled(
+    own_postgres: OwnPostgres, opened: Callable[..., Any], flavour: str
+) -> None:
+    """A stalled server (SIGSTOP) answers nothing: each call, pooled connection or new,
+    fails with ``StoreUnavailableError`` within the store's timeout (connecting: libpq's
+    2 s at least). (Before: the call on a pooled connection hung for the whole stall.)"""
+    store = pg_store(opened, flavour, own_postgres.url, new_schema())
+    store.append("s", entries("before"))
+    with store.lock("held"):
+        pass  # the lock connection is open too
+    bound = max(TIMEOUT, 2.0) + 1.5
+    try:
+        own_postgres.stall()
+        took, health = within(bound + 5, store.health)
+        assert took < bound and health["ok"] is False and "unavailable" in health["error"]
+        for call in (
+            lambda: store.append("s", entries("during")),
+            lambda: store.load("s"),
+            lambda: store.lock("s", timeout=0).__enter__(),
+        ):
+            took, error = within(bound + 5, call)
+            assert took < bound and isinstance(error, StoreUnavailableError), (took, error)
+    finally:
+        own_postgres.resume()
+    assert store.health()["ok"] is True
+    assert [e.message["content"] for e in store.load("s")] == ["before"]
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_postgres_session_lock_is_freed_when_the_server_restarts(
+    own_postgres: OwnPostgres,
+    opened: Callable[..., Any],
+    flavour: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Advisory locks die with their connection: a restarted server holds none, and the
+    holder that could not unlock says so and can lock again."""
+    schema = new_schema()
+    holder = pg_store(opened, flavour, own_postgres.url, schema)
+    other = pg_store(opened, "sync", own_postgres.url, schema)
+    with caplog.at_level(logging.WARNING, logger="ctxwindow.stores"), holder.lock("s"):
+        own_postgres.restart()
+        assert seconds_until_locked(other, "s", USABLE_WITHIN) < 1.0
+    assert "lock" in caplog.text
+    assert seconds_until_locked(holder, "s", USABLE_WITHIN) < 1.0
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_postgres_session_lock_is_freed_when_a_stall_ends(
+    own_postgres: OwnPostgres, opened: Callable[..., Any], flavour: str
+) -> None:
+    """The holder ends during a stall: its unlock gives up within the timeout (the
+    connection is dropped), and the server frees the lock as soon as it runs again."""
+    schema = new_schema()
+    holder = pg_store(opened, flavour, own_postgres.url, schema)
+    other = pg_store(opened, "sync", own_postgres.url, schema)
+    held = holder.lock("s")
+    held.__enter__()
+    try:
+        own_postgres.stall()
+        took, _ = within(TIMEOUT + 6, lambda: held.__exit__(None, None, None))
+        assert took < TIMEOUT + 1.5  # before: the unlock waited for the whole stall
+        time.sleep(1.0)
+    finally:
+        own_postgres.resume()
+    assert seconds_until_locked(other, "s", USABLE_WITHIN) < 1.0

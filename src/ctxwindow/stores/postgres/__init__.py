@@ -18,6 +18,17 @@ session, numbers the entries from ``max(seq) + 1``, inserts them and the
 idempotency key, and commits before returning, so an acknowledged append is
 on disk (with the server's default ``synchronous_commit = on``).
 
+Timeouts. Every call is bounded by the store's ``timeout`` (5 s by default),
+a stalled server included (stopped, or a network that drops packets without
+a word): a watchdog thread shuts down the socket of a call still waiting at
+its deadline (``watchdog``), so the call fails with ``StoreUnavailableError``
+and the connection is never reused. Connecting has libpq's ``connect_timeout``
+(the timeout, 2 s at least). Each connection also sets ``statement_timeout``
+and ``idle_in_transaction_session_timeout`` to the timeout, so the server
+itself drops a statement or a transaction left waiting by a stalled client
+(with its locks). Migrations are the exception: they may take long on a
+large database and are not bounded.
+
 Session locks. ``lock(session_id)`` also holds the session against every
 other process using the database: a session-level advisory lock
 (``pg_try_advisory_lock``, polled until the timeout) on a connection each
@@ -25,13 +36,17 @@ store object keeps for its locks, released with ``pg_advisory_unlock``. The
 server releases it when that connection ends, so a holder that dies
 (``kill -9``) frees its sessions as soon as the server notices the closed
 connection. The key is a 64-bit hash of the schema and the session id, kept
-outside the 32-bit range of the per-append ``hashtext`` locks. Session-level
+outside the 32-bit range of the per-append ``hashtext`` locks. A restarted
+server holds no lock; a stalled one frees the locks of a holder that ended
+meanwhile as soon as it runs again (the holder's unlock gave up after the
+timeout and dropped the connection). Session-level
 locks need a real server connection: behind a pooler in transaction mode
 (PgBouncer) they do not hold.
 
 The package: ``common`` (the SQL, migrations and error mapping both flavours
-share), ``aio`` (``AsyncPostgresStore``, written by hand) and ``sync``
-(``PostgresStore``, generated from ``aio`` by ``tools/unasync.py``).
+share), ``watchdog`` (the deadline on each call), ``aio``
+(``AsyncPostgresStore``, written by hand) and ``sync`` (``PostgresStore``,
+generated from ``aio`` by ``tools/unasync.py``).
 """
 
 from ctxwindow.stores.postgres.aio import AsyncPostgresStore

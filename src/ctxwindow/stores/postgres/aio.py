@@ -26,9 +26,12 @@ from ctxwindow.stores.postgres.common import (
     HEALTH,
     LOAD,
     LOCK_SESSION,
+    NO_TIMEOUT,
     RANGE,
     RECORD_VERSION,
     REPLAYED,
+    SCHEMA_VERSION,
+    SESSION_TIMEOUTS,
     SESSIONS,
     STATE,
     TAIL,
@@ -56,7 +59,9 @@ class AsyncPostgresStore(AsyncStore):
     Opening connects and brings the tables up to ``SCHEMA_VERSION``: the sync
     store when it is built, the async one at its first call (a constructor
     cannot await), which then reports an unreachable server. Idle
-    connections (at most ``pool_size``) are kept for reuse.
+    connections (at most ``pool_size``) are kept for reuse. ``timeout`` (in
+    seconds) bounds every call, a stalled server included (see the package
+    docs); connecting takes at least 2 s to time out (libpq's rule).
 
     Example: ``AsyncPostgresStore("postgresql://app@db.internal/app")``.
     """
@@ -191,23 +196,28 @@ class AsyncPostgresStore(AsyncStore):
     async def _connection(
         self, action: str
     ) -> AsyncIterator[psycopg.AsyncConnection[tuple[Any, ...]]]:
-        """A pooled connection, the tables brought up to date once; errors mapped for ``action``."""
+        """A pooled connection, the tables brought up to date once; errors mapped for ``action``.
+
+        The block has until the store's timeout to finish, counted from now.
+        """
         with self._q.errors(action):
-            conn = await self._take()
+            deadline = self._q.deadline()
+            conn = await self._take(deadline)
             try:
                 if not self._migrated:
                     await self._migrate(conn)
-                yield conn
+                with self._q.watched(conn, action, deadline):
+                    yield conn
             finally:
                 await self._release(conn)
 
-    async def _take(self) -> psycopg.AsyncConnection[tuple[Any, ...]]:
+    async def _take(self, deadline: float) -> psycopg.AsyncConnection[tuple[Any, ...]]:
         """An idle connection the server has not closed, or a new one."""
         while True:
             with self._guard:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
-                return await _connect(self._q)
+                return await _connect(self._q, deadline)
             if alive(conn):
                 return conn
             await conn.close()
@@ -224,8 +234,27 @@ class AsyncPostgresStore(AsyncStore):
             await conn.close()
 
     async def _migrate(self, conn: psycopg.AsyncConnection[tuple[Any, ...]]) -> None:
-        """Bring the tables up to ``SCHEMA_VERSION``: one transaction, under an advisory lock."""
+        """Bring the tables up to ``SCHEMA_VERSION``: one transaction, under an advisory lock.
+
+        Reading the version is bounded by the timeout; a migration is not (it
+        may have a large table to go through).
+        """
+        with self._q.watched(conn, "read the schema version", self._q.deadline()):
+            current = await self._version(conn)
+        if current != SCHEMA_VERSION:
+            await self._upgrade(conn)
+        self._migrated = True
+
+    async def _version(self, conn: psycopg.AsyncConnection[tuple[Any, ...]]) -> int:
+        try:
+            cursor = await conn.execute(self._q(CURRENT_VERSION))
+        except self._psycopg.errors.UndefinedTable:  # a new database (autocommit: no harm done)
+            return 0
+        return int(one_row(await cursor.fetchone())[0])
+
+    async def _upgrade(self, conn: psycopg.AsyncConnection[tuple[Any, ...]]) -> None:
         async with conn.transaction():
+            await conn.execute(NO_TIMEOUT)
             await conn.execute(*self._q.migration_lock())
             create_schema = self._q.create_schema()
             if create_schema is not None:
@@ -237,7 +266,6 @@ class AsyncPostgresStore(AsyncStore):
                 for statement in statements:
                     await conn.execute(statement)
                 await conn.execute(self._q(RECORD_VERSION), (version, time.time()))
-        self._migrated = True
 
 
 class AsyncLockConnection:
@@ -273,20 +301,29 @@ class AsyncLockConnection:
                 self._conn = None
 
     async def _ask(self, query: str, key: int) -> bool:
+        """The answer to ``query`` about lock ``key``, within the store's timeout."""
         assert self._conn is not None
-        cursor = await self._conn.execute(query, (key,))
-        return bool(one_row(await cursor.fetchone())[0])
+        with self._q.watched(self._conn, "session lock", self._q.deadline()):
+            cursor = await self._conn.execute(query, (key,))
+            return bool(one_row(await cursor.fetchone())[0])
 
     async def _reconnect(self) -> None:
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
-        self._conn = await _connect(self._q)
+        self._conn = await _connect(self._q, self._q.deadline())
 
 
-async def _connect(q: Queries) -> psycopg.AsyncConnection[tuple[Any, ...]]:
-    """A new connection to the store's database (autocommit: transactions are explicit)."""
+async def _connect(q: Queries, deadline: float) -> psycopg.AsyncConnection[tuple[Any, ...]]:
+    """A new connection to the store's database (autocommit: transactions are explicit),
+    whose server gives up on a statement or an idle transaction after the store's timeout."""
     driver = load_psycopg()
     conn: psycopg.AsyncConnection[tuple[Any, ...]]
     conn = await driver.AsyncConnection.connect(q.raw_url, **q.connect_options())
+    try:
+        with q.watched(conn, "connect", deadline):
+            await conn.execute(SESSION_TIMEOUTS, q.session_timeouts())
+    except BaseException:
+        await conn.close()
+        raise
     return conn

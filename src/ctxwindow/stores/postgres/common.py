@@ -21,6 +21,7 @@ from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import encode_entry, entry_from_json, redact_url, scrub
 from ctxwindow.stores.locks import session_hash
+from ctxwindow.stores.postgres.watchdog import WATCHDOG
 
 if TYPE_CHECKING:
     import psycopg
@@ -68,6 +69,12 @@ _MIGRATION_LOCK = 0x63747877  # "ctxw": the first key of the two-key advisory lo
 VERSION_TABLE = """CREATE TABLE IF NOT EXISTS {s}ctxwindow_schema_version (
     version integer PRIMARY KEY, applied_at double precision NOT NULL)"""
 CURRENT_VERSION = "SELECT coalesce(max(version), 0) FROM {s}ctxwindow_schema_version"
+# A migration of a large database may take long: it is not bounded by the store's timeout.
+NO_TIMEOUT = "SET LOCAL statement_timeout = 0"
+# Set on each new connection: the server gives up on a statement, or on a transaction whose
+# client went quiet (holding its locks), after the store's timeout.
+SESSION_TIMEOUTS = """SELECT set_config('statement_timeout', %(ms)s, false),
+    set_config('idle_in_transaction_session_timeout', %(ms)s, false)"""
 HEALTH = """SELECT (SELECT coalesce(max(version), 0) FROM {s}ctxwindow_schema_version),
     current_setting('fsync'), current_setting('synchronous_commit')"""
 RECORD_VERSION = "INSERT INTO {s}ctxwindow_schema_version (version, applied_at) VALUES (%s, %s)"
@@ -158,6 +165,30 @@ class Queries:
     def connect_options(self) -> dict[str, Any]:
         # libpq takes whole seconds, and at least 2
         return {"autocommit": True, "connect_timeout": max(2, round(self.timeout))}
+
+    def session_timeouts(self) -> dict[str, str]:
+        """The parameters of ``SESSION_TIMEOUTS``: the store's timeout, in milliseconds."""
+        return {"ms": str(max(1, round(self.timeout * 1000)))}
+
+    def deadline(self) -> float:
+        """When a call starting now must have its answer (a ``time.monotonic()`` value)."""
+        return time.monotonic() + self.timeout
+
+    @contextmanager
+    def watched(self, conn: Any, action: str, deadline: float) -> Iterator[None]:
+        """Run the block on ``conn`` until ``deadline`` at most: then the watchdog cuts the
+        connection off and the block's psycopg error becomes ``StoreUnavailableError``."""
+        psycopg = load_psycopg()
+        with WATCHDOG.watch(conn.fileno(), deadline) as watch:
+            try:
+                yield
+            except psycopg.Error as exc:
+                if not watch.expired:
+                    raise
+                raise StoreUnavailableError(
+                    f"PostgreSQL at {self.url} is unavailable ({action}): no answer within "
+                    f"{self.timeout:g} s (the connection was dropped)"
+                ) from exc
 
     def migrations(self, current: int) -> list[tuple[int, list[sql.Composed]]]:
         """The migrations a database at version ``current`` still needs, in order."""

@@ -28,9 +28,12 @@ from ctxwindow.stores.postgres.common import (
     HEALTH,
     LOAD,
     LOCK_SESSION,
+    NO_TIMEOUT,
     RANGE,
     RECORD_VERSION,
     REPLAYED,
+    SCHEMA_VERSION,
+    SESSION_TIMEOUTS,
     SESSIONS,
     STATE,
     TAIL,
@@ -58,7 +61,9 @@ class PostgresStore(Store):
     Opening connects and brings the tables up to ``SCHEMA_VERSION``: the sync
     store when it is built, the async one at its first call (a constructor
     cannot await), which then reports an unreachable server. Idle
-    connections (at most ``pool_size``) are kept for reuse.
+    connections (at most ``pool_size``) are kept for reuse. ``timeout`` (in
+    seconds) bounds every call, a stalled server included (see the package
+    docs); connecting takes at least 2 s to time out (libpq's rule).
 
     Example: ``PostgresStore("postgresql://app@db.internal/app")``.
     """
@@ -187,23 +192,28 @@ class PostgresStore(Store):
 
     @contextmanager
     def _connection(self, action: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
-        """A pooled connection, the tables brought up to date once; errors mapped for ``action``."""
+        """A pooled connection, the tables brought up to date once; errors mapped for ``action``.
+
+        The block has until the store's timeout to finish, counted from now.
+        """
         with self._q.errors(action):
-            conn = self._take()
+            deadline = self._q.deadline()
+            conn = self._take(deadline)
             try:
                 if not self._migrated:
                     self._migrate(conn)
-                yield conn
+                with self._q.watched(conn, action, deadline):
+                    yield conn
             finally:
                 self._release(conn)
 
-    def _take(self) -> psycopg.Connection[tuple[Any, ...]]:
+    def _take(self, deadline: float) -> psycopg.Connection[tuple[Any, ...]]:
         """An idle connection the server has not closed, or a new one."""
         while True:
             with self._guard:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
-                return _connect(self._q)
+                return _connect(self._q, deadline)
             if alive(conn):
                 return conn
             conn.close()
@@ -220,8 +230,27 @@ class PostgresStore(Store):
             conn.close()
 
     def _migrate(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
-        """Bring the tables up to ``SCHEMA_VERSION``: one transaction, under an advisory lock."""
+        """Bring the tables up to ``SCHEMA_VERSION``: one transaction, under an advisory lock.
+
+        Reading the version is bounded by the timeout; a migration is not (it
+        may have a large table to go through).
+        """
+        with self._q.watched(conn, "read the schema version", self._q.deadline()):
+            current = self._version(conn)
+        if current != SCHEMA_VERSION:
+            self._upgrade(conn)
+        self._migrated = True
+
+    def _version(self, conn: psycopg.Connection[tuple[Any, ...]]) -> int:
+        try:
+            cursor = conn.execute(self._q(CURRENT_VERSION))
+        except self._psycopg.errors.UndefinedTable:  # a new database (autocommit: no harm done)
+            return 0
+        return int(one_row(cursor.fetchone())[0])
+
+    def _upgrade(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
         with conn.transaction():
+            conn.execute(NO_TIMEOUT)
             conn.execute(*self._q.migration_lock())
             create_schema = self._q.create_schema()
             if create_schema is not None:
@@ -233,7 +262,6 @@ class PostgresStore(Store):
                 for statement in statements:
                     conn.execute(statement)
                 conn.execute(self._q(RECORD_VERSION), (version, time.time()))
-        self._migrated = True
 
 
 class LockConnection:
@@ -269,20 +297,29 @@ class LockConnection:
                 self._conn = None
 
     def _ask(self, query: str, key: int) -> bool:
+        """The answer to ``query`` about lock ``key``, within the store's timeout."""
         assert self._conn is not None
-        cursor = self._conn.execute(query, (key,))
-        return bool(one_row(cursor.fetchone())[0])
+        with self._q.watched(self._conn, "session lock", self._q.deadline()):
+            cursor = self._conn.execute(query, (key,))
+            return bool(one_row(cursor.fetchone())[0])
 
     def _reconnect(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-        self._conn = _connect(self._q)
+        self._conn = _connect(self._q, self._q.deadline())
 
 
-def _connect(q: Queries) -> psycopg.Connection[tuple[Any, ...]]:
-    """A new connection to the store's database (autocommit: transactions are explicit)."""
+def _connect(q: Queries, deadline: float) -> psycopg.Connection[tuple[Any, ...]]:
+    """A new connection to the store's database (autocommit: transactions are explicit),
+    whose server gives up on a statement or an idle transaction after the store's timeout."""
     driver = load_psycopg()
     conn: psycopg.Connection[tuple[Any, ...]]
     conn = driver.Connection.connect(q.raw_url, **q.connect_options())
+    try:
+        with q.watched(conn, "connect", deadline):
+            conn.execute(SESSION_TIMEOUTS, q.session_timeouts())
+    except BaseException:
+        conn.close()
+        raise
     return conn
