@@ -27,6 +27,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -389,3 +392,116 @@ def test_a_postgres_session_lock_is_freed_when_a_stall_ends(
     finally:
         own_postgres.resume()
     assert seconds_until_locked(other, "s", USABLE_WITHIN) < 1.0
+
+
+# -- SQLite: health that tells the truth -------------------------------------------------------
+
+
+def sqlite_store(opened: Callable[..., Any], flavour: str, path: Path, **options: Any) -> Any:
+    from ctxwindow.stores.sqlite import AsyncSQLiteStore, SQLiteStore
+
+    return opened(flavour, SQLiteStore, AsyncSQLiteStore, path, **options)
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """``path`` (file or directory) not writable: immutable for root (which ignores the
+    permission bits), read-only permissions for anyone else."""
+    if os.geteuid() == 0:
+        if shutil.which("chattr") is None:
+            pytest.skip("root ignores permissions and there is no chattr")
+        if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+            pytest.skip(f"the file system of {path} has no immutable attribute")
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        return
+    mode = path.stat().st_mode
+    path.chmod(0o555 if path.is_dir() else 0o444)
+    try:
+        yield
+    finally:
+        path.chmod(mode)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_sqlite_health_and_appends_when_the_directory_is_deleted(
+    opened: Callable[..., Any], flavour: str, tmp_path: Path
+) -> None:
+    """Open connections would keep writing to the deleted file, and the turns would be lost
+    at the next start: health says so, and an append is refused, not acknowledged."""
+    directory = tmp_path / "données-数据"
+    directory.mkdir()
+    store = sqlite_store(opened, flavour, directory / "s.db")
+    store.append("s", entries("kept"))
+    assert store.health()["ok"] is True
+    shutil.rmtree(directory)
+    health = store.health()
+    assert health["ok"] is False
+    assert str(directory / "s.db") in health["error"] and "deleted" in health["error"]
+    with pytest.raises(StoreUnavailableError, match="deleted"):
+        store.append("s", entries("lost"))
+
+
+@pytest.mark.parametrize("target", ["file", "directory"])
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_sqlite_health_when_the_file_or_its_directory_is_read_only(
+    opened: Callable[..., Any], flavour: str, target: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "s.db"
+    store = sqlite_store(opened, flavour, path)
+    store.append("s", entries("one"))
+    with read_only(path if target == "file" else tmp_path):
+        health = store.health()
+        assert health["ok"] is False, health
+        assert str(path) in health["error"] and "not writable" in health["error"]
+    assert store.health()["ok"] is True
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_sqlite_health_when_the_disk_is_full(
+    opened: Callable[..., Any], flavour: str, tmp_path: Path
+) -> None:
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        store = sqlite_store(opened, flavour, mount / "s.db")
+        store.append("s", entries("one"))
+        filler = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT)
+        with contextlib.suppress(OSError):  # ENOSPC
+            while True:
+                os.write(filler, b"\0" * 65536)
+        os.close(filler)
+        health = store.health()
+        assert health["ok"] is False and "full" in health["error"], health
+        with pytest.raises(StoreUnavailableError, match="full"):
+            store.append("s", entries("x" * 200_000))
+        os.unlink(mount / "filler")
+        assert store.health()["ok"] is True
+        store.close()
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_sqlite_health_is_bounded_while_another_writer_holds_the_lock(
+    opened: Callable[..., Any], flavour: str, tmp_path: Path
+) -> None:
+    """An append would wait ``busy_timeout`` and fail; health waits as long, and says so."""
+    store = sqlite_store(opened, flavour, tmp_path / "s.db", busy_timeout=0.3)
+    store.append("s", entries("one"))
+    writer = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        took, health = within(5, store.health)
+        assert took < 2 and health["ok"] is False and "locked" in health["error"], health
+        writer.execute("ROLLBACK")
+    finally:
+        writer.close()
+    assert store.health()["ok"] is True

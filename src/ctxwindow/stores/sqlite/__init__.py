@@ -22,11 +22,21 @@ it when the holder closes it or dies (``kill -9`` included), at once. Where
 such locks do not exist (not Linux), and for ``":memory:"``, the lock holds
 within the process only.
 
+Health. ``health()`` is ``{"ok": True, …}`` only when an append would be
+taken and kept: the database file is still the one the store opened (not
+deleted with its directory, not replaced), it, its directory and its -wal and
+-shm files are writable (not read-only, immutable or on a read-only file
+system), its file system has at least 1 MiB free, and the write lock can be
+had within ``busy_timeout`` (``BEGIN IMMEDIATE``, rolled back). It takes at
+most ``busy_timeout``. An append to a file no longer at its path is refused
+with ``StoreUnavailableError`` instead of being acknowledged and lost.
+
 Schema. ``MIGRATIONS`` maps each schema version to the function that brings a
 database from the previous version to it; opening a store applies the missing
 ones in one transaction and records the version in ``schema_version``.
 
-The package: ``files`` (connections, errors, the lock file), ``schema``
+The package: ``files`` (connections, errors, the lock file), ``disk`` (what
+the file system says about the database file), ``schema``
 (versions and migrations), ``store`` (``SQLiteStore``: the primitives of the
 store contract) and ``aio`` (``AsyncSQLiteStore``, which runs a
 ``SQLiteStore`` on worker threads).

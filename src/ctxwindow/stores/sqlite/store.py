@@ -14,6 +14,7 @@ from ctxwindow.concurrency.sync import poll
 from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import Store, encode_entry, entry_from_json
+from ctxwindow.stores.sqlite.disk import DatabaseFile, why_not_writable
 from ctxwindow.stores.sqlite.files import (
     Connections,
     LockFile,
@@ -33,7 +34,8 @@ class SQLiteStore(Store):
 
     ``path`` is a file path or ``":memory:"``; the file is created if missing,
     its directory is not. ``synchronous="FULL"`` also survives power loss.
-    ``busy_timeout`` is how long an append waits for another writer, in seconds.
+    ``busy_timeout`` is how long an append waits for another writer, in seconds
+    (and the longest ``health()`` takes).
     """
 
     def __init__(
@@ -52,9 +54,15 @@ class SQLiteStore(Store):
         self._connections = Connections(opener, single=self.path == ":memory:", path=self.path)
         weakref.finalize(self, self._connections.close)  # a store left open closes when collected
         self._lock_file = LockFile.beside(self.path)
+        self._file: DatabaseFile | None = None
         self._check_directory()
         try:
             self.schema_version = self._migrate()
+            if self.path != ":memory:":
+                self._file = DatabaseFile(self.path)
+        except StoreUnavailableError as exc:
+            self._connections.close()
+            raise self._explained(exc) from exc.__cause__
         except BaseException:
             self._connections.close()
             raise
@@ -121,22 +129,35 @@ class SQLiteStore(Store):
         return None if documents is None else [entry_from_json(text) for text in documents]
 
     def _health(self) -> dict[str, Any]:
+        """Whether an append would be taken and kept: the file is still there, writable, with
+        room, and the write lock can be had within ``busy_timeout``."""
         report: dict[str, Any] = {"store": "sqlite", "path": self.path, "url": self.url}
         try:
             with self._reading() as conn:
                 journal = conn.execute("PRAGMA journal_mode").fetchone()[0]
                 synchronous = conn.execute("PRAGMA synchronous").fetchone()[0]
                 version = schema_version(conn)
+                problems = self._write_problems(conn)
         except StoreError as exc:
             return {"ok": False, **report, "error": str(exc)}
-        return {
-            "ok": True,
-            **report,
-            "durable": self.path != ":memory:",
-            "journal_mode": journal,
-            "synchronous": {1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(synchronous, "OFF"),
-            "schema_version": version,
-        }
+        report.update(
+            durable=self.path != ":memory:",
+            journal_mode=journal,
+            synchronous={1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(synchronous, "OFF"),
+            schema_version=version,
+        )
+        if problems:
+            error = f"SQLite store at {self.path!r} cannot write: " + "; ".join(problems)
+            return {"ok": False, **report, "error": error}
+        return {"ok": True, **report}
+
+    def _write_problems(self, conn: sqlite3.Connection) -> list[str]:
+        """What stops writes, seen from outside; else a write transaction, rolled back."""
+        problems = [] if self._file is None else self._file.problems()
+        if not problems:  # a connection opened read-only says so here
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+        return problems
 
     def _close(self) -> None:
         self._connections.close()
@@ -170,6 +191,7 @@ class SQLiteStore(Store):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
+                self._check_file()
                 conn.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
@@ -207,6 +229,17 @@ class SQLiteStore(Store):
             (session_id, *seqs),
         ).fetchall()
         return [text for (text,) in rows]
+
+    def _check_file(self) -> None:
+        """Refuse to commit into a file no longer at the path (deleted, replaced): lost writes."""
+        moved = None if self._file is None else self._file.moved()
+        if moved is not None:
+            raise StoreUnavailableError(f"SQLite store at {self.path!r}: {moved}")
+
+    def _explained(self, exc: StoreUnavailableError) -> StoreUnavailableError:
+        """``exc`` with the reason the path gives, if any (a read-only directory, say)."""
+        reason = None if self.path == ":memory:" else why_not_writable(self.path)
+        return exc if reason is None else StoreUnavailableError(f"{exc}; {reason}")
 
     def _check_directory(self) -> None:
         if self.path == ":memory:":
