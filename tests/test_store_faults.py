@@ -48,6 +48,7 @@ from tests.own_servers import (
     OwnRedis,
     find_pg_bin,
     find_redis_server,
+    free_port,
 )
 from tests.test_store_servers import no_server
 
@@ -505,3 +506,79 @@ def test_sqlite_health_is_bounded_while_another_writer_holds_the_lock(
     finally:
         writer.close()
     assert store.health()["ok"] is True
+
+
+# -- the service refuses to start on a store it cannot write -----------------------------------
+
+
+def start_service(store_url: str, data_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CTXWINDOW_")}
+    env["CTXWINDOW_DATA_DIR"] = str(data_dir)
+    return subprocess.run(
+        [sys.executable, "-m", "ctxwindow.server", "--port", str(free_port()),
+         "--store", store_url, "--upstream", "http://127.0.0.1:9/v1"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def assert_refused(done: subprocess.CompletedProcess[str], path: Path, why: str) -> None:
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert lines[0].startswith("ctxwindow: error: SQLite store at")
+    assert str(path) in lines[0] and why in lines[0], lines[0]
+
+
+def test_the_service_refuses_a_missing_directory_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "missing" / "s.db"
+    done = start_service(f"sqlite:///{path}", tmp_path)
+    assert_refused(done, path, "does not exist")
+
+
+def test_the_service_refuses_a_read_only_directory_in_one_line(tmp_path: Path) -> None:
+    directory = tmp_path / "ro"
+    directory.mkdir()
+    with read_only(directory):
+        done = start_service(f"sqlite:///{directory / 's.db'}", tmp_path)
+    assert_refused(done, directory / "s.db", "not writable")
+
+
+def test_the_service_refuses_a_read_only_file_system_in_one_line(tmp_path: Path) -> None:
+    """An existing database on a file system remounted read-only."""
+    mount = tmp_path / "ro-fs"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        from ctxwindow.stores.sqlite import SQLiteStore
+
+        SQLiteStore(mount / "s.db").close()
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        done = start_service(f"sqlite:///{mount / 's.db'}", tmp_path)
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+    assert_refused(done, mount / "s.db", "read-only file system")
+
+
+def test_readyz_is_503_once_the_sqlite_directory_is_deleted(tmp_path: Path) -> None:
+    """``/readyz`` asks ``store.health()``, which now sees the deleted file."""
+    import httpx
+    from fastapi.testclient import TestClient
+
+    from ctxwindow.server.app import create_app
+    from ctxwindow.server.settings import Settings
+
+    directory = tmp_path / "data"
+    directory.mkdir()
+    settings = Settings(
+        store=f"sqlite:///{directory / 's.db'}", upstream="http://u.test/v1", archive="off"
+    )
+    app = create_app(
+        settings, upstream_transport=httpx.MockTransport(lambda r: httpx.Response(200))
+    )
+    with TestClient(app) as http:
+        assert http.get("/readyz").status_code == 200
+        shutil.rmtree(directory)
+        response = http.get("/readyz")
+    assert response.status_code == 503 and response.json()["store"] is False

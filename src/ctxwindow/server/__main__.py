@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ctxwindow.server.main import serve_command
+from ctxwindow.server.main import STARTUP_ERRORS, refuse, serve_command
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -16,7 +16,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config")
     parser.add_argument("--workers", type=int)
     args = parser.parse_args(argv)
-    serve_command(args.host, args.port, args.store, args.upstream, args.config, args.workers)
+    try:
+        serve_command(args.host, args.port, args.store, args.upstream, args.config, args.workers)
+    except STARTUP_ERRORS as exc:
+        refuse(exc)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,28 @@
-"""Run the service: ``serve(settings)`` and the ``ctxwindow serve`` command."""
+"""Run the service: ``serve(settings)`` and the ``ctxwindow serve`` command.
+
+Before it listens, the service checks what it can check on its own machine:
+the settings, the bind address and a file store (SQLite), which must be
+writable. If one of these cannot work, the commands (``ctxwindow serve``,
+``python -m ctxwindow.server``) end with one line naming the problem (and the
+path) on stderr and exit code 2, not a traceback. A server store (Redis,
+PostgreSQL) is not waited for: the service starts, and ``/readyz`` answers
+503 until the store is reachable.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from ctxwindow.errors import CtxWindowError, StoreUnavailableError
 from ctxwindow.server.app import create_app
 from ctxwindow.server.settings import Settings, load_settings
 from ctxwindow.stores.base import redact_url
+from ctxwindow.stores.url import open_store
 
 log = logging.getLogger("ctxwindow.server")
 
@@ -19,14 +31,38 @@ WORKER_SETTINGS = "CTXWINDOW_WORKER_SETTINGS"  # how ``serve`` hands settings to
 
 
 def serve(settings: Settings) -> None:
-    """Run uvicorn; refuses a non-loopback host when no API keys are configured.
+    """Run uvicorn; refuses a non-loopback host when no API keys are configured, and a
+    SQLite store that cannot be written (``check_store``).
 
     With ``workers`` > 1, uvicorn starts that many processes, each building
     its app from the settings passed in the environment (``app_from_environment``).
     """
+    run(settings, prepare(settings))
+
+
+def prepare(settings: Settings) -> Any:
+    """Check the bind address and the store, then build the app (None with several
+    workers: each builds its own). Raises what stops the service from working."""
+    settings.check_bind()
+    check_store(settings.store_url())
+    return create_app(settings) if settings.workers == 1 else None
+
+
+def check_store(url: str) -> None:
+    """``StoreUnavailableError`` naming the path if a SQLite store cannot be written
+    (a missing directory, a read-only file system, a full disk); other stores pass."""
+    if not url.startswith("sqlite:") or url in ("sqlite://", "sqlite:///:memory:"):
+        return
+    with open_store(url) as store:
+        health = store.health()
+    if not health["ok"]:
+        raise StoreUnavailableError(str(health.get("error", "the store is not usable")))
+
+
+def run(settings: Settings, app: Any) -> None:
+    """Serve ``app`` (or, with several workers, the workers' apps) until stopped."""
     import uvicorn
 
-    settings.check_bind()
     if not logging.getLogger().handlers:  # a command, not an embedding app: show our lines
         logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(message)s")
     # Neither the key nor passwords in URLs are logged: only whether a key is set.
@@ -42,7 +78,7 @@ def serve(settings: Settings) -> None:
             workers=settings.workers, host=settings.host, port=settings.port, log_level="info",
         )  # fmt: skip
         return
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
 
 
 def app_from_environment() -> Any:
@@ -58,8 +94,23 @@ def serve_command(
     config: str | Path | None = None,
     workers: int | None = None,
 ) -> None:
-    """``ctxwindow serve``: the config file, then environment, then these flags win."""
+    """``ctxwindow serve``: the config file, then environment, then these flags win.
+
+    Settings or a store that cannot work raise (``ValueError``, ``OSError``,
+    ``CtxWindowError``) before anything listens; the commands turn that into
+    one line and exit code 2 (``refuse``).
+    """
     settings = load_settings(
         config, host=host, port=port, store=store, upstream=upstream, workers=workers
     )
     serve(settings)
+
+
+STARTUP_ERRORS = (ValueError, OSError, CtxWindowError)  # what ``refuse`` reports
+
+
+def refuse(exc: BaseException) -> NoReturn:
+    """End the process before it serves: ``ctxwindow: error: …`` on one line, exit code 2."""
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    print(f"ctxwindow: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
