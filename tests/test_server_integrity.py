@@ -196,6 +196,7 @@ def stored(http: TestClient, session: str = "s") -> list[dict[str, Any]]:
 # -- point 2: the question is always sent --------------------------------------------------
 
 
+@pytest.mark.parametrize("store", ["memory"], indirect=True)  # the store plays no part
 def test_a_question_over_a_narrow_budget_is_sent_compressed(
     http: TestClient, upstream: Upstream
 ) -> None:
@@ -208,6 +209,7 @@ def test_a_question_over_a_narrow_budget_is_sent_compressed(
     assert count_tokens(upstream.last) == int(response.headers["x-context-tokens"]) <= 50
 
 
+@pytest.mark.parametrize("store", ["memory"], indirect=True)  # the store plays no part
 def test_a_question_that_cannot_fit_beside_the_system_prompt_is_400(
     http: TestClient, upstream: Upstream
 ) -> None:
@@ -222,3 +224,89 @@ def test_a_question_that_cannot_fit_beside_the_system_prompt_is_400(
     assert error["code"] == "context_length_exceeded"
     assert "the question" in error["message"] and "budget of 40" in error["message"]
     assert upstream.requests == []
+
+
+# -- point 3: a reply that did not arrive whole is never stored ------------------------------
+
+STREAM_FAULTS = ["eof", "cut", "reset", "stall", "garbage", "error"]
+
+
+def stream(http: TestClient, content: str, **headers: str) -> str:
+    """The streamed reply's text, through the SDK (which raises on an error event)."""
+    client = sdk(http, **{"X-Session-Id": "s", **headers})
+    chunks = client.chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": content}], stream=True
+    )
+    return "".join(chunk.choices[0].delta.content or "" for chunk in chunks)
+
+
+@pytest.mark.parametrize("fail", STREAM_FAULTS)
+def test_a_stream_that_does_not_end_properly_is_an_error_event_and_stores_no_reply(
+    http: TestClient, upstream: Upstream, fail: str
+) -> None:
+    upstream.fail = fail
+    with pytest.raises(openai.APIError) as raised:
+        stream(http, "Where is parcel A-1?", **{"Idempotency-Key": "k1"})
+    assert isinstance(raised.value.body, dict)
+    assert raised.value.body["code"] in ("bad_gateway", "upstream_timeout")
+    history = stored(http)
+    assert [e["message"]["role"] for e in history] == ["user"]
+    assert history[0]["metadata"]["unanswered"] is True
+    # The retry with the same key asks again (nothing to replay) and gets the whole reply.
+    upstream.fail = None
+    assert stream(http, "Where is parcel A-1?", **{"Idempotency-Key": "k1"}) == REPLY
+    assert len(upstream.requests) == 2
+    assert [e["message"]["content"] for e in stored(http)] == ["Where is parcel A-1?", REPLY]
+    # ... and the next turn is built on the whole reply, once.
+    chat(http, "Thanks. And parcel A-2?")
+    assert [m["content"] for m in upstream.last] == [
+        "Where is parcel A-1?", REPLY, "Thanks. And parcel A-2?"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("store", ["memory"], indirect=True)
+@pytest.mark.parametrize("fail", ["eof", "garbage"])
+def test_the_client_sees_status_200_and_an_error_event_as_the_last_event(
+    http: TestClient, upstream: Upstream, fail: str
+) -> None:
+    """Once streaming began the status is 200: the error is the stream's last event."""
+    upstream.fail = fail
+    response = http.post(
+        "/v1/chat/completions",
+        headers={"X-Session-Id": "s"},
+        json={"model": "gpt-4o", "stream": True,
+              "messages": [{"role": "user", "content": "Parcel B-2?"}]},
+    )  # fmt: skip
+    assert response.status_code == 200
+    last = response.content.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    assert json.loads(last.removeprefix(b"data: "))["error"]["code"] == "bad_gateway"
+    assert b"data: [DONE]" not in response.content.split(b"\n")
+
+
+@pytest.mark.parametrize("store", ["memory"], indirect=True)  # the store plays no part
+def test_a_stateless_stream_that_breaks_off_ends_with_an_error_event(
+    http: TestClient, upstream: Upstream
+) -> None:
+    upstream.fail = "reset"
+    client = sdk(http)
+    with pytest.raises(openai.APIError) as raised:
+        chunks = client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "Parcel C-3?"}], stream=True
+        )
+        list(chunks)
+    assert isinstance(raised.value.body, dict) and raised.value.body["code"] == "bad_gateway"
+
+
+@pytest.mark.parametrize("fail", ["truncated", "short", "invalid"])
+def test_a_truncated_or_invalid_completion_is_502_and_stores_no_reply(
+    http: TestClient, upstream: Upstream, fail: str
+) -> None:
+    upstream.fail = fail
+    response = chat(http, "Where is parcel D-4?", **{"Idempotency-Key": "k4"})
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "bad_gateway"
+    assert [e["message"]["role"] for e in stored(http)] == ["user"]
+    upstream.fail = None
+    again = chat(http, "Where is parcel D-4?", **{"Idempotency-Key": "k4"})
+    assert again.json()["choices"][0]["message"]["content"] == REPLY
+    assert [e["message"]["role"] for e in stored(http)] == ["user", "assistant"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -21,13 +21,13 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import StreamingResponse
 
 from ctxwindow.context import AsyncContextManager
-from ctxwindow.errors import CtxWindowError
+from ctxwindow.errors import CtxWindowError, InvalidMessageError
 from ctxwindow.messages import Entry, make_message
 from ctxwindow.policies import Context
 from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.service import Service, check_messages, read_json
 from ctxwindow.server.tenants import scoped
-from ctxwindow.server.upstream import StreamedReply, sse_reply
+from ctxwindow.server.upstream import StreamedReply
 from ctxwindow.tokens.chat import count_tokens
 
 REQUEST_SCHEMA = {
@@ -200,7 +200,7 @@ async def _stateless(
         if upstream.status_code >= 400:
             return _unchanged(upstream, headers)
         return StreamingResponse(
-            _relay(upstream.aiter_bytes(), upstream.aclose, StreamedReply()), headers=headers,
+            service.upstream.relay(upstream, StreamedReply()), headers=headers,
             media_type="text/event-stream",
         )  # fmt: skip
     status, _, raw = await service.upstream.complete(forward)
@@ -234,13 +234,21 @@ async def _build(manager: AsyncContextManager, sid: str, budget: int) -> Context
 async def _store_reply(
     manager: AsyncContextManager, sid: str, message: dict[str, Any], key: str | None
 ) -> None:
+    """Store the upstream's reply; one that is not a valid assistant message is a 502."""
     reply: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
     if message.get("tool_calls"):
         reply["tool_calls"] = message["tool_calls"]
-    await manager.add(
-        sid, reply, metadata={"request": key} if key else None,
-        idempotency_key=f"{key}:reply" if key else None,
-    )  # fmt: skip
+    try:
+        await manager.add(
+            sid, reply, metadata={"request": key} if key else None,
+            idempotency_key=f"{key}:reply" if key else None,
+        )  # fmt: skip
+    except InvalidMessageError as exc:
+        raise APIError(
+            502, f"upstream returned an invalid reply: {exc}", code="bad_gateway"
+        ) from exc
+    except CtxWindowError as exc:
+        raise from_library(exc) from exc
 
 
 async def _stream(
@@ -265,7 +273,7 @@ async def _stream(
         return response.storing
 
     response = _HeldStream(
-        _relay(upstream.aiter_bytes(), upstream.aclose, reply, done), headers=headers,
+        service.upstream.relay(upstream, reply, done), headers=headers,
         media_type="text/event-stream",
     )  # fmt: skip
     return response
@@ -299,6 +307,8 @@ class _HeldStream(StreamingResponse):
         try:
             if self.storing is not None:
                 await self.storing
+        except APIError:
+            pass  # the reply could not be stored: the client was sent it as an error event
         finally:
             if self.release is not None:
                 await self.release()
@@ -308,18 +318,3 @@ def _unchanged(upstream: httpx.Response, headers: dict[str, str]) -> Response:
     """An upstream error answer (already read), passed on as it came."""
     media = upstream.headers.get("content-type", "application/json")
     return Response(upstream.content, upstream.status_code, headers=headers, media_type=media)
-
-
-async def _relay(
-    chunks: AsyncIterator[bytes],
-    close: Callable[[], Awaitable[None]],
-    reply: StreamedReply,
-    done: Callable[[], Awaitable[None]] | None = None,
-) -> AsyncIterator[bytes]:
-    """Upstream SSE bytes unchanged; ``done()`` (storing the reply) runs before the
-    stream's ``[DONE]`` is relayed, once the reply is complete."""
-    try:
-        async for chunk in sse_reply(chunks, reply, done):
-            yield chunk
-    finally:
-        await close()

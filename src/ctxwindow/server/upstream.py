@@ -1,7 +1,10 @@
 """The upstream LLM: an OpenAI-compatible endpoint behind an injectable httpx transport.
 
 Transport failures are mapped here, at the boundary, to ``APIError``: a
-connection failure, a 5xx or a malformed body is a 502, a timeout a 504.
+connection failure, a 5xx or a malformed body is a 502, a timeout a 504. A
+stream that does not end properly (no ``[DONE]``, broken off, timed out, or
+not an event stream of JSON) ends with an error event the OpenAI SDKs raise
+on, and its partial reply is never handed on to be stored (``sse_reply``).
 """
 
 from __future__ import annotations
@@ -73,6 +76,22 @@ class Upstream:
             self._check_status(response.status_code)
         return response
 
+    async def relay(
+        self,
+        response: httpx.Response,
+        into: StreamedReply,
+        finish: Callable[[], Awaitable[None]] | None = None,
+    ) -> AsyncIterator[bytes]:
+        """An open stream's bytes for the client (see ``sse_reply``); closed at the end."""
+        try:
+            async for piece in sse_reply(response.aiter_bytes(), into, finish, self._broken):
+                yield piece
+        finally:
+            await response.aclose()
+
+    def _broken(self, fault: StreamFault) -> None:
+        self.metrics.upstream_errors.labels(fault.kind).inc()
+
     async def reachable(self) -> bool:
         """Whether the upstream answers HTTP at all (any status)."""
         try:
@@ -113,16 +132,21 @@ class StreamedReply:
         self.text: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
 
-    def feed(self, line: bytes) -> None:
-        delta = _delta(line)
+    def add(self, chunk: dict[str, Any]) -> None:
+        """Add one ``chat.completion.chunk`` (its first choice's delta); ``StreamFault`` if
+        its tool call deltas are not objects with an int ``index`` and string parts."""
+        choices = chunk.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices else None
+        delta = first.get("delta") if isinstance(first, dict) else None
+        if not isinstance(delta, dict):
+            return
         self.text.append(str(delta.get("content") or ""))
         for piece in delta.get("tool_calls") or ():
+            index, function = _call_delta(piece)
             call = self.calls.setdefault(
-                int(piece.get("index", 0)),
-                {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+                index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
             )
             call["id"] = piece.get("id") or call["id"]
-            function = piece.get("function") or {}
             call["function"]["name"] += function.get("name") or ""
             call["function"]["arguments"] += function.get("arguments") or ""
 
@@ -138,58 +162,139 @@ class StreamedReply:
         return message
 
 
+class StreamFault(APIError):
+    """An upstream stream that did not end properly; ``kind`` labels the error metric."""
+
+    def __init__(self, kind: str, message: str, *, timeout: bool = False) -> None:
+        status, code = (504, "upstream_timeout") if timeout else (502, "bad_gateway")
+        super().__init__(status, message, code=code)
+        self.kind = kind
+
+
+def error_event(error: APIError) -> bytes:
+    """``error`` as the SSE event the OpenAI SDKs raise on: ``data: {"error": {...}}``.
+
+    It starts with a blank line, which ends an event the client may have half received.
+    """
+    return b"\ndata: " + bytes(error.response().body) + b"\n\n"
+
+
 async def sse_reply(
     chunks: AsyncIterator[bytes],
     into: StreamedReply,
     finish: Callable[[], Awaitable[None]] | None = None,
+    failed: Callable[[StreamFault], None] | None = None,
 ) -> AsyncIterator[bytes]:
     """Pass SSE bytes through unchanged (cut at line ends) while collecting the reply.
 
     ``finish()`` (storing the reply) is awaited before the ``data: [DONE]``
-    line is passed on, or at the end of a stream without one: a client that
-    has seen the end of the stream finds the reply stored. It runs in a task
-    of its own, so a client leaving at that moment does not cancel it.
+    line is passed on: a client that has seen the end of the stream finds
+    the reply stored. It runs in a task of its own, so a client leaving at
+    that moment does not cancel it.
+
+    A stream that does not end properly — it stops before ``[DONE]``, breaks
+    off (a reset, a read timeout), has a line that is not a server-sent event
+    of JSON, or reports an error itself — ends with an error event instead
+    (``failed(fault)`` is told), and ``finish()`` is never called: a partial
+    reply is not the reply. So does an ``APIError`` raised by ``finish()``.
     """
-    buffer = b""
+    try:
+        async for piece in _checked(chunks, into, finish):
+            yield piece
+    except StreamFault as exc:
+        fault = exc
+    except httpx.TimeoutException:
+        fault = StreamFault("timeout", "the upstream stream timed out before its end", timeout=True)
+    except httpx.HTTPError as exc:
+        fault = StreamFault("connect", f"the upstream stream broke off: {type(exc).__name__}")
+    except APIError as exc:  # from finish(): the reply could not be stored
+        yield error_event(exc)
+        return
+    else:
+        return
+    if failed is not None:
+        failed(fault)
+    yield error_event(fault)
+
+
+async def _checked(
+    chunks: AsyncIterator[bytes],
+    into: StreamedReply,
+    finish: Callable[[], Awaitable[None]] | None,
+) -> AsyncIterator[bytes]:
+    """The stream's complete lines, each checked, until ``[DONE]``; ``StreamFault`` otherwise."""
+    buffer, done = b"", False
     async for chunk in chunks:
         buffer += chunk
         *lines, buffer = buffer.split(b"\n")
         ready: list[bytes] = []
         for line in lines:
-            if finish is not None and _is_done(line):
+            event = None if done else _event(line)
+            if event is _DONE:
                 if ready:
                     yield b"".join(ready)
                     ready = []
-                await asyncio.shield(asyncio.ensure_future(finish()))
-                finish = None
-            into.feed(line)
+                if finish is not None:
+                    await asyncio.shield(asyncio.ensure_future(finish()))
+                done = True
+            elif event is not None:
+                into.add(event)
             ready.append(line + b"\n")
         if ready:
             yield b"".join(ready)
-    into.feed(buffer)
-    if finish is not None:
-        await asyncio.shield(asyncio.ensure_future(finish()))
+    if not done and _event(buffer) is _DONE:  # the last line, without its line end
+        if finish is not None:
+            await asyncio.shield(asyncio.ensure_future(finish()))
+        done = True
+    if not done:
+        raise StreamFault("malformed", "the upstream stream ended before data: [DONE]")
     if buffer:
         yield buffer
 
 
-def _is_done(line: bytes) -> bool:
-    line = line.strip()
-    return line.startswith(b"data:") and line[5:].strip() == b"[DONE]"
+_DONE: dict[str, Any] = {}  # what ``_event`` returns for ``data: [DONE]``
 
 
-def _delta(line: bytes) -> dict[str, Any]:
-    line = line.strip()
-    if not line.startswith(b"data:"):
-        return {}
-    payload = line[5:].strip()
-    if payload == b"[DONE]":
-        return {}
+def _event(line: bytes) -> dict[str, Any] | None:
+    """The JSON object of a ``data:`` line, ``_DONE`` for ``data: [DONE]``, None for the other
+    lines of an event stream (blank, comment, other fields); ``StreamFault`` for the rest."""
+    line = line.rstrip(b"\r")
+    field, colon, value = line.partition(b":")
+    if not line or not field or (colon and field in (b"event", b"id", b"retry")):
+        return None
+    if field != b"data":
+        raise StreamFault(
+            "malformed", f"the upstream stream sent a line that is not SSE: {_shown(line)}"
+        )
+    value = value.strip()
+    if value == b"[DONE]":
+        return _DONE
     try:
-        choices = json.loads(payload).get("choices") or []
-    except (ValueError, AttributeError):
-        return {}
-    if not choices or not isinstance(choices[0], dict):
-        return {}
-    delta = choices[0].get("delta") or {}
-    return delta if isinstance(delta, dict) else {}
+        data = json.loads(value)
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict):
+        raise StreamFault(
+            "malformed", f"the upstream stream sent data that is not JSON: {_shown(line)}"
+        )
+    if data.get("error"):
+        error = data["error"]
+        said = error.get("message") if isinstance(error, dict) else error
+        raise StreamFault("status", f"the upstream stream reported an error: {said}")
+    return data
+
+
+def _shown(line: bytes) -> str:
+    text = line.decode("utf-8", "replace")
+    return repr(text if len(text) <= 80 else text[:80] + "…")
+
+
+def _call_delta(piece: Any) -> tuple[int, dict[str, Any]]:
+    """A tool call delta's index and function part; ``StreamFault`` if it is malformed."""
+    if isinstance(piece, dict):
+        index, function = piece.get("index", 0), piece.get("function") or {}
+        if type(index) is int and isinstance(function, dict):
+            parts = piece.get("id"), function.get("name"), function.get("arguments")
+            if all(part is None or isinstance(part, str) for part in parts):
+                return index, function
+    raise StreamFault("malformed", "the upstream stream sent a malformed tool call delta")
