@@ -593,6 +593,8 @@ def test_fold_keeps_length() -> None:
     text = "１２３：ＡＢＣ　＋８６"
     assert fold(text) == "123:ABC +86"
     assert len(fold(text)) == len(text)
+    assert fold("密码：abc，🙂") == "密码:abc，🙂"  # ， stays: it ends a value
+    assert fold("nothing to fold 密码 🙂") == "nothing to fold 密码 🙂"
 
 
 # --- the Redactor ------------------------------------------------------------

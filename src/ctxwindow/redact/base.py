@@ -22,6 +22,7 @@ Span = tuple[int, int]
 _WIDE = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz+-:=@._"
 _FOLD = {ord(char) + 0xFEE0: ord(char) for char in _WIDE}
 _FOLD[0x3000] = 0x20  # ideographic space
+_FOLDABLE = re.compile("[" + "".join(map(chr, sorted(_FOLD))) + "]")
 
 
 def fold(text: str) -> str:
@@ -30,7 +31,8 @@ def fold(text: str) -> str:
     >>> fold("电话：１３８ ００１３ ８０００")
     '电话:138 0013 8000'
     """
-    return text.translate(_FOLD)
+    # Most texts have nothing to fold, and a search costs a tenth of a translate.
+    return text.translate(_FOLD) if _FOLDABLE.search(text) else text
 
 
 @runtime_checkable
