@@ -2,8 +2,8 @@
 
 Each lives in a temporary directory of its own and listens on a free port of
 127.0.0.1, never on the shared servers' ports; it runs in a process group of
-its own, so ``stall()`` (SIGSTOP) freezes PostgreSQL's backends along with its
-postmaster. Without the binaries a test skips, saying why, unless
+its own, and ``stall()`` (SIGSTOP) freezes every process it started (PostgreSQL's
+backends along with its postmaster). Without the binaries a test skips, saying why, unless
 ``CTXWINDOW_REQUIRE_SERVERS=1`` (CI), which makes it a failure.
 
 PostgreSQL refuses to run as root: under root the server runs as the
@@ -54,6 +54,23 @@ def find_binary(name: str) -> str | None:
     return found
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes below ``pid``, from /proc (children before grandchildren)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                parent = int(stat.rsplit(")", 1)[1].split()[1])
+                parents.setdefault(parent, []).append(int(entry))
+    found, frontier = [], [pid]
+    while frontier:
+        children = [c for p in frontier for c in parents.get(p, [])]
+        found += children
+        frontier = children
+    return found
+
+
 def answers(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -96,9 +113,13 @@ class PrivateServer:
             time.sleep(0.05)
 
     def send(self, signum: int) -> None:
-        if self.process is not None and self.process.poll() is None:
+        """``signum`` to the server and every process it started (PostgreSQL's backends put
+        themselves in process groups of their own, so a group signal would miss them)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        for pid in [self.process.pid, *descendants(self.process.pid)]:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signum)
+                os.kill(pid, signum)
 
     def stop(self) -> None:
         """A clean shutdown (what an operator's restart does)."""

@@ -1,0 +1,110 @@
+"""Store faults on private servers: Redis and PostgreSQL stopped, stalled and restarted.
+
+The service runs as a real process (``python -m ctxwindow.server``) over a
+Redis or PostgreSQL of the test's own (``tests/faults/servers.py``), never the
+shared ones. Each scenario:
+
+1. acknowledged turns on two sessions;
+2. a third turn held in flight at the upstream (it holds its session);
+3. the fault: ``stopped`` (a clean shutdown), ``stalled`` (SIGSTOP to the
+   server and every process it started) or ``restarted`` (SIGKILL, then started again at
+   once); the held turn is let go while the store is away;
+4. while it is away (stopped, stalled): a new turn and a read are 503 with
+   ``Retry-After`` and ``/readyz`` is 503, each within ``HANG`` (20 s: the
+   stores' 5 s timeout twice, and a margin) — a longer wait is a hang;
+5. the store returns: every session (the held one too) takes a new turn
+   within ``RECOVERY`` (5 s) — no lease left behind answers 409 longer — and
+   ``/readyz`` is 200;
+6. nothing acknowledged is lost or doubled (``Ledger.assert_kept``).
+
+Budget: ~15 s a scenario on 2 cores (a stall costs the stores' timeouts),
+~90 s for the six.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.faults.ledger import RECOVERY, Ledger, assert_ready, assert_unavailable
+from tests.faults.servers import PrivatePostgres, PrivateRedis, PrivateServer
+from tests.faults.service import running_service
+from tests.faults.upstream import FaultyUpstream
+
+FAULTS = ["stopped", "stalled", "restarted"]
+SETTINGS = {"lock_timeout": 2, "upstream_timeout": 30}  # a busy session answers 409 after 2 s
+
+
+def run_outage(
+    server: PrivateServer, fault: str, upstream: FaultyUpstream, tmp_path: Path
+) -> dict[str, float]:
+    url = server.url  # type: ignore[attr-defined]
+    with running_service(url, upstream.base_url, tmp_path, **SETTINGS) as service:
+        ledger = Ledger(service.url)
+        for n in range(2):
+            for sid in ("parcel-a", "parcel-b"):
+                assert ledger.turn(sid, f"{sid} #{n}: où est mon colis? 📦").status_code == 200
+        assert_ready(ledger, True)
+        with ThreadPoolExecutor(4) as pool:
+            upstream.gate = threading.Event()
+            held = pool.submit(ledger.turn, "parcel-a", "parcel-a held: 配達は？")
+            upstream.wait_for_requests(5)  # the four turns above and the held one
+            try:
+                if fault == "restarted":
+                    server.kill()
+                    server.start()
+                    upstream.gate.set()
+                elif fault == "stalled":
+                    server.stall()
+                    upstream.gate.set()
+                    probe_while_away(ledger, pool, held)
+                    server.resume()
+                else:
+                    server.stop()
+                    upstream.gate.set()
+                    probe_while_away(ledger, pool, held)
+                    server.start()
+            finally:
+                upstream.gate.set()
+                server.resume()
+            returned = time.monotonic()
+            held_status = held.result().status_code
+        assert held_status in (200, 503), held.result().text[:400]
+        took = ledger.usable_within(["parcel-a", "parcel-b", "parcel-c"], returned, fault)
+        assert_ready(ledger, True, within=RECOVERY)
+        ledger.assert_kept()
+    return took
+
+
+def probe_while_away(
+    ledger: Ledger, pool: ThreadPoolExecutor, held: Future[httpx.Response]
+) -> None:
+    """While the store is away: 503 with Retry-After for a turn and a read, /readyz 503."""
+    turn = pool.submit(ledger.turn, "parcel-c", "parcel-c: a new question while away")
+    read = pool.submit(ledger.get, "/v1/sessions/parcel-b/messages")
+    ready = pool.submit(ledger.get, "/readyz")
+    assert_unavailable(turn.result())
+    assert_unavailable(read.result())
+    assert ready.result().status_code == 503, ready.result().text
+    held.result()  # the held turn has finished (stored or refused) before the store returns
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_redis_outage(
+    private_redis: PrivateRedis, upstream: FaultyUpstream, tmp_path: Path, fault: str
+) -> None:
+    """Redis stopped, stalled or restarted under the service (budget ~15 s)."""
+    run_outage(private_redis, fault, upstream, tmp_path)
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_postgres_outage(
+    private_postgres: PrivatePostgres, upstream: FaultyUpstream, tmp_path: Path, fault: str
+) -> None:
+    """PostgreSQL stopped, stalled or restarted under the service (budget ~15 s)."""
+    run_outage(private_postgres, fault, upstream, tmp_path)
