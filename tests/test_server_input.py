@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from starlette.types import Message
 
 from ctxwindow.server import Settings, create_app
+from ctxwindow.server.openapi import ROUTES
 
 from .conftest import async_stores
 from .test_server import FakeUpstream
@@ -484,3 +485,163 @@ def test_an_idempotency_key_is_read_as_utf8(http: TestClient) -> None:
     refused = append(b"\xff")
     assert (refused.status, refused.error["param"]) == (400, "Idempotency-Key")
     assert append(b"k" * 256).status == 400
+
+
+# -- point 10: the OpenAPI document says what the service reads and answers --------------------
+
+
+def openapi_of(upstream: FakeUpstream, **settings: Any) -> dict[str, Any]:
+    with TestClient(make_app(upstream, **settings)) as client:
+        document: dict[str, Any] = client.get("/openapi.json").json()
+    return document
+
+
+def header_names(operation: dict[str, Any]) -> set[str]:
+    return {p["name"] for p in operation.get("parameters", []) if p["in"] == "header"}
+
+
+def test_openapi_lists_the_headers_each_route_reads(upstream: FakeUpstream) -> None:
+    paths = openapi_of(upstream)["paths"]
+    chat = paths[CHAT]["post"]
+    assert header_names(chat) == {"X-Session-Id", "Idempotency-Key", "X-Context-Max-Tokens"}
+    assert header_names(paths["/v1/sessions/{session_id}/messages"]["post"]) == {"Idempotency-Key"}
+    assert set(chat["responses"]["200"]["headers"]) >= {"X-Context-Tokens", "X-Context-Evicted"}
+    for path, operations in paths.items():
+        for method, operation in operations.items():
+            assert "authorization" not in {n.lower() for n in header_names(operation)}, path
+            assert (method, path) in ROUTES  # so every route is described
+
+
+def test_openapi_lists_the_statuses_each_route_answers_with_the_error_body(
+    upstream: FakeUpstream,
+) -> None:
+    document = openapi_of(upstream, api_keys={"k": "t"}, rate_limit_per_minute=10)
+    paths = document["paths"]
+    expected = {
+        (CHAT, "post"): {"200", "400", "401", "409", "413", "422", "429", "502", "503", "504"},
+        ("/v1/sessions/{session_id}/messages", "post"):
+            {"200", "400", "401", "409", "413", "422", "429", "503"},
+        ("/v1/sessions/{session_id}/messages", "get"): {"200", "400", "401", "404", "429", "503"},
+        ("/v1/sessions/{session_id}/context", "get"):
+            {"200", "400", "401", "404", "409", "429", "503"},
+        ("/v1/sessions/{session_id}", "delete"): {"200", "400", "401", "404", "409", "429", "503"},
+        ("/healthz", "get"): {"200"},
+        ("/readyz", "get"): {"200", "503"},
+        ("/metrics", "get"): {"200", "401"},
+    }  # fmt: skip
+    for (path, method), statuses in expected.items():
+        responses = paths[path][method]["responses"]
+        assert set(responses) == statuses, (path, method)
+        if path == "/readyz":  # its 503 is the readiness body
+            continue
+        for status in statuses - {"200"}:
+            schema = responses[status]["content"]["application/json"]["schema"]
+            assert schema == {"$ref": "#/components/schemas/Error"}
+        for status in statuses & {"429", "503"}:
+            assert "Retry-After" in responses[status]["headers"]
+    assert document["components"]["schemas"]["Error"]["required"] == ["error"]
+    assert "HTTPValidationError" not in document["components"]["schemas"]
+    assert document["components"]["securitySchemes"]["apiKey"]["scheme"] == "bearer"
+    assert paths[CHAT]["post"]["security"] == [{"apiKey": []}]
+    assert "security" not in paths["/readyz"]["get"]
+
+
+def test_openapi_without_keys_or_rate_limit_promises_no_401_or_429(upstream: FakeUpstream) -> None:
+    document = openapi_of(upstream)
+    for operations in document["paths"].values():
+        for operation in operations.values():
+            assert not {"401", "429"} & set(operation["responses"])
+            assert "security" not in operation
+    assert "securitySchemes" not in document["components"]
+
+
+def test_openapi_bodies_refuse_what_the_service_refuses(upstream: FakeUpstream) -> None:
+    paths = openapi_of(upstream)["paths"]
+    for path in (CHAT, "/v1/sessions/{session_id}/messages"):
+        schema = paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert schema["properties"]["model"]["minLength"] == 1
+        assert schema["properties"]["messages"]["minItems"] == 1
+        assert schema["properties"]["messages"]["items"]["required"] == ["role"]
+    limit = paths["/v1/sessions/{session_id}/messages"]["get"]["parameters"]
+    bounds = {p["name"]: p["schema"] for p in limit if p["in"] == "query"}
+    assert bounds["after"]["maximum"] == 2**63 - 1
+
+
+def test_the_documented_refusals_are_what_the_service_answers(http: TestClient) -> None:
+    for refused in (body(model=""), {"model": "gpt-4o", "messages": []}):
+        response = http.post(CHAT, json=refused)
+        assert response.status_code == 400
+
+
+# -- who may read /metrics and /readyz -------------------------------------------------------
+
+
+@pytest.fixture
+def keyed(upstream: FakeUpstream) -> Iterator[TestClient]:
+    with TestClient(make_app(upstream, api_keys={"k": "t"})) as client:
+        yield client
+
+
+def test_with_api_keys_metrics_need_one_and_probes_stay_open(keyed: TestClient) -> None:
+    assert keyed.get("/healthz").status_code == 200
+    assert keyed.get("/readyz").status_code == 200
+    refused = keyed.get("/metrics")
+    assert (refused.status_code, refused.json()["error"]["code"]) == (401, "invalid_api_key")
+    assert keyed.get("/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    scraped = keyed.get("/metrics", headers={"Authorization": "Bearer k"})
+    assert scraped.status_code == 200
+    assert scraped.headers["content-type"].startswith("text/plain")
+
+
+def test_metrics_public_opens_metrics(upstream: FakeUpstream) -> None:
+    app = make_app(upstream, api_keys={"k": "t"}, metrics_public=True)
+    with TestClient(app) as client:
+        assert client.get("/metrics").status_code == 200
+        assert client.post(CHAT, json=body()).status_code == 401
+
+
+def test_scraping_metrics_does_not_count_in_the_rate_limit(upstream: FakeUpstream) -> None:
+    app = make_app(upstream, api_keys={"k": "t"}, rate_limit_per_minute=1)
+    with TestClient(app) as client:
+        key = {"Authorization": "Bearer k"}
+        for _ in range(3):
+            assert client.get("/metrics", headers=key).status_code == 200
+        assert client.post(CHAT, json=body(), headers=key).status_code == 200
+
+
+def test_a_429_says_when_to_retry(upstream: FakeUpstream) -> None:
+    now = [100.0]
+    settings = Settings(
+        store="memory://", upstream="http://u.test/v1", rate_limit_per_minute=1,
+        api_keys={"k": "t"},
+    )  # fmt: skip
+    app = create_app(settings, upstream_transport=upstream.transport(), clock=lambda: now[0])
+    with TestClient(app) as client:
+        key = {"Authorization": "Bearer k"}
+        assert client.post(CHAT, json=body(), headers=key).status_code == 200
+        now[0] = 120.5
+        refused = client.post(CHAT, json=body(), headers=key)
+        assert refused.status_code == 429
+        assert refused.headers["retry-after"] == "40"  # the first request leaves at 160
+
+
+def test_the_redis_rate_limit_says_when_to_retry() -> None:
+    import asyncio
+    import uuid
+
+    from ctxwindow.server.tenants import RedisLimiter
+
+    from .test_store_contract import require_server
+
+    async def run() -> tuple[bool, float]:
+        prefix = f"ctxwindow-test-{uuid.uuid4().hex}"  # its key expires with the window
+        limiter = RedisLimiter(require_server("redis"), 1, window=30.0, prefix=prefix)
+        try:
+            await limiter.admit("t")
+            return await limiter.admit("t"), await limiter.retry_after("t")
+        finally:
+            await limiter.aclose()
+
+    admitted, wait = asyncio.run(run())
+    assert not admitted
+    assert 25 < wait <= 30

@@ -13,13 +13,13 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import httpx
-from fastapi import FastAPI, Header, Response
-from fastapi.responses import JSONResponse
+from fastapi import Depends, FastAPI, Header, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ctxwindow.context import ArchiveLike
 from ctxwindow.redact import RedactFn
-from ctxwindow.server import chat, sessions
+from ctxwindow.server import chat, openapi, sessions
 from ctxwindow.server.errors import install
 from ctxwindow.server.service import Service
 from ctxwindow.server.settings import Settings
@@ -57,6 +57,7 @@ def create_app(
     app.include_router(chat.router(service, tenant))
     app.include_router(sessions.router(service, tenant))
     _add_probes(app, service)
+    openapi.install(app, settings)
     return app
 
 
@@ -95,6 +96,21 @@ def _tenant(service: Service) -> Callable[..., Awaitable[str]]:
     return tenant
 
 
+def _operator(service: Service) -> Callable[..., Awaitable[None]]:
+    """The dependency of ``/metrics``: with API keys, one of them, unless ``metrics_public``.
+
+    Metrics are the whole service's (every tenant's traffic, redactions by
+    type, upstream failures), so they are not open where keys guard the rest.
+    The scrape is not counted in the rate limit.
+    """
+
+    async def operator(authorization: str | None = Header(None)) -> None:
+        if not service.settings.metrics_public:
+            service.tenants.authenticate(authorization)
+
+    return operator
+
+
 def open_archive(where: str) -> Any:
     """A PostgreSQL archive for a ``postgresql://`` URL (shared by every machine), else a
     SQLite archive in that file (shared by the processes of one machine)."""
@@ -107,13 +123,29 @@ def open_archive(where: str) -> Any:
     return SQLiteArchive(where)
 
 
+_READY = {
+    "type": "object",
+    "required": ["ready", "store", "upstream"],
+    "properties": {k: {"type": "boolean"} for k in ("ready", "store", "upstream")},
+}
+_READINESS: dict[int | str, dict[str, Any]] = {
+    200: {"description": "Ready", "content": {"application/json": {"schema": _READY}}},
+    503: {
+        "description": "The store or the upstream does not answer",
+        "content": {"application/json": {"schema": _READY}},
+    },
+}
+
+
 def _add_probes(app: FastAPI, service: Service) -> None:
+    """/healthz and /readyz, open to probes even with API keys; /metrics (see ``_operator``)."""
+
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> Any:
         """The process is up."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["ops"])
+    @app.get("/readyz", tags=["ops"], responses=_READINESS)
     async def readyz() -> Any:
         """The store answers and the upstream is reachable."""
         store = await service.store.health()
@@ -122,7 +154,11 @@ def _add_probes(app: FastAPI, service: Service) -> None:
         body = {"ready": ready, "store": bool(store.get("ok")), "upstream": upstream}
         return JSONResponse(body, status_code=200 if ready else 503)
 
-    @app.get("/metrics", tags=["ops"])
+    @app.get(
+        "/metrics", tags=["ops"], dependencies=[Depends(_operator(service))],
+        response_class=PlainTextResponse,
+        responses={200: {"description": "Prometheus text format"}},
+    )  # fmt: skip
     async def metrics() -> Response:
         """Prometheus metrics of this app."""
         return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)

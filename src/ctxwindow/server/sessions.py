@@ -5,24 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel
 
 from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import Entry
 from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.inputs import check_messages, idempotency_key, read_json
+from ctxwindow.server.openapi import APPEND_BODY
 from ctxwindow.server.service import Service, entry_json
 from ctxwindow.server.tenants import scoped
 from ctxwindow.stores.base.checks import MAX_COUNT, find_unstorable
 
 PATH_ID = "session_id"  # the parameter a bad session id in the path is named by
-
-
-class NewMessages(BaseModel):
-    """``POST /v1/sessions/{id}/messages`` body (documented; read with the size limit)."""
-
-    messages: list[dict[str, Any]]
-    model: str = "gpt-4o"
 
 
 def router(service: Service, tenant: Any) -> APIRouter:
@@ -49,7 +42,7 @@ def _add_append(api: APIRouter, service: Service, tenant: Any) -> None:
         openapi_extra={
             "requestBody": {
                 "required": True,
-                "content": {"application/json": {"schema": NewMessages.model_json_schema()}},
+                "content": {"application/json": {"schema": APPEND_BODY}},
             }
         },
     )

@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     # Default: archive.db beside a SQLite store, else <data_dir>/archive.db.
     archive: str | None = None
     api_keys: dict[str, str] = {}  # API key -> tenant; empty: no auth, loopback only
+    # With api_keys, GET /metrics needs one of them too, unless this opens it
+    # (a scraper on a network of its own). /healthz and /readyz stay open.
+    metrics_public: bool = False
     max_request_bytes: int = Field(default=1_000_000, ge=1)
     max_message_chars: int = Field(default=100_000, ge=1)
     max_messages_per_session: int = Field(default=10_000, ge=1)

@@ -8,6 +8,7 @@ the service shares one count (with a Redis store it is the default).
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 import unicodedata
@@ -31,6 +32,9 @@ class Limiter(Protocol):
     async def admit(self, tenant: str) -> bool:
         """Count one request of ``tenant``; False if the window is already full."""
 
+    async def retry_after(self, tenant: str) -> float:
+        """Seconds until ``tenant``'s window has room again (after ``admit`` said no)."""
+
 
 class LocalLimiter:
     """At most ``limit`` requests per tenant in any ``window`` seconds, in this process."""
@@ -50,6 +54,10 @@ class LocalLimiter:
             return False
         seen.append(now)
         return True
+
+    async def retry_after(self, tenant: str) -> float:
+        seen = self._seen[tenant]
+        return seen[0] + self.window - self.clock() if seen else 0.0
 
 
 # A sorted set per tenant: one member per admitted request, scored by the
@@ -95,12 +103,25 @@ class RedisLimiter:
             return True
         return bool(admitted)
 
+    async def retry_after(self, tenant: str) -> float:
+        import redis
+
+        try:
+            oldest = await self._client.zrange(f"{self.prefix}:{tenant}", 0, 0, withscores=True)
+            seconds, micros = await self._client.time()
+        except redis.RedisError:
+            return self.window
+        if not oldest:
+            return 0.0
+        return float(oldest[0][1]) / 1000 + self.window - (int(seconds) + int(micros) / 1e6)
+
     async def aclose(self) -> None:
         await self._client.aclose()
 
 
 class Tenants:
-    """``authenticate(header) -> tenant`` and the per-tenant rate limit (``limiter``)."""
+    """``authenticate(header) -> tenant`` and the per-tenant rate limit (``limiter``): a 429
+    says in ``Retry-After`` when the oldest request of the window leaves it."""
 
     def __init__(
         self, api_keys: dict[str, str], per_minute: int = 0, limiter: Limiter | None = None
@@ -121,9 +142,10 @@ class Tenants:
     async def admit(self, tenant: str) -> None:
         """Count one request; a 429 when the tenant made ``per_minute`` in the last minute."""
         if self.per_minute and not await self.limiter.admit(tenant):
+            wait = math.ceil(max(await self.limiter.retry_after(tenant), 1.0))
             raise APIError(
                 429, f"rate limit of {self.per_minute} requests per minute reached",
-                code="rate_limit_exceeded",
+                code="rate_limit_exceeded", headers={"Retry-After": str(wait)},
             )  # fmt: skip
 
 
