@@ -67,6 +67,15 @@ class ServiceProcess:
                 time.sleep(0.05)
         raise TimeoutError(f"the service did not start in {START_LIMIT} s: {self.output()}")
 
+    def start_or_exit(self) -> bool:
+        """Start; True once it answers /healthz, False if it exited instead."""
+        try:
+            self.start()
+        except RuntimeError:
+            assert self.process is not None and self.process.poll() is not None
+            return False
+        return True
+
     def output(self) -> str:
         with contextlib.suppress(OSError):
             return self.log.read_text(errors="replace")
