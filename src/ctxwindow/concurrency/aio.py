@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -72,15 +73,21 @@ class Background:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        """Start the task on the running loop, unless it runs already."""
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run(), name=self._name)
+        """Start the task on the running loop, unless it runs there already."""
+        loop = asyncio.get_running_loop()
+        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
+            self._task = loop.create_task(self._run(), name=self._name)
 
     async def stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        if task is None or task.done():
+            return
+        if task.get_loop() is not asyncio.get_running_loop():  # started under another loop
+            with contextlib.suppress(RuntimeError):  # that loop is closed: the task is gone
+                task.get_loop().call_soon_threadsafe(task.cancel)
+            return
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
     async def _run(self) -> None:
         while True:
