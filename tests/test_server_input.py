@@ -168,6 +168,50 @@ def test_a_body_over_the_limit_is_refused_without_reading_it_all(
     assert peak < 8 * MB
 
 
+def peak_rss(pid: int) -> int:
+    """The process's peak resident memory so far, in bytes (Linux)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    kilobytes = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))
+    return int(kilobytes) * 1024
+
+
+def chunked_attack(port: int, total: int) -> bytes:
+    """POST ``total`` bytes as a chunked body; the first line of the answer (read while
+    sending: a server may answer and close before the body ends)."""
+    import socket
+    import threading
+
+    answer = bytearray()
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        reader = threading.Thread(target=lambda: answer.extend(sock.recv(200)), daemon=True)
+        reader.start()
+        head = b"POST /v1/sessions/big/messages HTTP/1.1\r\nHost: x\r\n"
+        sock.sendall(head + b"Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n")
+        chunk = b"x" * (64 * 1024)
+        try:
+            for _ in range(total // len(chunk)):
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            sock.sendall(b"0\r\n\r\n")
+        except OSError:  # the server answered and closed: the rest is not read
+            pass
+        reader.join(timeout=30)
+    return bytes(answer.split(b"\r\n", 1)[0])
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
+def test_a_chunked_attack_on_a_real_server_costs_under_20_mb(tmp_path: Path) -> None:
+    """The issue's attack, on a served process: 200 MB chunked, no Content-Length."""
+    from .test_server_process import free_port, server
+
+    port = free_port()
+    with server(port, "memory://", "http://127.0.0.1:9/v1", tmp_path) as process:
+        assert chunked_attack(port, 2 * MB).startswith(b"HTTP/1.1 413")  # warm up
+        before = peak_rss(process.pid)
+        assert chunked_attack(port, 200 * MB).startswith(b"HTTP/1.1 413")
+        grown = peak_rss(process.pid) - before
+    assert grown < 20 * MB, f"the attack cost {grown / MB:.1f} MB"
+
+
 # -- point 4: input is a 4xx naming what is wrong, never a 5xx --------------------------------
 
 NEEDS_CHAT_WIRING = pytest.mark.xfail(
