@@ -15,16 +15,18 @@ from hypothesis import strategies as st
 
 from ctxwindow import (
     BudgetError,
+    IdempotencyConflictError,
     InvalidMessageError,
     MessageTooLargeError,
     OrphanToolResultError,
     SessionBusyError,
     SessionFullError,
+    StoreInputError,
     TokenWindow,
     count_tokens,
 )
 from ctxwindow.archive.sqlite import SQLiteArchive
-from ctxwindow.context import AsyncContextManager, ContextManager, default_budget
+from ctxwindow.context import AsyncContextManager, ContextManager, default_budget, request_hash
 from ctxwindow.messages import Entry
 from ctxwindow.stores.memory import AsyncMemoryStore, MemoryStore
 from ctxwindow.stores.sqlite import SQLiteStore
@@ -544,7 +546,8 @@ def test_extend_stores_a_batch_once_and_replays_it() -> None:
     again = cm.extend("s", batch_of(3), idempotency_key="req-1")
     assert [e.seq for e in first] == [1, 2, 3] and [e.id for e in again] == [e.id for e in first]
     assert len(cm.history("s")) == 3
-    assert all(e.metadata == {"request": "req-1"} for e in cm.history("s"))
+    bound = {"request": "req-1", "request_hash": request_hash(batch_of(3))}  # the key's request
+    assert all(e.metadata == bound for e in cm.history("s"))
 
 
 def test_extend_validates_every_message_before_storing_any() -> None:
@@ -727,3 +730,82 @@ def test_an_answered_question_may_leave_a_narrow_context() -> None:
     cm.add("s", {"role": "assistant", "content": "In Osaka."})
     context = cm.build("s", max_tokens=20)  # no error: nothing is asked
     assert all(m["role"] != "user" for m in context.messages)
+
+
+# -- extend: all or nothing, and a key bound to its request -------------------------------
+
+CALL = {
+    "role": "assistant",
+    "content": None,
+    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+}
+
+
+ORPHAN = {"role": "tool", "tool_call_id": "x", "content": "{}"}
+
+
+@pytest.mark.parametrize(
+    ("batch", "error"),
+    [
+        ([{"role": "user", "content": "包裹 7?"}, ORPHAN], OrphanToolResultError),
+        ([CALL, {"role": "user", "content": "and then?"}], InvalidMessageError),
+        ([{"role": "user", "content": "ok 🙂"}, {"role": "user", "content": "a\x00b"}],
+         StoreInputError),
+        ([{"role": "user", "content": "ok"}, {"role": "user", "content": "x", "bad": float("nan")}],
+         StoreInputError),
+    ],
+)  # fmt: skip
+def test_a_batch_with_one_bad_message_stores_none(batch: list[Any], error: type) -> None:
+    """[valid, invalid] stores nothing, whatever refuses the second: tool order, the store."""
+    cm = ContextManager(MemoryStore(), budget=400)
+    with pytest.raises(error):
+        cm.extend("s", batch, idempotency_key="k")
+    assert cm.history("s") == []
+    assert cm.extend("s", batch[:1], idempotency_key="k2")  # the session is usable
+    assert contents(cm.build("s").messages) == [str(batch[0]["content"])]
+
+
+def test_a_batch_with_its_tool_calls_and_results_is_checked_in_order() -> None:
+    cm = ContextManager(MemoryStore(), budget=400)
+    result = {"role": "tool", "tool_call_id": "c1", "content": '{"eta": "明天"}'}
+    stored = cm.extend("s", [{"role": "user", "content": "eta?"}, CALL, result])
+    assert [e.message["role"] for e in stored] == ["user", "assistant", "tool"]
+    assert [m["role"] for m in cm.build("s").messages] == ["user", "assistant", "tool"]
+
+
+def test_a_key_reused_with_other_messages_is_refused_and_stores_nothing() -> None:
+    cm = ContextManager(MemoryStore(), budget=400)
+    first = cm.extend("s", batch_of(2), idempotency_key="req-1")
+    with pytest.raises(IdempotencyConflictError, match="req-1"):
+        cm.extend("s", [{"role": "user", "content": "another question"}], idempotency_key="req-1")
+    assert cm.history("s") == first
+    assert cm.extend("s", batch_of(2), idempotency_key="req-1") == first  # the same: replayed
+
+
+def test_a_key_is_bound_to_the_request_hash_given() -> None:
+    """The service hashes the whole request body: a different body conflicts even when the
+    messages are the same; the same body replays."""
+    cm = ContextManager(MemoryStore(), budget=400)
+    first = cm.extend("s", batch_of(1), idempotency_key="k", request_hash="sha256:aaa")
+    with pytest.raises(IdempotencyConflictError):
+        cm.extend("s", batch_of(1), idempotency_key="k", request_hash="sha256:bbb")
+    assert cm.extend("s", batch_of(1), idempotency_key="k", request_hash="sha256:aaa") == first
+
+
+def test_the_request_hash_is_canonical() -> None:
+    """Key order and insignificant whitespace do not change it; a value does."""
+    one = request_hash({"model": "gpt-4o", "messages": [{"role": "user", "content": "東京"}]})
+    two = request_hash({"messages": [{"content": "東京", "role": "user"}], "model": "gpt-4o"})
+    assert one == two and one.startswith("sha256:")
+    assert request_hash({"model": "gpt-4o", "messages": []}) != one
+
+
+def test_the_async_extend_refuses_a_reused_key_like_the_sync_one() -> None:
+    async def run() -> list[Entry]:
+        async with AsyncContextManager(AsyncMemoryStore(), budget=400) as cm:
+            await cm.extend("s", batch_of(1), idempotency_key="k")
+            with pytest.raises(IdempotencyConflictError):
+                await cm.extend("s", batch_of(2), idempotency_key="k")
+            return await cm.history("s")
+
+    assert len(asyncio.run(run())) == 1

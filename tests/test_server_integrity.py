@@ -310,3 +310,82 @@ def test_a_truncated_or_invalid_completion_is_502_and_stores_no_reply(
     again = chat(http, "Where is parcel D-4?", **{"Idempotency-Key": "k4"})
     assert again.json()["choices"][0]["message"]["content"] == REPLY
     assert [e["message"]["role"] for e in stored(http)] == ["user", "assistant"]
+
+
+# -- point 6: an Idempotency-Key answers one request; a batch is stored whole or not at all --
+
+
+def ask(http: TestClient, key: str, content: str, **extra: Any) -> Any:
+    return http.post(
+        "/v1/chat/completions",
+        headers={"X-Session-Id": "s", "Idempotency-Key": key},
+        json={"model": "gpt-4o", "messages": [{"role": "user", "content": content}], **extra},
+    )
+
+
+def reused(response: Any) -> bool:
+    error = response.json()["error"]
+    return response.status_code == 422 and error["code"] == "idempotency_key_reused"
+
+
+@pytest.mark.parametrize("answered", [True, False])
+def test_a_key_reused_with_another_body_is_422_and_answers_nothing(
+    http: TestClient, upstream: Upstream, answered: bool
+) -> None:
+    """Whether the first request got its reply or not, another body with its key is refused:
+    never the answer to the earlier question, nothing stored, nothing sent upstream."""
+    upstream.fail = None if answered else "truncated"
+    ask(http, "k1", "Where is parcel E-5?")
+    before, calls = stored(http), len(upstream.requests)
+    assert reused(ask(http, "k1", "Cancel my subscription"))
+    assert reused(ask(http, "k1", "Where is parcel E-5?", temperature=0.2))  # not only messages
+    assert stored(http) == before and len(upstream.requests) == calls
+
+
+def test_the_same_body_with_its_key_is_replayed_streamed_or_not(
+    http: TestClient, upstream: Upstream
+) -> None:
+    first = ask(http, "k2", "Where is parcel F-6? 包裹")
+    again = ask(http, "k2", "Where is parcel F-6? 包裹")
+    assert again.headers["x-context-replayed"] == "true"
+    assert again.json()["choices"][0]["message"] == first.json()["choices"][0]["message"]
+    streamed = ask(http, "k2", "Where is parcel F-6? 包裹", stream=True)  # how, not what
+    assert streamed.headers["x-context-replayed"] == "true"
+    assert len(upstream.requests) == 1 and len(stored(http)) == 2
+
+
+def test_the_sessions_api_binds_its_key_to_the_messages(http: TestClient) -> None:
+    route = "/v1/sessions/s/messages"
+    note = {"messages": [{"role": "user", "content": "Deliver to the back door 🚪"}]}
+    first = http.post(route, json=note, headers={"Idempotency-Key": "n1"})
+    again = http.post(route, json=note, headers={"Idempotency-Key": "n1"})
+    assert first.status_code == again.status_code == 200
+    assert again.json()["data"] == first.json()["data"]
+    other = {"messages": [{"role": "user", "content": "Deliver to the front door"}]}
+    assert reused(http.post(route, json=other, headers={"Idempotency-Key": "n1"}))
+    assert [e["message"]["content"] for e in stored(http)] == ["Deliver to the back door 🚪"]
+
+
+CALL = {
+    "role": "assistant", "content": None,
+    "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+}  # fmt: skip
+ASK = {"role": "user", "content": "Parcel G-7?"}
+BAD_BATCHES = [
+    [ASK, {"role": "tool", "tool_call_id": "x", "content": "{}"}],  # an orphan result
+    [ASK, CALL, {"role": "user", "content": "and?"}],  # a call without its result
+    [ASK, {"role": "wizard", "content": "abracadabra"}],  # not a message
+]
+
+
+@pytest.mark.parametrize("batch", BAD_BATCHES)
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/sessions/s/messages"])
+def test_a_batch_with_a_bad_message_is_400_and_stores_none_of_it(
+    http: TestClient, upstream: Upstream, route: str, batch: list[dict[str, Any]]
+) -> None:
+    response = http.post(
+        route, headers={"X-Session-Id": "s"}, json={"model": "gpt-4o", "messages": batch}
+    )
+    assert response.status_code == 400
+    assert http.get("/v1/sessions/s/messages").status_code == 404  # nothing stored
+    assert upstream.requests == []

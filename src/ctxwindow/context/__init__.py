@@ -18,11 +18,14 @@ The package, one concern a module: ``policy`` (the default window and the
 budget), ``contracts`` (what the managers are given), ``session`` (a session's
 window and cached archive units), ``turns`` (which sessions a task holds),
 ``core`` (what both managers share: admission, recall and merging,
-context-time redaction), ``aio`` (``AsyncContextManager``, written once) and ``manager``
-(``ContextManager``, generated from ``aio`` by ``tools/unasync.py``).
+context-time redaction), ``question`` (the newest user turn, always sent),
+``batch`` (validated first; a key bound to its request), ``aio``
+(``AsyncContextManager``, written once) and ``manager`` (``ContextManager``,
+generated from ``aio`` by ``tools/unasync.py``).
 """
 
 from ctxwindow.context.aio import AsyncContextManager
+from ctxwindow.context.batch import request_hash
 from ctxwindow.context.contracts import REDACT_AT, ArchiveLike, EventHook, RedactAt
 from ctxwindow.context.manager import ContextManager
 from ctxwindow.context.policy import COMPRESSORS, Policy, default_budget, hybrid_policy
@@ -40,4 +43,5 @@ __all__ = [
     "RedactAt",
     "default_budget",
     "hybrid_policy",
+    "request_hash",
 ]

@@ -15,6 +15,14 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from ctxwindow.concurrency.aio import run_blocking
+from ctxwindow.context.batch import (
+    HASH_KEY,
+    batch_key,
+    check_room,
+    check_same_request,
+    hash_of_messages,
+    validated,
+)
 from ctxwindow.context.contracts import ArchiveLike, EventHook, RedactAt
 from ctxwindow.context.core import Core
 from ctxwindow.context.policy import Policy
@@ -121,27 +129,40 @@ class AsyncContextManager:
         metadata: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
         max_messages: int | None = None,
+        request_hash: str | None = None,
     ) -> list[Entry]:
-        """Store several messages in order, in one turn, as one idempotent batch.
+        """Store several messages in order, in one turn, as one atomic, idempotent batch.
 
-        Every message is validated before any is stored. With
-        ``idempotency_key`` message ``i`` is keyed ``KEY:i``: a retry stores
-        what the first attempt did not and returns what it stored.
-        ``max_messages`` refuses (``SessionFullError``, nothing stored) a batch
-        whose new messages would take the session over that many.
+        Every message is validated (tool calls and results in order), redacted
+        and tokenized before any is stored; then all are stored in one append,
+        or none. With ``idempotency_key`` a retry stores nothing and returns
+        what the first call stored — if it is the same request: the key is
+        bound to ``request_hash`` (default: a hash of the messages), and
+        another request with it raises ``IdempotencyConflictError``.
+        ``max_messages`` refuses (``SessionFullError``, nothing stored) a
+        batch that would take the session over that many messages.
         """
-        batch = self._core.batch(messages, idempotency_key)
+        checked = validated(messages)
+        key = None if idempotency_key is None else batch_key(idempotency_key)
         async with self.turn(session_id):
+            if idempotency_key is not None:
+                request = request_hash or hash_of_messages(checked)
+                earlier = await self.store.replayed(session_id, batch_key(idempotency_key))
+                if earlier is not None:
+                    check_same_request(idempotency_key, earlier, request)
+                    return earlier
+                metadata = {**(metadata or {}), HASH_KEY: request}
+            session = await self._session(session_id)
+            entries = self._core.prepare_all(session, checked, metadata)
             if max_messages is not None:
-                new = [
-                    k is None or await self.store.replayed(session_id, k) is None for _, k in batch
-                ]
                 last = await self.store.tail(session_id, 1)
-                self._core.check_room(last[0].seq if last else 0, sum(new), max_messages)
-            return [
-                await self.add(session_id, message, metadata=metadata, idempotency_key=key)
-                for message, key in batch
-            ]
+                check_room(last[0].seq if last else 0, len(entries), max_messages)
+            stored = await self.store.append(session_id, entries, idempotency_key=key)
+            self._core.restore(session, stored)
+            asked = [e for e in stored if e.message["role"] == "user"]
+            if self.prefetch and asked:
+                await self._candidates(session_id, session, text_of(asked[-1].message), self.budget)
+            return stored
 
     async def build(
         self, session_id: str, query: str | None = None, max_tokens: int | None = None

@@ -10,13 +10,8 @@ from typing import Any
 from ctxwindow.context.contracts import REDACT_AT, ArchiveLike, EventHook, RedactAt
 from ctxwindow.context.policy import Policy, default_budget, hybrid_policy
 from ctxwindow.context.question import Question, asked, compressed, sends, with_question
-from ctxwindow.context.session import CACHED_UNITS, HotSessions, Session
-from ctxwindow.errors import (
-    BudgetError,
-    InvalidMessageError,
-    OrphanToolResultError,
-    SessionFullError,
-)
+from ctxwindow.context.session import CACHED_UNITS, HotSessions, Session, waiting_after
+from ctxwindow.errors import BudgetError, InvalidMessageError, OrphanToolResultError
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
 from ctxwindow.policies import Context
 from ctxwindow.policies.base import stored_kind
@@ -143,12 +138,16 @@ class Core:
         pin: bool,
         metadata: Mapping[str, Any] | None,
         kind: str | None,
+        pending: frozenset[str] | None = None,
     ) -> Entry:
-        """Validate, redact and tokenize a new message: the entry to store."""
+        """Validate, redact and tokenize a new message: the entry to store.
+
+        ``pending``: the tool calls waiting for results (default: the window's).
+        """
         clean = make_message(message)  # validated before a redactor sees it
         if self.redactor is not None and not self.redact_context:
             clean = make_message(self.redactor(dict(clean)))
-        pending = session.window.pending_tool_calls
+        pending = session.window.pending_tool_calls if pending is None else pending
         if clean["role"] == "tool" and clean["tool_call_id"] not in pending:
             raise OrphanToolResultError(
                 f"tool result for call {clean['tool_call_id']!r} does not answer a waiting call"
@@ -164,19 +163,16 @@ class Core:
             entry.kind = kind
         return entry
 
-    @staticmethod
-    def batch(
-        messages: Sequence[Mapping[str, Any]], idempotency_key: str | None
-    ) -> list[tuple[Message, str | None]]:
-        """The messages of a batch, all validated first, each with its own key (``KEY:i``)."""
-        checked = [make_message(message) for message in messages]
-        keys = [f"{idempotency_key}:{i}" if idempotency_key else None for i in range(len(checked))]
-        return list(zip(checked, keys, strict=True))
-
-    @staticmethod
-    def check_room(stored: int, new: int, max_messages: int | None) -> None:
-        if max_messages is not None and new and stored + new > max_messages:
-            raise SessionFullError(f"the session would have over {max_messages} messages")
+    def prepare_all(
+        self, session: Session, messages: Sequence[Message], metadata: Mapping[str, Any] | None
+    ) -> list[Entry]:
+        """The entries of a batch, each prepared before any is stored: tool calls and their
+        results checked in order, as the window will take them."""
+        pending, entries = session.window.pending_tool_calls, []
+        for message in messages:
+            entries.append(self.prepare(session, message, False, metadata, None, pending))
+            pending = waiting_after(pending, entries[-1].message)
+        return entries
 
     def previewed(self, session: Session, message: Mapping[str, Any], budget: int) -> Entry:
         """A message to preview, validated (and redacted as ``add`` would), with its tokens.

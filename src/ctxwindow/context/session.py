@@ -6,7 +6,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from ctxwindow.context.question import Question
-from ctxwindow.messages import Entry, Message, Unit
+from ctxwindow.messages import Entry, Message, Unit, tool_call_ids
 from ctxwindow.policies import Window
 
 
@@ -72,6 +72,13 @@ class HotSessions:
 
 AROUND = 32  # stored entries read around a recalled tool message to find its unit
 CACHED_UNITS = 4096  # archived units a session keeps decoded for its next queries
+
+
+def waiting_after(pending: frozenset[str], message: Message) -> frozenset[str]:
+    """The tool calls waiting for results once ``message`` (admitted) is added."""
+    if message["role"] == "tool":
+        return pending - {message["tool_call_id"]}
+    return frozenset(tool_call_ids(message)) if message.get("tool_calls") else pending
 
 
 def in_tool_unit(entry: Entry) -> bool:

@@ -20,7 +20,7 @@ import httpx
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import StreamingResponse
 
-from ctxwindow.context import AsyncContextManager
+from ctxwindow.context import AsyncContextManager, request_hash
 from ctxwindow.errors import CtxWindowError, InvalidMessageError
 from ctxwindow.messages import Entry, make_message
 from ctxwindow.policies import Context
@@ -94,13 +94,18 @@ async def _exchange(
     budget: int,
     key: str | None,
 ) -> Response:
-    """Store the new turns, build the context, call upstream, store the reply."""
+    """Store the new turns, build the context, call upstream, store the reply.
+
+    A retry (the same ``Idempotency-Key`` and body) stores nothing again, and
+    is answered from the store if the reply was stored; the key with another
+    body is a 422, checked first.
+    """
     model = body["model"]
+    await _store_turns(service, manager, sid, messages, key, body)
     if key is not None:
         answered = await service.store.replayed(sid, f"{key}:reply")
         if answered:
             return _replay(answered[0], model, bool(body.get("stream")))
-    await _store_turns(service, manager, sid, messages, key)
     context = await _build(manager, sid, budget)
     evicted, recalled = service.metrics.observe_context(context.report, context.total_tokens)
     headers = {
@@ -213,12 +218,19 @@ async def _store_turns(
     sid: str,
     messages: list[dict[str, Any]],
     key: str | None,
+    body: dict[str, Any],
 ) -> None:
-    """Store the request's messages (a retry's stored ones again as no-ops) within the limit."""
+    """Store the request's messages, all or none, within the limit (a retry: nothing).
+
+    The key is bound to the body, less how the answer is delivered (``stream``,
+    ``stream_options``): the same request may be retried streamed or not.
+    """
+    asked = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
     try:
         await manager.extend(
             sid, messages, metadata={"request": key} if key else None, idempotency_key=key,
             max_messages=service.settings.max_messages_per_session,
+            request_hash=request_hash(asked) if key else None,
         )  # fmt: skip
     except CtxWindowError as exc:
         raise from_library(exc) from exc
