@@ -54,7 +54,8 @@ class Upstream:
     sending, longer than the service's upstream timeout), ``garbage`` (an HTML
     line mid-stream), ``error`` (an error event mid-stream). Completions:
     ``truncated`` (the JSON cut short), ``short`` (fewer bytes than its
-    Content-Length, then closed), ``invalid`` (a reply whose content is no text).
+    Content-Length, then closed), ``invalid`` (a reply whose content is no text);
+    ``short-400`` answers a stream with an error whose body is cut short.
     """
 
     def __init__(self) -> None:
@@ -121,6 +122,9 @@ class Upstream:
         )
 
     def _stream(self, conn: socket.socket) -> None:
+        if self.fail == "short-400":  # an error answer cut short
+            conn.sendall(b'HTTP/1.1 400 Bad Request\r\nContent-Length: 100\r\n\r\n{"error"')
+            return
         conn.sendall(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
             b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
@@ -281,6 +285,7 @@ def test_the_client_sees_status_200_and_an_error_event_as_the_last_event(
     last = response.content.rstrip(b"\n").rsplit(b"\n", 1)[-1]
     assert json.loads(last.removeprefix(b"data: "))["error"]["code"] == "bad_gateway"
     assert b"data: [DONE]" not in response.content.split(b"\n")
+    assert 'ctxwindow_upstream_errors_total{kind="malformed"} 1.0' in http.get("/metrics").text
 
 
 @pytest.mark.parametrize("store", ["memory"], indirect=True)  # the store plays no part
@@ -295,6 +300,17 @@ def test_a_stateless_stream_that_breaks_off_ends_with_an_error_event(
         )
         list(chunks)
     assert isinstance(raised.value.body, dict) and raised.value.body["code"] == "bad_gateway"
+
+
+@pytest.mark.parametrize("store", ["memory"], indirect=True)
+def test_an_error_answer_cut_short_is_502(http: TestClient, upstream: Upstream) -> None:
+    upstream.fail = "short-400"
+    client = sdk(http, **{"X-Session-Id": "s"})
+    with pytest.raises(openai.APIStatusError) as raised:
+        client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "Parcel H-8?"}], stream=True
+        )
+    assert raised.value.status_code == 502
 
 
 @pytest.mark.parametrize("fail", ["truncated", "short", "invalid"])

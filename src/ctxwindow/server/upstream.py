@@ -67,13 +67,15 @@ class Upstream:
         started = time.perf_counter()
         try:
             response = await self.client.send(request, stream=True)
+            if response.status_code >= 400:  # read whole: a 4xx is passed on, a 5xx is a 502
+                try:
+                    await response.aread()
+                finally:
+                    await response.aclose()
         except httpx.HTTPError as exc:
             raise self._failed(exc) from exc
         self.metrics.upstream_latency.observe(time.perf_counter() - started)
-        if response.status_code >= 400:  # read whole: a 4xx is passed on, a 5xx is a 502
-            await response.aread()
-            await response.aclose()
-            self._check_status(response.status_code)
+        self._check_status(response.status_code)
         return response
 
     async def relay(
