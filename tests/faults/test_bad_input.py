@@ -148,9 +148,11 @@ ANY_STORE: list[Bad] = [
     Bad("nested-json-sessions-api", "POST", session_path("n2"), 400, None,
         b'{"messages": [' + nested(5000) + b"]}", session="n2"),
     Bad("nested-json-top", "POST", CHAT, 400, None, nested(100_000)),
-    # bodies that are not a JSON object
+    # bodies that are not a JSON object (NaN and Infinity are not JSON either)
     *[Bad(f"body-{i}", "POST", CHAT, 400, None, raw)
       for i, raw in enumerate([b"", b"{", b"[]", b'"hi"', b"null", b"5", b"\xff\xfe{}",
+                               b'{"model": "gpt-4o", "messages": [], "max_tokens": NaN}',
+                               b'{"model": "gpt-4o", "messages": [], "max_tokens": -Infinity}',
                                b'{"model": "gpt-4o", "messages": [{"role": "user", '
                                b'"content": "\xff"}]}'])],
     # `tools` that is not a list of tool objects (a stateless request counts them)
@@ -182,8 +184,7 @@ ANY_STORE: list[Bad] = [
       for case in chat_bad(f"messages-{i}", "messages", messages=messages)],
     Bad("messages-missing", "POST", CHAT, 400, "messages", {"model": "gpt-4o"}),
     # max_tokens: wrong types and numbers no budget can hold
-    *[case for i, raw in enumerate([b"-1", b'"10"', b"1.5", b"1e400", b"NaN", b"Infinity",
-                                   b"-Infinity", b"1" + b"0" * 400, b"[]"])
+    *[case for i, raw in enumerate([b"-1", b'"10"', b"1.5", b"1e400", b"1" + b"0" * 400, b"[]"])
       for case in [Bad(f"max-tokens-{i}", "POST", CHAT, 400, "max_tokens",
                        b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}],'
                        b' "max_tokens": ' + raw + b"}")]],

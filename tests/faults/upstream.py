@@ -196,7 +196,7 @@ def faulty_upstream(reply: Callable[[dict[str, Any]], str] = echo) -> Iterator[F
     fake = FaultyUpstream(reply)
     server = _Server(("127.0.0.1", 0), _handler(fake))
     fake.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield fake
