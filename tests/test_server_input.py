@@ -689,3 +689,37 @@ def test_the_redis_rate_limit_says_when_to_retry() -> None:
     admitted, wait = asyncio.run(run())
     assert not admitted
     assert 25 < wait <= 30
+
+
+@pytest.mark.parametrize(
+    ("fields", "param"),
+    [({"max_tokens": []}, "max_tokens"), ({"max_tokens": -1}, "max_tokens"),
+     ({"max_tokens": True}, "max_tokens"), ({"max_tokens": 1.5}, "max_tokens"),
+     ({"max_completion_tokens": 2**63}, "max_completion_tokens"),
+     ({"stream": "yes"}, "stream"), ({"stream": 1}, "stream"),
+     ({"metadata": ["s1"]}, "metadata"), ({"metadata": "s1"}, "metadata")],
+)  # fmt: skip
+def test_completion_fields_of_the_wrong_type_are_400(fields: dict[str, Any], param: str) -> None:
+    """Not a default taken for them: ``"max_tokens": []`` was read as 0, ``"stream": "yes"``
+    as true."""
+    from ctxwindow.server.errors import APIError
+    from ctxwindow.server.inputs import check_completion
+
+    with pytest.raises(APIError) as raised:
+        check_completion(body(**fields))
+    assert (raised.value.status, raised.value.param) == (400, param)
+
+
+def test_completion_fields_of_the_right_type_pass() -> None:
+    from ctxwindow.server.inputs import check_completion
+
+    check_completion(body(max_tokens=0, max_completion_tokens=None, stream=False, metadata={}))
+    check_completion(body())
+
+
+@NEEDS_CHAT_WIRING
+@pytest.mark.parametrize("fields", [{"max_tokens": []}, {"stream": "yes"}, {"metadata": "s1"}])
+def test_chat_refuses_completion_fields_of_the_wrong_type(
+    http: TestClient, fields: dict[str, Any]
+) -> None:
+    assert http.post(CHAT, json=body(**fields)).status_code == 400

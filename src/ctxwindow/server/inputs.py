@@ -234,3 +234,25 @@ def idempotency_key(request: Request) -> str | None:
             code="invalid_header", param="Idempotency-Key",
         )  # fmt: skip
     return key
+
+
+def check_completion(body: dict[str, Any]) -> None:
+    """The fields of a chat completion request the service reads, of the types it reads.
+
+    ``max_tokens`` and ``max_completion_tokens`` whole numbers from 0 to
+    2**63 - 1, ``stream`` true or false, ``metadata`` an object (each may be
+    absent or null); ``messages``, ``model``, ``tools`` and the session id
+    have their own checks. A 400 naming the field, not a default taken for
+    a value of the wrong type (``"max_tokens": []`` is not 0).
+    """
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = body.get(name)
+        if value is not None and (type(value) is not int or not 0 <= value <= MAX_COUNT):
+            raise APIError(
+                400, f"'{name}' must be a whole number from 0 to 2**63 - 1", param=name,
+                code="invalid_value",
+            )  # fmt: skip
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
+        raise APIError(400, "'stream' must be true or false", param="stream", code="invalid_value")
+    if body.get("metadata") is not None and not isinstance(body["metadata"], dict):
+        raise APIError(400, "'metadata' must be an object", param="metadata", code="invalid_value")
