@@ -166,25 +166,28 @@ def _bad_tool(where: str, what: str) -> APIError:
     return APIError(400, f"{where} {what}", code="invalid_tools", param=where)
 
 
-_TOKENS = re.compile(r"[0-9]{1,19}")
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def context_max_tokens(request: Request) -> int | None:
-    """``X-Context-Max-Tokens``: a whole number of tokens from 1 to 2**63 - 1, or None.
+    """``X-Context-Max-Tokens``: a whole number of tokens from 1, or None if absent.
 
     Only ASCII digits: ``"²"`` or ``"١٢"`` are digits to ``str.isdigit`` but
-    not numbers here.
+    not numbers here. The header only narrows the budget, so a number past
+    any budget is taken as 2**63 - 1 (it narrows nothing) rather than refused,
+    without ever parsing a number of thousands of digits.
     """
     header = request.headers.get("x-context-max-tokens")
     if header is None:
         return None
-    if _TOKENS.fullmatch(header) is None or not 1 <= int(header) <= MAX_COUNT:
+    digits = header.lstrip("0")
+    if _DIGITS.fullmatch(header) is None or not digits:
         shown = header if len(header) <= 40 else f"{header[:40]}…"
         raise APIError(
-            400, f"X-Context-Max-Tokens must be a whole number from 1 to 2**63 - 1, got {shown!r}",
+            400, f"X-Context-Max-Tokens must be a whole number of tokens from 1, got {shown!r}",
             code="invalid_header", param="X-Context-Max-Tokens",
         )  # fmt: skip
-    return int(header)
+    return MAX_COUNT if len(digits) > 19 else min(int(digits), MAX_COUNT)
 
 
 def header_text(request: Request, name: str) -> str | None:

@@ -21,7 +21,6 @@ from ctxwindow.messages import ROLES
 from ctxwindow.server.inputs import MAX_IDEMPOTENCY_KEY
 from ctxwindow.server.settings import Settings
 from ctxwindow.server.tenants import MAX_SESSION_ID
-from ctxwindow.stores.base.checks import MAX_COUNT
 
 ERROR = {
     "type": "object",
@@ -82,8 +81,9 @@ HEADERS: dict[str, dict[str, Any]] = {
         "schema": {"type": "string", "minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY},
     },
     "X-Context-Max-Tokens": {
-        "description": "Narrows the prompt budget of this request (ASCII digits).",
-        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_COUNT},
+        "description": "Narrows the prompt budget of this request (ASCII digits; a number"
+        " past any budget narrows nothing).",
+        "schema": {"type": "integer", "minimum": 1},
     },
 }
 
