@@ -20,7 +20,6 @@ MAX_DEPTH = 100  # lists and dicts in one message or metadata, each inside the l
 # What no store can keep: NUL (PostgreSQL refuses it in text and JSON) and lone
 # surrogates (text that has no UTF-8 form). Every store refuses both, so that a
 # session moves between stores unchanged.
-UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def check_session_id(session_id: str) -> str:
@@ -36,46 +35,65 @@ def check_session_id(session_id: str) -> str:
 
 def check_text(what: str, text: str) -> None:
     """``StoreInputError`` naming ``what`` if ``text`` holds a character no store can keep."""
-    found = UNSTORABLE.search(text)
-    if found is not None:
-        raise StoreInputError(f"{what} {unstorable(found.group())}")
+    why = unstorable(text)
+    if why is not None:
+        raise StoreInputError(f"{what} {why}")
 
 
-def unstorable(char: str) -> str:
-    """Why no store keeps ``char`` (one that ``UNSTORABLE`` matches)."""
-    if char == "\x00":
+def unstorable(text: str) -> str | None:
+    """Why no store can keep ``text`` (NUL, a lone surrogate), or None if one can."""
+    if "\x00" in text:
         return "holds a NUL character (U+0000), which PostgreSQL cannot store: no store keeps it"
-    return f"holds a lone surrogate (U+{ord(char):04X}), which is not Unicode text"
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")  # only a lone surrogate has no UTF-8 form
+    except UnicodeEncodeError as exc:
+        return f"holds a lone surrogate (U+{ord(text[exc.start]):04X}), which is not Unicode text"
+    return None
 
 
 def find_unstorable(value: Any, max_depth: int = MAX_DEPTH) -> tuple[list[Any], str] | None:
     """The path to the first thing in ``value`` no store can keep, and why; None if none.
 
-    Looks at every string (dict keys too) for ``UNSTORABLE`` characters, at
+    Looks at every string (dict keys too) for NUL and lone surrogates, at
     floats (NaN and infinities are not JSON) and at how deep lists and dicts
     nest. Iterative, so a deep value cannot exhaust the stack; each list or
     dict is looked at once, so a shared or circular one costs nothing more.
     """
-    stack: list[tuple[Any, list[Any]]] = [(value, [])]
+    why = _leaf_problem(value)
+    if why is not None:
+        return [], why
+    stack: list[tuple[Any, list[Any]]] = []
     seen: set[int] = set()
+    _push(value, [], stack, seen)
     while stack:
         item, path = stack.pop()
-        if isinstance(item, str):
-            found = UNSTORABLE.search(item)
-            if found is not None:
-                return path, unstorable(found.group())
-        elif isinstance(item, float) and not math.isfinite(item):
-            return path, f"is {item!r}, which is not a JSON number"
-        elif isinstance(item, (dict, list, tuple)) and id(item) not in seen:
-            seen.add(id(item))
-            if len(path) >= max_depth:
-                return path, f"nests lists and objects deeper than {max_depth} levels"
-            children = list(item.items() if isinstance(item, dict) else enumerate(item))
-            for key, child in reversed(children):
-                if isinstance(key, str) and (found := UNSTORABLE.search(key)) is not None:
-                    return [*path, key], f"is a key that {unstorable(found.group())}"
-                stack.append((child, [*path, key]))
+        if len(path) >= max_depth:
+            return path, f"nests lists and objects deeper than {max_depth} levels"
+        for key, child in item.items() if isinstance(item, dict) else enumerate(item):
+            if isinstance(key, str) and (why := unstorable(key)) is not None:
+                return [*path, key], f"is a key that {why}"
+            why = _leaf_problem(child)
+            if why is not None:
+                return [*path, key], why
+            _push(child, [*path, key], stack, seen)
     return None
+
+
+def _leaf_problem(value: Any) -> str | None:
+    if isinstance(value, str):
+        return unstorable(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"is {value!r}, which is not a JSON number"
+    return None
+
+
+def _push(value: Any, path: list[Any], stack: list[tuple[Any, list[Any]]], seen: set[int]) -> None:
+    """Put a list or dict not seen yet on the stack (a shared one is looked at once)."""
+    if isinstance(value, (dict, list, tuple)) and id(value) not in seen:
+        seen.add(id(value))
+        stack.append((value, path))
 
 
 def entry_to_json(entry: Entry) -> str:
