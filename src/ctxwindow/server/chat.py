@@ -24,6 +24,7 @@ from ctxwindow.context import AsyncContextManager, request_hash
 from ctxwindow.errors import CtxWindowError, InvalidMessageError
 from ctxwindow.messages import Entry, make_message
 from ctxwindow.policies import Context
+from ctxwindow.server import inputs
 from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.service import Service, check_messages, read_json
 from ctxwindow.server.tenants import scoped
@@ -60,17 +61,18 @@ def router(service: Service, tenant: Any) -> APIRouter:
     async def chat_completions(request: Request, tenant: str = Depends(tenant)) -> Response:
         """An OpenAI chat completion over the session's context (``X-Session-Id``)."""
         body = await read_json(request, service.settings.max_request_bytes)
+        inputs.check_completion(body)
         messages = check_messages(body.get("messages"), service.settings.max_message_chars)
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise APIError(400, "'model' must be a model name", param="model")
         budget = _budget(service, request, body, model)
-        session_id = _session_id(request, body)
+        session_id = inputs.session_id(request, body)
         if session_id is None:
             return await _stateless(service, body, messages, model, budget)
         sid = scoped(tenant, session_id)
         manager = service.manager(model)
-        key = request.headers.get("idempotency-key")
+        key = inputs.idempotency_key(request)
         async with AsyncExitStack() as turn:
             # The whole exchange holds the session (against other requests, in
             # any process sharing the store) until the reply is stored.
@@ -148,28 +150,15 @@ def _budget(service: Service, request: Request, body: dict[str, Any], model: str
         budget = service.settings.budget_for(model, reply)
     except CtxWindowError as exc:
         raise from_library(exc) from exc
-    header = request.headers.get("x-context-max-tokens")
+    header = inputs.context_max_tokens(request)
     if header is not None:
-        if not header.isdigit() or int(header) < 1:
-            raise APIError(400, "X-Context-Max-Tokens must be a positive integer")
-        budget = min(budget, int(header))
+        budget = min(budget, header)
     if budget < 1:
         raise APIError(
             400, f"max_tokens={reply} leaves no room for the prompt in {model}'s budget",
             code="context_length_exceeded", param="max_tokens",
         )  # fmt: skip
     return budget
-
-
-def _session_id(request: Request, body: dict[str, Any]) -> str | None:
-    header = request.headers.get("x-session-id")
-    if header is not None:
-        return header
-    metadata = body.get("metadata")
-    value = metadata.get("session_id") if isinstance(metadata, dict) else None
-    if value is not None and not isinstance(value, str):
-        raise APIError(400, "metadata.session_id must be a string", param="metadata.session_id")
-    return value
 
 
 def _without_session(body: dict[str, Any]) -> dict[str, Any]:
@@ -190,7 +179,7 @@ async def _stateless(
     try:
         if service.redactor is not None:  # nothing is stored: what goes upstream is masked
             messages = [service.redactor(dict(make_message(m))) for m in messages]
-        tokens = count_tokens(messages, model, body.get("tools"))
+        tokens = count_tokens(messages, model, inputs.check_tools(body.get("tools")))
     except (CtxWindowError, ValueError) as exc:
         raise from_library(exc) from exc
     if tokens > budget:
