@@ -809,3 +809,18 @@ def test_the_async_extend_refuses_a_reused_key_like_the_sync_one() -> None:
             return await cm.history("s")
 
     assert len(asyncio.run(run())) == 1
+
+
+def test_with_context_redaction_the_report_previews_are_redacted_too() -> None:
+    """``/context`` shows the report: it must not show what the model was not sent."""
+    from ctxwindow.redact import Redactor
+
+    cm = ContextManager(MemoryStore(), budget=120, redactor=Redactor(), redact="context")
+    cm.add("s", {"role": "user", "content": "邮箱 li.wei@example.com，卡号 4111 1111 1111 1111"})
+    for i in range(8):
+        cm.add("s", {"role": "user", "content": f"filler turn {i} about parcels and 配送"})
+    built = cm.build("s")
+    previews = " ".join(d.preview for d in built.report.decisions)
+    assert "li.wei@example.com" not in previews and "4111 1111 1111 1111" not in previews
+    assert "[EMAIL]" in previews
+    assert cm.history("s")[0].message["content"].startswith("邮箱 li.wei@example.com")

@@ -18,7 +18,7 @@ from ctxwindow.policies.base import stored_kind
 from ctxwindow.policies.explain import Decision, Decisions, Report
 from ctxwindow.policies.rules import text_of
 from ctxwindow.recall import Recall, RecallPolicy, is_whole, rank_units
-from ctxwindow.redact.redactor import RedactFn
+from ctxwindow.redact.redactor import RedactFn, redacted_preview
 from ctxwindow.tokens.chat import chat_tokenizer
 from ctxwindow.tokens.models import model_info
 
@@ -359,7 +359,16 @@ class Core:
         """``built`` with its messages redacted and its tokens corrected (maybe over budget)."""
         hits = [self.redact_one(session, m) for m in built.messages]
         extra = sum(change for _, _, change in hits)
-        report = replace(built.report, budget=budget, used=built.report.used + extra)
+        redact, decisions = self.redactor, built.report.decisions
+        assert redact is not None
+
+        def previews() -> list[Decision]:  # the report shows no more than the model sees
+            return [replace(d, preview=redacted_preview(d.preview, redact)) for d in decisions]
+
+        report = replace(
+            built.report, budget=budget, used=built.report.used + extra,
+            decisions=Decisions(previews),
+        )  # fmt: skip
         return Context([clean for _, clean, _ in hits], built.total_tokens + extra, report)
 
     def redact_one(self, session: Session, message: Message) -> tuple[Message, Message, int]:
