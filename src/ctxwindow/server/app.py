@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -147,9 +148,8 @@ def _add_probes(app: FastAPI, service: Service) -> None:
 
     @app.get("/readyz", tags=["ops"], responses=_READINESS)
     async def readyz() -> Any:
-        """The store answers and the upstream is reachable."""
-        store = await service.store.health()
-        upstream = await service.upstream.reachable()
+        """The store answers and the upstream is reachable (both asked at once)."""
+        store, upstream = await asyncio.gather(service.store.health(), service.upstream.reachable())
         ready = bool(store.get("ok")) and upstream
         body = {"ready": ready, "store": bool(store.get("ok")), "upstream": upstream}
         return JSONResponse(body, status_code=200 if ready else 503)
