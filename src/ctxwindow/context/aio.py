@@ -145,10 +145,9 @@ class AsyncContextManager:
         checked = validated(messages)
         key = None if idempotency_key is None else batch_key(idempotency_key)
         async with self.turn(session_id):
-            if idempotency_key is not None:
+            if key is not None and idempotency_key is not None:
                 request = request_hash or hash_of_messages(checked)
-                earlier = await self.store.replayed(session_id, batch_key(idempotency_key))
-                if earlier is not None:
+                if (earlier := await self.store.replayed(session_id, key)) is not None:
                     check_same_request(idempotency_key, earlier, request)
                     return earlier
                 metadata = {**(metadata or {}), HASH_KEY: request}
@@ -159,8 +158,7 @@ class AsyncContextManager:
                 check_room(last[0].seq if last else 0, len(entries), max_messages)
             stored = await self.store.append(session_id, entries, idempotency_key=key)
             self._core.restore(session, stored)
-            asked = [e for e in stored if e.message["role"] == "user"]
-            if self.prefetch and asked:
+            if self.prefetch and (asked := [e for e in stored if e.message["role"] == "user"]):
                 await self._candidates(session_id, session, text_of(asked[-1].message), self.budget)
             return stored
 

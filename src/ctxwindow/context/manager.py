@@ -147,10 +147,9 @@ class ContextManager:
         checked = validated(messages)
         key = None if idempotency_key is None else batch_key(idempotency_key)
         with self.turn(session_id):
-            if idempotency_key is not None:
+            if key is not None and idempotency_key is not None:
                 request = request_hash or hash_of_messages(checked)
-                earlier = self.store.replayed(session_id, batch_key(idempotency_key))
-                if earlier is not None:
+                if (earlier := self.store.replayed(session_id, key)) is not None:
                     check_same_request(idempotency_key, earlier, request)
                     return earlier
                 metadata = {**(metadata or {}), HASH_KEY: request}
@@ -161,8 +160,7 @@ class ContextManager:
                 check_room(last[0].seq if last else 0, len(entries), max_messages)
             stored = self.store.append(session_id, entries, idempotency_key=key)
             self._core.restore(session, stored)
-            asked = [e for e in stored if e.message["role"] == "user"]
-            if self.prefetch and asked:
+            if self.prefetch and (asked := [e for e in stored if e.message["role"] == "user"]):
                 self._candidates(session_id, session, text_of(asked[-1].message), self.budget)
             return stored
 

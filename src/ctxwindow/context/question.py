@@ -18,7 +18,7 @@ from dataclasses import replace
 from ctxwindow.context.contracts import EventHook
 from ctxwindow.errors import CompressionError, MessageTooLargeError
 from ctxwindow.messages import Entry
-from ctxwindow.policies import Context, Decision, PriorityWindow, Report, Window
+from ctxwindow.policies import Context, Decision, Report, Window
 from ctxwindow.policies.explain import Decisions
 from ctxwindow.policies.folding import Compressor, shrink_alone
 from ctxwindow.policies.rules import text_of
@@ -122,8 +122,9 @@ def says_something(entry: Entry) -> bool:
 
 def compressor_of(window: Window) -> Compressor | None:
     """How the window makes a message smaller: its compressor, or truncation if configured."""
-    if isinstance(window, PriorityWindow) and window.compressor is not None:
-        return window.compressor
+    compressor: Compressor | None = getattr(window, "compressor", None)  # the priority window's
+    if compressor is not None:
+        return compressor
     if window.oversize == "truncate":
         from ctxwindow.compress import Truncate
 
@@ -143,7 +144,7 @@ def _reported(report: Report, window: Window, question: Entry, sent: Entry) -> R
         reason = f"{WHY}, in what the budget leaves it"
         decision = Decision.of(replace(sent, seq=seq), "compressed", reason, **extra)
     earlier = report.decisions
-    counted = current is not None and isinstance(window, PriorityWindow)  # left out, counted
+    counted = current is not None and window.counts_narrowed  # left out, and counted so
 
     def decisions() -> list[Decision]:
         return [*(d for d in earlier if d.id != question.id), decision]

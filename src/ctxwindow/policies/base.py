@@ -56,6 +56,8 @@ class Window(WindowView):
     - ``on_evict`` receives every list of units that leaves the window.
     """
 
+    counts_narrowed = False  # whether a narrowed build's report counts what it leaves out
+
     def __init__(
         self,
         budget: int,

@@ -66,6 +66,8 @@ class PriorityWindow(TokenWindow):
     True
     """
 
+    counts_narrowed = True  # its report counts what a narrowed build leaves out as evicted
+
     def __init__(
         self,
         max_tokens: int,
