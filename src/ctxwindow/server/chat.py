@@ -62,6 +62,7 @@ def router(service: Service, tenant: Any) -> APIRouter:
         """An OpenAI chat completion over the session's context (``X-Session-Id``)."""
         body = await read_json(request, service.settings.max_request_bytes)
         inputs.check_completion(body)
+        inputs.check_tools(body.get("tools"))
         messages = check_messages(body.get("messages"), service.settings.max_message_chars)
         model = body.get("model")
         if not isinstance(model, str) or not model:

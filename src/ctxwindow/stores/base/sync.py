@@ -32,6 +32,7 @@ from ctxwindow.stores.base.checks import (
     check_replay_key,
     check_session_id,
     check_timeout,
+    unstorable,
 )
 
 
@@ -76,8 +77,8 @@ class Store(ABC):
         """One entry by id, or None."""
         self._check_open()
         check_session_id(session_id)
-        if not isinstance(entry_id, str) or not entry_id:
-            return None
+        if not isinstance(entry_id, str) or not entry_id or unstorable(entry_id) is not None:
+            return None  # no such entry could have been stored
         return self._get(session_id, entry_id)
 
     def delete(self, session_id: str) -> bool:
