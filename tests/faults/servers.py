@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -32,7 +32,7 @@ REQUIRE_SERVERS = os.environ.get("CTXWINDOW_REQUIRE_SERVERS") == "1"
 START_LIMIT = 30.0  # seconds a server may take to answer after it was started
 
 
-def no_server(reason: str) -> None:
+def no_server(reason: str) -> NoReturn:
     if REQUIRE_SERVERS:
         pytest.fail(f"{reason} (CTXWINDOW_REQUIRE_SERVERS=1)")
     pytest.skip(reason)
@@ -275,5 +275,5 @@ def make_postgres_template() -> Path:
         capture_output=True, timeout=120, **options,
     )  # fmt: skip
     if done.returncode != 0:
-        raise RuntimeError(f"initdb failed: {done.stderr.decode(errors='replace')}")
+        raise RuntimeError(f"initdb failed: {bytes(done.stderr).decode(errors='replace')}")
     return home / "data"
