@@ -1,6 +1,7 @@
 """SQLite faults under the service (a real process): read-only file, missing directory, full disk.
 
-While the file cannot take writes, a turn is 503 with ``Retry-After`` and
+While the file cannot take writes, a turn is 503 with ``Retry-After`` (or, for
+a file made read-only under open connections, acknowledged and kept) and
 ``/readyz`` is 503 (never 200 while writes fail, never a hang, never a
 traceback); once the fault is mended every session takes a turn within
 ``RECOVERY`` (5 s) without a restart, and nothing acknowledged is lost. A
@@ -8,13 +9,13 @@ service that cannot open its store at start-up may instead exit, with a
 non-zero status and a message naming the file, and no traceback.
 
 - read-only: the database file made immutable (``chattr +i``, as root) or
-  mode 0444 (others), before the service starts;
+  mode 0444 (others), before the service starts or while it serves;
 - missing: the store's directory does not exist at start-up, or is deleted
   while the service runs;
 - full: the store on a 4 MB tmpfs filled up by another file (mounting needs
   root: skipped, saying so, otherwise).
 
-Budget: ~10 s a scenario on 2 cores (mostly the service's start), ~45 s in all.
+Budget: ~10 s a scenario on 2 cores (mostly the service's start), ~50 s in all.
 """
 
 from __future__ import annotations
@@ -107,6 +108,35 @@ def test_read_only_database_file(tmp_path: Path, upstream: FaultyUpstream) -> No
     finally:
         with contextlib.suppress(subprocess.CalledProcessError, OSError):
             writable(db)
+
+
+def test_database_file_made_read_only_while_serving(
+    tmp_path: Path, upstream: FaultyUpstream
+) -> None:
+    """Made read-only under a running service: /readyz 503; a turn is 503 with Retry-After,
+    or acknowledged and then kept (SQLite's open connections may still write to their
+    WAL file). Writable again: usable within 5 s, and after a restart nothing acknowledged
+    is lost."""
+    db = tmp_path / "store" / "sessions.db"
+    db.parent.mkdir()
+    with running_service(store_url(db), upstream.base_url, tmp_path) as service:
+        ledger = Ledger(service.url)
+        acknowledge_some(ledger)
+        read_only(db)
+        try:
+            response = ledger.turn("s1", "s1: while read-only")
+            if response.status_code != 200:
+                assert_unavailable(response)
+            assert_ready(ledger, False)
+        finally:
+            writable(db)
+        mended = time.monotonic()
+        ledger.usable_within(["s1", "s2"], mended, "read-only")
+        assert_ready(ledger, True, within=RECOVERY)
+        ledger.assert_kept()
+    with running_service(store_url(db), upstream.base_url, tmp_path) as again:
+        ledger.base_url = again.url
+        ledger.assert_kept()
 
 
 def test_missing_directory_at_start(tmp_path: Path, upstream: FaultyUpstream) -> None:
