@@ -8,6 +8,7 @@ proxy does), driven through the real ``openai`` SDK against the app in-process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import struct
@@ -83,7 +84,8 @@ class Upstream:
             threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
 
     def _answer(self, conn: socket.socket) -> None:
-        with conn:
+        # The service may hang up first (it stops reading at an upstream error event).
+        with conn, contextlib.suppress(ConnectionError):
             body = self._read(conn)
             if body is None:
                 return
