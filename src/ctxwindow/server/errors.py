@@ -69,7 +69,7 @@ class APIError(Exception):
 
 
 def _utf8(text: str) -> str:
-    """``text`` with what has no UTF-8 form (a lone surrogate a client sent) as ``\\udXXX``."""
+    """``text`` with what has no UTF-8 form (a client's lone surrogate) escaped as ``\\ud800``."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
