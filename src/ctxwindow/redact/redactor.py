@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import bisect
+import copy
+import functools
 import itertools
 import threading
 from collections import Counter
@@ -95,6 +97,8 @@ def redacted_preview(text: str, redact: RedactFn, width: int = 60) -> str:
     >>> redacted_preview("卡号 4111 1111 1111 1111，密码：hunter2，周五前转账", Redactor(), 16)
     '卡号 [BANK_CARD]，密…'
     """
+    if isinstance(redact, Redactor):
+        redact = redact.uncounted  # a preview is shown, not sent: it is not a redaction
     content = redact({"role": "user", "content": text}).get("content")
     clean = " ".join(content.split()) if isinstance(content, str) else ""
     return clean[:width] + ("…" if len(clean) > width else "")
@@ -133,6 +137,18 @@ class Redactor:
         """A snapshot of the replacements made so far, by type."""
         with self._lock:
             return Counter(self._counts)
+
+    @functools.cached_property
+    def uncounted(self) -> Redactor:
+        """The same redaction, left out of ``counts`` (for previews in reports).
+
+        >>> redact = Redactor()
+        >>> redact.uncounted({"role": "user", "content": "a@b.cn"})["content"], dict(redact.counts)
+        ('[EMAIL]', {})
+        """
+        twin = copy.copy(self)
+        twin._counts, twin._lock = Counter(), threading.Lock()
+        return twin
 
     def placeholder(self, name: str) -> str:
         return self.placeholders.get(name, f"[{name}]")
