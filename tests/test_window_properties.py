@@ -22,6 +22,7 @@ from ctxwindow import (
     Unit,
     count_tokens,
 )
+from ctxwindow.messages import Entry
 from ctxwindow.policies import Window
 
 PHRASES = [
@@ -244,3 +245,57 @@ def test_a_preview_is_what_adding_would_give_and_changes_nothing(
         added.add("user", question)
         assert preview.messages == added.messages()
         assert preview.total_tokens == added.total_tokens == count_tokens(preview.messages)
+
+
+@given(
+    st.sampled_from(["token", "priority"]),
+    st.lists(st.tuples(st.integers(1, 4), texts), min_size=1, max_size=40),
+    st.data(),
+)
+def test_restored_seqs_place_added_units_and_answer_holds(
+    kind: str, program: list[tuple[int, str]], data: st.DataObject
+) -> None:
+    """Entries restored with their store seqs keep them; units ``added`` to a build (not
+    kept) go where their seqs put them, and ``holds`` answers by seq."""
+    from ctxwindow import PriorityWindow
+
+    window: Window = (
+        TokenWindow(300, system="Be brief.")
+        if kind == "token"
+        else PriorityWindow(max_tokens=300, model="gpt-4o", system="Be brief.")
+    )
+    seq, stored = 0, []
+    for gap, text in program:
+        seq += gap
+        role = "user" if len(stored) % 2 == 0 else "assistant"
+        entry = window.add({"role": role, "content": text or "…"}, seq=seq, entry_id=f"e{seq}")
+        assert entry is not None and entry.seq == seq and entry.id == f"e{seq}"
+        stored.append((seq, entry.message))
+    kept = {e.seq for e in window.entries() if e.kind != "summary"}
+    assert all(window.holds(s) is (s in kept) for s, _ in stored)
+    assert [e.seq for e in window.newest_first()] == [e.seq for e in reversed(window.entries())]
+    gone = [(s, m) for s, m in stored if s not in kept]
+    added = data.draw(st.lists(st.sampled_from(gone), unique_by=lambda g: g[0])) if gone else []
+    units = [
+        Unit([Entry({"role": m["role"], "content": f"again: {m['content']}"}, 3, s)], 3)
+        for s, m in added
+    ]
+    built = window.build(added=units)
+    plain = window.build()
+    assert built.total_tokens == plain.total_tokens + 3 * len(units)
+    # Take the added ones out again: what is left is the plain context, in its order.
+    again = {id(u.entries[0].message) for u in units}
+    assert [m for m in built.messages if id(m) not in again] == plain.messages
+    # Each added unit sits after every kept message of a smaller seq, before every larger.
+    position = {id(m): i for i, m in enumerate(built.messages)}
+    for unit in units:
+        at, s = position[id(unit.entries[0].message)], unit.seq
+        for e in window.entries():
+            if e.kind != "summary" and id(e.message) in position:
+                assert (position[id(e.message)] < at) is (e.seq < s)
+    try:
+        window.add({"role": "user", "content": "late"}, seq=seq)
+    except ValueError as exc:
+        assert f"seq {seq} is not after" in str(exc)
+    else:
+        raise AssertionError("a seq at or below the last one must be refused")

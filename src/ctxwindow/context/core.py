@@ -117,14 +117,13 @@ class Core:
                 session.last_seq, session.last_id = entry.seq, entry.id
                 session.question = None
                 continue  # its call is older than what was loaded: never an orphan
-            metadata = {**entry.metadata, "seq": entry.seq}
             kept = None
             if entry.message["role"] == "system":
                 window.set_system(entry.message["content"])  # sets or replaces the prompt
             else:
                 kept = window.add(
-                    entry.message, pin=entry.pinned, metadata=metadata, kind=stored_kind(entry),
-                    tokens=entry.tokens, entry_id=entry.id,
+                    entry.message, pin=entry.pinned, metadata=entry.metadata,
+                    kind=stored_kind(entry), tokens=entry.tokens, entry_id=entry.id, seq=entry.seq,
                 )  # fmt: skip
             session.question = asked(session.question, entry, kept)
             session.last_seq, session.last_id = entry.seq, entry.id
@@ -205,7 +204,7 @@ class Core:
     def query_of(self, session: Session, query: str | None) -> str:
         if query:
             return query
-        for entry in reversed(session.window.entries()):
+        for entry in session.window.newest_first():
             if entry.message["role"] == "user":
                 return text_of(entry.message)
         return ""
@@ -251,37 +250,20 @@ class Core:
 
     def recalled(self, session: Session, budget: int, ranked: list[tuple[float, Unit]]) -> Recall:
         """The candidates ``ranked`` that come back, in the room the budget leaves them."""
-        window = session.window
-        kept = {e.id for e in window.entries()}
+        window = session.window  # its entries have their store seqs (see ``restore``)
+        kept = {e.id for _, unit in ranked for e in unit.entries if window.holds(e.seq)}
         return self.recall.choose(ranked, kept, self.recall.room(budget, window.pinned_tokens))
 
-    def merge(
-        self, session: Session, context: Context, recalled: list[Unit], budget: int
-    ) -> Context:
-        """Recalled units placed at their original position; tokens recounted exactly.
+    def merge(self, context: Context, recalled: list[Unit], budget: int) -> Context:
+        """The window's context, built with the recalled units in place, reported so.
 
-        (The window was built in ``budget`` less the recalled units' room.)
+        (The window was built in ``budget`` less the recalled units' room, and
+        put each recalled unit at its original position: its seq.)
         """
         if not recalled:
             return context
-        messages = self.in_original_order(session, context, recalled)
-        tokens = context.total_tokens + sum(u.size for u in recalled)  # stored counts, exact
-        report = self.with_recalled(context.report, recalled, budget, tokens)
-        return Context(messages, tokens, report)
-
-    @staticmethod
-    def in_original_order(
-        session: Session, context: Context, recalled: list[Unit]
-    ) -> list[Message]:
-        """The context's messages and the recalled ones, each where it was in the conversation."""
-        position = {
-            id(e.message): float(e.metadata.get("seq", 0)) for e in session.window.entries()
-        }
-        keyed = [(position.get(id(m), -1.0), i, m) for i, m in enumerate(context.messages)]
-        for unit in recalled:
-            for j, entry in enumerate(unit.entries):
-                keyed.append((float(entry.seq) + j * 1e-6, len(keyed), entry.message))
-        return [m for _, _, m in sorted(keyed, key=lambda k: (k[0], k[1]))]
+        report = self.with_recalled(context.report, recalled, budget, context.total_tokens)
+        return replace(context, report=report)
 
     @staticmethod
     def with_recalled(report: Report, recalled: list[Unit], budget: int, tokens: int) -> Report:
@@ -395,8 +377,9 @@ class Core:
         question is compressed if it must be).
         """
         keep = recalled.keep if question is None else recalled.keep | {question[0].id}
-        context = session.window.build(max_tokens=budget - recalled.tokens, keep=keep)
-        built = self.merge(session, context, recalled.units, budget)
+        window, units = session.window, recalled.units
+        context = window.build(max_tokens=budget - recalled.tokens, keep=keep, added=units)
+        built = self.merge(context, units, budget)
         if question is None or sends(session.window, built, question):
             return built
         if recalled.units:

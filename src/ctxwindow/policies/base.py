@@ -11,7 +11,6 @@ units in a ``Kept`` (policies/kept.py) and reads them out through
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -32,7 +31,7 @@ from ctxwindow.tokens.truncate import truncate_text
 logger = logging.getLogger("ctxwindow.policies")
 
 Oversize = Literal["error", "truncate", "drop"]
-Given = tuple["int | None", "str | None"]  # a restored entry's stored tokens and id
+Given = tuple["int | None", "str | None", "int | None"]  # a restored entry's tokens, id, seq
 EvictHook = Callable[[list[Unit]], None]
 _OVERSIZE = ("error", "truncate", "drop")
 
@@ -78,7 +77,7 @@ class Window(WindowView):
         self.oversize: Oversize = oversize
         self.on_evict = on_evict
         self._budget = budget
-        self._seq = itertools.count()
+        self._next_seq = 0  # entries get increasing seqs (a restored one keeps its own)
         self._open: Unit | None = None  # the unit whose tool results are still due
         self._dropped_calls: set[str] = set()
         self._tools = list(tools or ())
@@ -146,18 +145,21 @@ class Window(WindowView):
         kind: str | None = None,
         tokens: int | None = None,
         entry_id: str | None = None,
+        seq: int | None = None,
     ) -> Entry | None:
         """Add one message; evict the oldest units until the window fits again.
 
         A ``system``/``developer`` message is pinned. Returns the stored entry,
         or ``None`` when the ``"drop"`` oversize policy discarded it. ``kind``
-        labels the entry (``PriorityWindow`` budgets by it). ``tokens`` and
-        ``entry_id`` restore an entry from a store: its stored count (for this
-        window's model) is trusted, so it is not tokenized again.
+        labels the entry (``PriorityWindow`` budgets by it). ``tokens``,
+        ``entry_id`` and ``seq`` restore an entry from a store: its stored count
+        (for this window's model) is trusted, so it is not tokenized again, and
+        it keeps its id and sequence number (which must be above the last
+        entry's), so reports name it as the store does.
         """
         message = make_message(role_or_message, content)
         pin = pin or message["role"] in SYSTEM_ROLES
-        given = (tokens, entry_id)
+        given = (tokens, entry_id, seq)
         if message["role"] == "tool":
             return self._labelled(self._add_tool_result(message, metadata, given), kind)
         if self._open is not None:
@@ -217,10 +219,16 @@ class Window(WindowView):
     def _new_entry(
         self, message: Message, metadata: Mapping[str, Any] | None, given: Given
     ) -> Entry:
-        tokens, entry_id = given
+        tokens, entry_id, seq = given
+        if seq is None:
+            seq = self._next_seq
+        elif seq < self._next_seq:
+            last = self._next_seq - 1
+            raise ValueError(f"seq {seq} is not after the window's last entry's ({last})")
         if tokens is None:
             tokens = self.tokenizer.message_tokens(message)
-        entry = Entry(message, tokens, next(self._seq), metadata=dict(metadata or {}))
+        self._next_seq = seq + 1
+        entry = Entry(message, tokens, seq, metadata=dict(metadata or {}))
         if entry_id is not None:
             entry.id = entry_id
         return entry

@@ -8,7 +8,7 @@ reads as a table, so "why did the bot forget X?" takes one look.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, overload
 
@@ -85,6 +85,31 @@ class Decisions(Sequence[Decision]):
         return repr(self._all())
 
 
+class Totals(Mapping[str, int]):
+    """Tokens by name (say, by priority), added up when first read (a build need not pay)."""
+
+    def __init__(self, make: Callable[[], dict[str, int]]) -> None:
+        self._make: Callable[[], dict[str, int]] | None = make
+        self._items: dict[str, int] = {}
+
+    def _all(self) -> dict[str, int]:
+        if self._make is not None:
+            self._items, self._make = self._make(), None
+        return self._items
+
+    def __getitem__(self, key: str) -> int:
+        return self._all()[key]
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __repr__(self) -> str:
+        return repr(self._all())
+
+
 @dataclass(frozen=True)
 class Report:
     """Why the context looks the way it does."""
@@ -92,8 +117,8 @@ class Report:
     budget: int
     used: int
     reserve_output: int
-    tokens_by_category: dict[str, int]
-    tokens_by_priority: dict[str, int]
+    tokens_by_category: Mapping[str, int]
+    tokens_by_priority: Mapping[str, int]
     decisions: Sequence[Decision] = field(default_factory=list)
     # Running totals, cheap to read (unlike ``decisions``, built on first use):
     evicted_entries: int = 0  # entries of the history left out of this context
@@ -137,7 +162,7 @@ class Report:
         return "\n".join(lines)
 
 
-def _pairs(counts: dict[str, int]) -> str:
+def _pairs(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{k} {v:,}" for k, v in counts.items() if v) or "none"
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxwindow.messages import Entry, Unit
-from ctxwindow.policies.explain import Decision, Decisions, Report
+from ctxwindow.policies.explain import Decision, Decisions, Report, Totals
 from ctxwindow.policies.rules import Priority
 
 
@@ -63,22 +63,25 @@ class Journal:
         categories: Mapping[str, int],
         system: Unit | None,
         units: list[Unit],
-        left_out: set[int],
+        left: Sequence[Unit],
     ) -> Report:
-        """The report on ``units`` (and ``system``) with the units in ``left_out`` (seqs) out."""
-        narrowed = [unit for unit in units if unit.seq in left_out]
+        """The report on ``units`` (and ``system``) with the units ``left`` out.
+
+        Its running totals cost O(``left``); the totals by priority and the
+        decisions, O(window), are made when first read.
+        """
         return Report(
             budget=budget,
             used=tokens + reserve_output,
             reserve_output=reserve_output,
             tokens_by_category={c: t for c, t in sorted(categories.items()) if t},
-            tokens_by_priority=_by_priority(system, units, left_out),
-            decisions=self._decisions(system, units, left_out),
-            evicted_entries=self.evicted_entries + sum(len(u.entries) for u in narrowed),
-            evicted_tokens=self.evicted_tokens + sum(u.size for u in narrowed),
+            tokens_by_priority=Totals(lambda: _by_priority(system, units, _seqs(left))),
+            decisions=self._decisions(system, units, left),
+            evicted_entries=self.evicted_entries + sum(len(u.entries) for u in left),
+            evicted_tokens=self.evicted_tokens + sum(u.size for u in left),
         )
 
-    def _decisions(self, system: Unit | None, units: list[Unit], left_out: set[int]) -> Decisions:
+    def _decisions(self, system: Unit | None, units: list[Unit], left: Sequence[Unit]) -> Decisions:
         logged = tuple(self._log)
 
         def decisions() -> list[Decision]:
@@ -86,6 +89,7 @@ class Journal:
             out = [item.decision() for item in logged]
             if system is not None:
                 out.append(Decision.of(system.entries[0], "pinned", "system prompt"))
+            left_out = _seqs(left)
             for unit in units:
                 action = "evicted" if unit.seq in left_out else "pinned" if unit.pinned else "kept"
                 reason = "narrower budget for this call" if action == "evicted" else ""
@@ -101,6 +105,10 @@ class Journal:
         if known is None or known[0] is not entry or known[1] != state:
             known = self._decided[entry.seq] = (entry, state, Decision.of(entry, action, reason))
         return known[2]
+
+
+def _seqs(units: Sequence[Unit]) -> set[int]:
+    return {unit.seq for unit in units}
 
 
 def _by_priority(system: Unit | None, units: list[Unit], left_out: set[int]) -> dict[str, int]:

@@ -156,6 +156,36 @@ class Kept:
             body[0] = system.entries[0].message
         else:
             body = [system.entries[0].message, *self._messages]
+        return self._with_summary(body)
+
+    def messages_without(self, units: Iterable[Unit], added: Iterable[Unit] = ()) -> list[Message]:
+        """``messages()`` less the messages of kept ``units``, plus those of ``added``
+        (units the window does not keep, say recalled ones), each placed by its seq.
+
+        Each unit is found by a bisection; the rest is copied in slices, so
+        the cost is a copy of the messages, however many the window keeps.
+        """
+        seqs, messages, head = self._seqs, self._messages, self._head
+        cuts: list[tuple[int, int, int, Unit | None]] = []  # (start, end, seq, unit to put in)
+        for unit in units:
+            start = bisect_left(seqs, unit.seq, head)
+            cuts.append((start, start + len(unit.entries), unit.seq, None))
+        for unit in added:
+            start = bisect_left(seqs, unit.seq, head)
+            cuts.append((start, start, unit.seq, unit))
+        cuts.sort(key=lambda cut: cut[:3])
+        body = [] if self.system is None else [self.system.entries[0].message]
+        at = head
+        for start, end, _, put in cuts:
+            body += messages[at:start]
+            if put is not None:
+                body += [entry.message for entry in put.entries]
+            at = max(at, end)
+        body += messages[at:]
+        return self._with_summary(body)
+
+    def _with_summary(self, body: list[Message]) -> list[Message]:
+        """``body`` with the summary after its leading system messages."""
         if self.summary is not None:
             at = 0
             while at < len(body) and body[at]["role"] in SYSTEM_ROLES:
@@ -163,10 +193,10 @@ class Kept:
             body.insert(at, self.summary.entries[0].message)
         return body
 
-    def messages_without(self, units: Iterable[Unit]) -> list[Message]:
-        """``messages()`` less the messages of ``units``."""
-        out = {id(entry.message) for unit in units for entry in unit.entries}
-        return [m for m in self.messages() if id(m) not in out]
+    def holds(self, seq: int) -> bool:
+        """Whether a kept message (whole or compressed) has this entry seq."""
+        at = bisect_left(self._seqs, seq, self._head)
+        return at < len(self._seqs) and self._seqs[at] == seq
 
     def in_order(self) -> Iterator[Unit]:
         """The summary, then every kept unit in chronological order (a snapshot)."""

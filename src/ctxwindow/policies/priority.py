@@ -185,6 +185,7 @@ class PriorityWindow(TokenWindow):
         kind: str | None = None,
         tokens: int | None = None,
         entry_id: str | None = None,
+        seq: int | None = None,
     ) -> Entry | None:
         """Add a message; ``priority`` and ``kind`` override the rules and inference.
 
@@ -197,8 +198,9 @@ class PriorityWindow(TokenWindow):
         if kind is not None:
             meta["kind"] = kind
         return super().add(
-            role_or_message, content, pin=pin, metadata=meta, tokens=tokens, entry_id=entry_id
-        )
+            role_or_message, content, pin=pin, metadata=meta, tokens=tokens, entry_id=entry_id,
+            seq=seq,
+        )  # fmt: skip
 
     def _entry(
         self, message: Message, pin: bool, metadata: Mapping[str, Any] | None, given: Given
@@ -352,7 +354,11 @@ class PriorityWindow(TokenWindow):
     # -- building ----------------------------------------------------------------
 
     def build(
-        self, request: Any = None, max_tokens: int | None = None, keep: Collection[str] = ()
+        self,
+        request: Any = None,
+        max_tokens: int | None = None,
+        keep: Collection[str] = (),
+        added: Sequence[Unit] = (),
     ) -> Context:
         """The context to send now, with its report.
 
@@ -360,16 +366,18 @@ class PriorityWindow(TokenWindow):
         window's; it can only narrow the window's budget. A narrower budget
         leaves out more units by the same order of eviction, without
         compressing and without changing the window; units with an entry id
-        in ``keep`` go last.
+        in ``keep`` go last. ``added`` units (recalled ones, not in the
+        window) are put in by their seqs, on top of the budget.
         """
         if max_tokens is None and self.budget_hook is not None:
             max_tokens = int(self.budget_hook(request))
         budget = self._budget if max_tokens is None else min(max_tokens, self._budget)
         left = self._narrow(budget, keep) if self._kept.used > budget else []
-        messages = self._kept.messages_without(left) if left else self.messages()
+        changed = left or added
+        messages = self._kept.messages_without(left, added) if changed else self.messages()
         # Every entry was counted once when added: the sum of what stays is exact.
-        tokens = self.total_tokens - sum(unit_tokens(unit) for unit in left)
-        return Context(messages, tokens, self._report(budget, {u.seq for u in left}, tokens))
+        tokens = self.total_tokens - sum(map(unit_tokens, left)) + sum(map(unit_tokens, added))
+        return Context(messages, tokens, self._report(budget, left, tokens))
 
     def preview(self, role_or_message: str | Mapping[str, Any], content: Any = None) -> Context:
         """The context if the message were added now, read-only (see ``Window.preview``).
@@ -393,10 +401,10 @@ class PriorityWindow(TokenWindow):
 
     def report(self) -> Report:
         """The explanation of the current window (see ``build``)."""
-        return self._report(self._budget, set(), self.total_tokens)
+        return self._report(self._budget, [], self.total_tokens)
 
-    def _report(self, budget: int, left_out: set[int], tokens: int) -> Report:
+    def _report(self, budget: int, left: list[Unit], tokens: int) -> Report:
         units, system = list(self.units()), self._kept.system
         return self._journal.report(
-            budget, tokens, self.reserve_output, self._categories, system, units, left_out
+            budget, tokens, self.reserve_output, self._categories, system, units, left
         )

@@ -9,7 +9,7 @@ message came). ``Window`` (policies/base.py) adds everything that changes it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ctxwindow.errors import BudgetError, InvalidMessageError, MessageTooLargeError
@@ -36,7 +36,11 @@ class WindowView(ABC):
         """The evictable units in the order they would be evicted."""
 
     def build(
-        self, request: Any = None, max_tokens: int | None = None, keep: Collection[str] = ()
+        self,
+        request: Any = None,
+        max_tokens: int | None = None,
+        keep: Collection[str] = (),
+        added: Sequence[Unit] = (),
     ) -> Context:
         """The context to send now; read-only.
 
@@ -44,19 +48,23 @@ class WindowView(ABC):
         the window's own unit): the oldest whole units are left out until the
         rest fits, pinned ones and a call still waiting for results never, and
         units with an entry id in ``keep`` (say, relevant to the query) last.
-        ``request`` is for windows with a budget hook (``PriorityWindow``).
+        ``added`` units (say, recalled ones, not in the window) are put in by
+        their seqs, on top of ``max_tokens``. ``request`` is for windows with
+        a budget hook (``PriorityWindow``).
         """
         tokens = self._kept.tokens
+        extra = sum(map(unit_tokens, added))
         if max_tokens is None or tokens <= max_tokens:
             report = Report(max_tokens or tokens, tokens, 0, {}, {})
-            return Context(self.messages(), tokens, report)
+            messages = self._kept.messages_without((), added) if added else self.messages()
+            return Context(messages, tokens + extra, report)
         units = [u for u in self.units() if not (u.pinned or u.pending)]
         left = leave_out(keep_last(units, keep), tokens - max_tokens, unit_tokens)
         tokens -= sum(unit_tokens(unit) for unit in left)
         if tokens > max_tokens:
             raise BudgetError(f"what the window must keep takes {tokens} tokens, over {max_tokens}")
-        messages = self._kept.messages_without(left)
-        return Context(messages, tokens, Report(max_tokens, tokens, 0, {}, {}))
+        messages = self._kept.messages_without(left, added)
+        return Context(messages, tokens + extra, Report(max_tokens, tokens, 0, {}, {}))
 
     def preview(self, role_or_message: str | Mapping[str, Any], content: Any = None) -> Context:
         """The context this window would hold if the message were added now; read-only.
@@ -106,6 +114,15 @@ class WindowView(ABC):
     def units(self) -> Iterator[Unit]:
         """The kept units (pinned and evictable) in chronological order, system prompt excluded."""
         return self._kept.in_order()
+
+    def newest_first(self) -> Iterator[Entry]:
+        """The kept entries from the newest back (read lazily: stop early, pay little)."""
+        for unit in reversed(self._kept.units.values()):
+            yield from reversed(unit.entries)
+
+    def holds(self, seq: int) -> bool:
+        """Whether the window keeps the entry of this seq (whole or compressed), in O(log n)."""
+        return self._kept.holds(seq)
 
     def entries(self) -> list[Entry]:
         """The kept entries in chronological order, system prompt excluded."""
