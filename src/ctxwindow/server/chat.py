@@ -11,12 +11,12 @@ Without a session id the request passes through, checked against the budget.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
 import httpx
+import orjson
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import StreamingResponse
 
@@ -134,12 +134,12 @@ def _replay(entry: Entry, model: str, stream: bool) -> Response:
     if not stream:
         choice = {"index": 0, "message": message, "finish_reason": finish}
         body = {**base, "object": "chat.completion", "choices": [choice]}
-        return Response(json.dumps(body), headers=headers, media_type="application/json")
+        return Response(orjson.dumps(body), headers=headers, media_type="application/json")
     chunk = {
         **base, "object": "chat.completion.chunk",
         "choices": [{"index": 0, "delta": message, "finish_reason": finish}],
     }  # fmt: skip
-    sse = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
+    sse = b"data: " + orjson.dumps(chunk) + b"\n\ndata: [DONE]\n\n"
     return Response(sse, headers=headers, media_type="text/event-stream")
 
 

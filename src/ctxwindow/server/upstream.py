@@ -10,12 +10,12 @@ on, and its partial reply is never handed on to be stored (``sse_reply``).
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
+import orjson
 
 from ctxwindow.server.errors import APIError
 from ctxwindow.server.metrics import Metrics
@@ -46,13 +46,15 @@ class Upstream:
         """(status, JSON body, raw body) of a completion; a 4xx is passed on unchanged."""
         started = time.perf_counter()
         try:
-            response = await self.client.post("chat/completions", json=body)
+            response = await self.client.post(
+                "chat/completions", content=_encoded(body), headers=_JSON
+            )
         except httpx.HTTPError as exc:
             raise self._failed(exc) from exc
         self.metrics.upstream_latency.observe(time.perf_counter() - started)
         self._check_status(response.status_code)
         try:
-            data = response.json()
+            data = orjson.loads(response.content)
         except ValueError as exc:
             self.metrics.upstream_errors.labels("malformed").inc()
             raise APIError(502, "upstream returned a malformed body", code="bad_gateway") from exc
@@ -63,7 +65,9 @@ class Upstream:
 
     async def stream(self, body: dict[str, Any]) -> httpx.Response:
         """An open streaming response, or a read 4xx; the caller relays and closes it."""
-        request = self.client.build_request("POST", "chat/completions", json=body)
+        request = self.client.build_request(
+            "POST", "chat/completions", content=_encoded(body), headers=_JSON
+        )
         started = time.perf_counter()
         try:
             response = await self.client.send(request, stream=True)
@@ -116,6 +120,14 @@ class Upstream:
             return APIError(504, "upstream timed out", code="upstream_timeout")
         self.metrics.upstream_errors.labels("connect").inc()
         return APIError(502, f"upstream unreachable: {type(exc).__name__}", code="bad_gateway")
+
+
+_JSON = {"Content-Type": "application/json"}
+
+
+def _encoded(body: dict[str, Any]) -> bytes:
+    """The body as JSON (orjson: a context of thousands of messages in a fraction of a ms)."""
+    return orjson.dumps(body)
 
 
 def _is_completion(data: Any) -> bool:
@@ -272,7 +284,7 @@ def _event(line: bytes) -> dict[str, Any] | None:
     if value == b"[DONE]":
         return _DONE
     try:
-        data = json.loads(value)
+        data = orjson.loads(value)
     except (ValueError, RecursionError):
         data = None
     if not isinstance(data, dict):
