@@ -14,9 +14,11 @@ from Latin letters (``café`` = ``cafe``) the same way for every backend.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import unicodedata
+from typing import NamedTuple
 
 from ctxwindow.messages import Entry
 from ctxwindow.policies.rules import text_of
@@ -82,16 +84,40 @@ def normalize(text: str) -> str:
     """NFKC, with the accents of Latin letters removed (other scripts' marks kept)."""
     if text.isascii():
         return text
-    kept: list[str] = []
-    latin = False
-    for ch in unicodedata.normalize("NFKD", text):
-        if unicodedata.combining(ch):
-            if latin:
-                continue  # an accent on a Latin letter: café → cafe
-        else:
-            latin = ch < "\u0250" or "\u1e00" <= ch <= "\u1eff"
-        kept.append(ch)
-    return unicodedata.normalize("NFC", "".join(kept))
+    decomposed = unicodedata.normalize("NFKD", text)
+    tables = _tables()
+    first = tables.marks_or_astral.search(decomposed)
+    if first is None:
+        return unicodedata.normalize("NFC", decomposed)  # no accent to remove
+    if tables.astral.search(decomposed, first.start()) is None:  # all in C
+        return unicodedata.normalize("NFC", tables.latin_accents.sub("", decomposed))
+    return unicodedata.normalize("NFC", _without_latin_accents(decomposed, first.start()))
+
+
+def _without_latin_accents(decomposed: str, start: int = 0) -> str:
+    """The text less the combining marks that follow a Latin letter (``café`` → ``cafe``),
+    run by run (runs of marks and of characters beyond the BMP), from ``start``."""
+    kept: list[str] = [decomposed[:start]]
+    for run in _tables().marks_or_astral.finditer(decomposed, start):
+        at = run.start()
+        # Runs are maximal, so a letter of the BMP precedes one (or nothing does).
+        if at and _is_latin(decomposed[at - 1]) and (marks := _leading_marks(run.group())):
+            kept.append(decomposed[start:at])
+            start = at + marks
+    kept.append(decomposed[start:])
+    return "".join(kept)
+
+
+def _leading_marks(run: str) -> int:
+    """How many characters ``run`` starts with that are combining marks."""
+    for i, ch in enumerate(run):
+        if not unicodedata.combining(ch):
+            return i
+    return len(run)
+
+
+def _is_latin(ch: str) -> bool:
+    return ch < "\u0250" or "\u1e00" <= ch <= "\u1eff"  # as _LATIN
 
 
 def index_text(text: str) -> str:
@@ -129,7 +155,72 @@ def _cjk_tokens(run: str, unigrams: bool) -> str:
 def _symbols_as_tokens(text: str) -> str:
     if text.isascii():
         return text
-    return "".join(f" sym{ord(ch):x} " if unicodedata.category(ch) == "So" else ch for ch in text)
+    return _tables().symbol_or_astral.sub(_symbol_token, text)
+
+
+def _symbol_token(match: re.Match[str]) -> str:
+    ch = match.group()
+    if ch < "\U00010000" or unicodedata.category(ch) == "So":
+        return f" sym{ord(ch):x} "
+    return ch  # beyond the BMP, but no symbol
+
+
+_ASTRAL = "\U00010000-\U0010ffff"
+_LATIN = "\x00-\u024f\u1e00-\u1eff"  # as _is_latin: below U+0250, or U+1E00-U+1EFF
+
+
+class _Tables(NamedTuple):
+    """Character classes read from ``unicodedata`` (see ``_tables``)."""
+
+    latin_accents: re.Pattern[str]
+    """A run of combining marks of the BMP after a Latin letter (text all in the BMP)."""
+    astral: re.Pattern[str]
+    """A character beyond the BMP."""
+    marks_or_astral: re.Pattern[str]
+    """A run of combining marks of the BMP (canonical combining class above 0) and of
+    characters beyond the BMP."""
+    symbol_or_astral: re.Pattern[str]
+    """A symbol (category So) of the BMP, or a character beyond it."""
+
+
+@functools.cache
+def _tables() -> _Tables:
+    """The character classes of ``normalize`` and ``_symbols_as_tokens``, read once.
+
+    Read on the first text that is not ASCII (about 10 ms). A regular
+    expression matches a class of characters in C, where asking
+    ``unicodedata`` about each character cost 10-20 µs a message. The classes
+    list the Basic Multilingual Plane only, since ``re`` tests such a class
+    with one bitmap lookup but a class beyond it range by range: characters
+    beyond it (emoji, mostly) all match, and are looked up one by one.
+    """
+    marks, symbols = [], []
+    for code in range(0x10000):
+        ch = chr(code)
+        if unicodedata.combining(ch):
+            marks.append(code)
+        if unicodedata.category(ch) == "So":
+            symbols.append(code)
+    return _Tables(
+        re.compile(f"(?<=[{_LATIN}])[{_ranges(marks)}]+"),
+        re.compile(f"[{_ASTRAL}]"),
+        re.compile(f"[{_ranges(marks)}{_ASTRAL}]+"),
+        re.compile(f"[{_ranges(symbols)}{_ASTRAL}]"),
+    )
+
+
+def _ranges(codes: list[int]) -> str:
+    """A regular-expression class body for sorted code points: ``a-b`` runs, escaped."""
+    parts: list[str] = []
+    start = previous = codes[0]
+    for code in [*codes[1:], -1]:
+        if code == previous + 1:
+            previous = code
+            continue
+        first, last = f"\\u{start:04x}", f"\\u{previous:04x}"
+        parts.append(first if start == previous else f"{first}-{last}")
+        start = previous = code
+    return "".join(parts)
 
 
 def _split_words(text: str) -> list[str]:
