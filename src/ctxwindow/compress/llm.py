@@ -225,7 +225,7 @@ def merged_entry(
         message=message,
         tokens=tokens,
         seq=entries[0].seq,
-        id=entry_id or f"summary-{prompt.digest(ids)}",
+        id=entry_id or f"summary-{prompt.digest(list(ids))}",
         pinned=any(entry.pinned for entry in entries),
         priority=max(entry.priority for entry in entries),
         kind="summary",

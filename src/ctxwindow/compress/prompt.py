@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 from ctxwindow.compress.sentences import script_counts
 from ctxwindow.messages import Entry, Message
@@ -95,13 +95,75 @@ def transcript(entries: Sequence[Entry]) -> str:
     return "\n\n".join(render(entry) for entry in entries)
 
 
-def summarized_ids(entries: Sequence[Entry]) -> list[str]:
-    """The ids of the original entries behind ``entries`` (a summary stands for its sources)."""
+def summarized_ids(entries: Sequence[Entry]) -> SummarizedIds:
+    """The ids of the original entries behind ``entries`` (a summary stands for its sources).
+
+    A rolling summary comes first and stands for every id folded so far: its
+    ids are linked to, not copied, so a fold costs what it adds.
+    """
+    before: SummarizedIds | None = None
     ids: list[str] = []
     for entry in entries:
         inner = entry.metadata.get("summarized_ids") if entry.kind == "summary" else None
-        ids.extend(inner if isinstance(inner, list) else [entry.id])
-    return list(dict.fromkeys(ids))
+        if isinstance(inner, SummarizedIds) and before is None and not ids:
+            before = inner
+        elif isinstance(inner, Sequence) and not isinstance(inner, str):
+            ids.extend(inner)
+        else:
+            ids.append(entry.id)
+    return SummarizedIds(before, list(dict.fromkeys(ids)))
+
+
+class SummarizedIds(Sequence[str]):
+    """The ids a summary stands for, in order: an earlier summary's (linked), then new ones.
+
+    >>> first = SummarizedIds(None, ["a", "b"])
+    >>> SummarizedIds(first, ["c"]) == ["a", "b", "c"], len(SummarizedIds(first, ["c"]))
+    (True, 3)
+    """
+
+    __slots__ = ("_before", "_flat", "_ids", "_len")
+
+    def __init__(self, before: SummarizedIds | None, ids: list[str]) -> None:
+        self._before, self._ids = before, ids
+        self._len = len(ids) + (len(before) if before is not None else 0)
+        self._flat: list[str] | None = None
+
+    def _all(self) -> list[str]:
+        if self._flat is None:
+            links: list[list[str]] = []
+            link: SummarizedIds | None = self
+            while link is not None:  # walked, not recursed: a long session has many links
+                if link._flat is not None:
+                    links.append(link._flat)
+                    break
+                links.append(link._ids)
+                link = link._before
+            self._flat = [i for part in reversed(links) for i in part]
+        return self._flat
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._all())
 
 
 def digest(*parts: Any) -> str:
