@@ -23,6 +23,8 @@ from ctxwindow.errors import (
     PinnedOverBudgetError,
 )
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message, tool_call_ids
+from ctxwindow.policies import checkpoint
+from ctxwindow.policies.checkpoint import CheckpointError
 from ctxwindow.policies.kept import Kept
 from ctxwindow.policies.view import WindowView
 from ctxwindow.tokens.chat import ChatTokenizer, chat_tokenizer
@@ -215,6 +217,100 @@ class Window(WindowView):
                 tokens=entry.tokens,
                 entry_id=entry.id,
             )
+
+    # -- checkpoints (policies/checkpoint.py) -----------------------------------------
+
+    def fingerprint(self) -> str:
+        """What a checkpoint of this window must have been written by: the window's
+        class and configuration (budget, tokenizer, oversize policy, tools...)."""
+        return checkpoint.fingerprint(self._configuration())
+
+    def _configuration(self) -> list[Any]:
+        tools = checkpoint.fingerprint([sorted(map(repr, self._tools))])
+        parts = [checkpoint.VERSION, type(self).__qualname__, self._budget, self.model]
+        return [*parts, self.tokenizer.model, self.oversize, tools, self._size_of_name()]
+
+    def _size_of_name(self) -> str:
+        return type(self)._size_of.__qualname__
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The window's state as JSON-able data, for ``resume`` in a fresh window.
+
+        What a window configured alike needs to carry on exactly as this one:
+        the kept units in order (compressed forms included), the system prompt,
+        the running totals. Not the report's log of past decisions.
+        """
+        kept = self._kept
+        return {
+            "version": checkpoint.VERSION,
+            "window": self.fingerprint(),
+            "next_seq": self._next_seq,
+            "system": checkpoint.entry_state(kept.system.entries[0]) if kept.system else None,
+            "units": [checkpoint.unit_state(unit) for unit in kept.units.values()],
+            "open": self._open.seq if self._open is not None else None,
+            "dropped_calls": sorted(self._dropped_calls),
+        }
+
+    def resume(self, state: Any) -> None:
+        """Carry on from ``state`` (a ``checkpoint()``); this window must be fresh.
+
+        ``CheckpointError`` (nothing changed) if the checkpoint was written by a
+        window configured otherwise, or does not add up.
+        """
+        state = checkpoint.check_version(state, self.fingerprint())
+        if self._kept.count or self._kept.system is not None or self._next_seq:
+            raise CheckpointError("resume() needs a fresh window")
+        try:
+            self._resume(state)
+            if self._kept.used > self._budget:
+                raise CheckpointError("the checkpoint holds more than the budget")
+        except CheckpointError:
+            self._reset()
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self._reset()
+            raise CheckpointError(f"the checkpoint does not add up: {exc!r}") from exc
+
+    def _resume(self, state: Mapping[str, Any]) -> None:
+        system = state.get("system")
+        if system is not None:
+            entry = checkpoint.entry_from_state(system)
+            self._kept.set_system(Unit([entry], self._size_of(entry)))
+        for data in checkpoint.field(state, "units", list):
+            self._resume_unit(self._unit_from(data))
+        self._next_seq = int(checkpoint.field(state, "next_seq", int))
+        open_seq = state.get("open")
+        if open_seq is not None:
+            self._open = self._kept.units[int(open_seq)]
+        self._dropped_calls = set(map(str, checkpoint.field(state, "dropped_calls", list)))
+
+    def _unit_from(self, data: Mapping[str, Any]) -> Unit:
+        """A unit of a checkpoint, kept again; its size must be what this window measures."""
+        entries = [checkpoint.entry_from_state(e) for e in checkpoint.field(data, "entries", list)]
+        if not entries:
+            raise CheckpointError("a checkpoint unit has no entries")
+        unit = Unit(
+            entries[:1], self._size_of(entries[0]), set(map(str, data.get("pending") or ())),
+            priority=int(data.get("priority", 0)), category=str(data.get("category", "chat")),
+        )  # fmt: skip
+        self._kept.add(unit)
+        for entry in entries[1:]:
+            self._kept.grow(unit, entry, self._size_of(entry))
+        if unit.size != data.get("size"):
+            raise CheckpointError(f"a checkpoint unit measures {unit.size}, not {data.get('size')}")
+        return unit
+
+    def _resume_unit(self, unit: Unit) -> None:
+        """Take note of a unit kept again from a checkpoint (as ``_track`` would, evicting
+        nothing)."""
+        if not unit.pinned:
+            self._oldest.append(unit)
+
+    def _reset(self) -> None:
+        """Empty the window again after a failed ``resume``."""
+        self._kept.system = None
+        self.clear()
+        self._next_seq = 0
 
     def _new_entry(
         self, message: Message, metadata: Mapping[str, Any] | None, given: Given

@@ -33,6 +33,7 @@ from typing import Any
 
 from ctxwindow.errors import PinnedOverBudgetError
 from ctxwindow.messages import Entry, Message, Unit, make_message
+from ctxwindow.policies import checkpoint
 from ctxwindow.policies.base import EvictHook, Given, Oversize
 from ctxwindow.policies.explain import Context, Report
 from ctxwindow.policies.folding import Compressor, Folds, Summarizer, fold, shrink, shrink_alone
@@ -341,6 +342,56 @@ class PriorityWindow(TokenWindow):
             self.on_event("summary_updated", 1)
         if self._kept.used > self._budget:
             self._evict_until_fits()
+
+    # -- checkpoints (policies/checkpoint.py) ---------------------------------------------
+
+    def _configuration(self) -> list[Any]:
+        rules = checkpoint.fingerprint(list(self.rules))
+        own = [
+            sorted(self.caps.items()), self._reserve_recent, self.compressor,
+            self.compress_threshold, self.summarizer, self.summary_tokens, self.fold_tokens,
+            self.dedupe_small_talk, self.document_tokens, self.reserve_output, rules,
+        ]  # fmt: skip
+        return [*super()._configuration(), *own]
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The window's state (see ``Window.checkpoint``), with the rolling summary, the
+        evictions waiting to be folded into it, and the report's running totals."""
+        summary = self._kept.summary
+        small_talk = self._small_talk
+        return {
+            **super().checkpoint(),
+            "summary": checkpoint.entry_state(summary.entries[0]) if summary else None,
+            "folds": [checkpoint.entry_state(entry) for entry in self._folds.entries],
+            "fold_tokens": self._folds.tokens,
+            "evicted": [self._journal.evicted_entries, self._journal.evicted_tokens],
+            "small_talk": small_talk.seq if small_talk is not None else None,
+        }
+
+    def _resume(self, state: Mapping[str, Any]) -> None:
+        super()._resume(state)
+        system = self._kept.system
+        if system is not None:
+            system.entries[0].priority = int(Priority.CRITICAL)
+            system.priority, system.category = int(Priority.CRITICAL), "system"
+            self._categories["system"] = system.size
+        if (data := state.get("summary")) is not None:
+            entry = checkpoint.entry_from_state(data)
+            unit = Unit([entry], entry.tokens, priority=int(Priority.CRITICAL), category="summary")
+            self._kept.set_summary(unit)
+            self._count_category(unit, +1)
+        folds = checkpoint.field(state, "folds", list)
+        self._folds.entries = [checkpoint.entry_from_state(entry) for entry in folds]
+        self._folds.tokens = int(checkpoint.field(state, "fold_tokens", int))
+        entries, tokens = checkpoint.field(state, "evicted", list)
+        self._journal.evicted_entries, self._journal.evicted_tokens = int(entries), int(tokens)
+        talk = state.get("small_talk")
+        self._small_talk = None if talk is None else self._kept.units.get(int(talk))
+
+    def _resume_unit(self, unit: Unit) -> None:
+        self._count_category(unit, +1)
+        if not unit.pinned:
+            self._queue.track(unit)
 
     def clear(self) -> None:
         super().clear()
