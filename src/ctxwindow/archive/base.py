@@ -2,15 +2,19 @@
 
 An archive keeps whole entries per session and finds them by a query:
 
-- ``index(session_id, entries, *, user_id=None) -> int``: store (or replace)
-  entries, keyed by session and entry id; indexing the same entry again
-  changes nothing and costs no embedding. Returns how many were new or changed.
+- ``index(session_id, entries, *, user_id=None, through=None) -> int``: store
+  (or replace) entries, keyed by session and entry id; indexing the same entry
+  again changes nothing and costs no embedding. Returns how many were new or
+  changed. ``through`` raises the session's watermark in the same transaction.
+- ``indexed_through(session_id) -> int``: the session's watermark: every entry
+  up to that seq is archived, as callers of ``index`` said (0: none said).
 - ``search(session_id, query, *, k=5, user_id=None) -> list[Hit]``: the best
   ``k`` entries of the session, or, with ``user_id``, of the session and every
   session indexed under that user.
 - ``at(session_id, seqs) -> list[Entry]``: the session's archived entries at
   these sequence numbers, in order (the neighbours of a hit, for recall).
-- ``forget(session_id) -> int``, ``close()`` and context-manager support.
+- ``forget(session_id) -> int`` (entries and watermark), ``close()`` and
+  context-manager support.
 
 ``Archive`` owns the pipeline (segmenting text, embedding, ranking, fusion);
 a backend supplies storage and its lexical ranking. Backend failures raise
@@ -110,22 +114,41 @@ class Archive(ABC):
         self.depth = depth
 
     def index(
-        self, session_id: str, entries: Iterable[Entry], *, user_id: str | None = None
+        self,
+        session_id: str,
+        entries: Iterable[Entry],
+        *,
+        user_id: str | None = None,
+        through: int | None = None,
     ) -> int:
-        """Archive entries under the session (and user); returns how many were new or changed."""
+        """Archive entries under the session (and user); returns how many were new or changed.
+
+        ``through`` is the caller's word that every entry of the session up to
+        that seq is now archived (by this call or earlier ones): it is recorded
+        with the entries, in one transaction, as the session's watermark (see
+        ``indexed_through``), which only ever rises.
+        """
         check_session_id(session_id)
+        if through is not None:
+            _check_seqs([through])
         latest = {entry.id: entry for entry in entries}  # the last copy of an id wins
-        if not latest:
-            return 0
-        stored = self._stored(session_id, list(latest))
+        stored = self._stored(session_id, list(latest)) if latest else {}
         changed = [
             (entry, json)
             for entry, json in ((e, _to_json(e)) for e in latest.values())
             if stored.get(entry.id) != (json, user_id)
         ]
-        if changed:
-            self._write(session_id, user_id, self._documents(changed))
+        if changed or through is not None:
+            self._write(session_id, user_id, self._documents(changed), through)
         return len(changed)
+
+    def indexed_through(self, session_id: str) -> int:
+        """The session's watermark: the highest ``through`` given to ``index`` (0 if none).
+
+        Every entry of the session up to that seq is archived, so a manager
+        that loads the session queues only the entries after it.
+        """
+        return self._indexed_through(check_session_id(session_id))
 
     def search(
         self, session_id: str, query: str, *, k: int = 5, user_id: str | None = None
@@ -153,8 +176,7 @@ class Archive(ABC):
     def at(self, session_id: str, seqs: Iterable[int]) -> list[Entry]:
         """The session's archived entries at these seqs, in order (absent ones left out)."""
         wanted = list(set(seqs))
-        if any(type(seq) is not int or not -(2**63) <= seq < 2**63 for seq in wanted):
-            raise ValueError("seqs must be integers that fit in 64 bits")
+        _check_seqs(wanted)
         if not wanted:
             return []
         wanted.sort()
@@ -162,7 +184,8 @@ class Archive(ABC):
         return sorted((entry_from_json(json) for json in rows), key=lambda entry: entry.seq)
 
     def forget(self, session_id: str) -> int:
-        """Remove everything archived for the session; returns how many entries were removed."""
+        """Remove everything archived for the session, watermark included; returns how many
+        entries were removed."""
         return self._forget(check_session_id(session_id))
 
     def close(self) -> None:  # noqa: B027 - archives without resources need nothing
@@ -177,6 +200,8 @@ class Archive(ABC):
         self.close()
 
     def _documents(self, changed: list[tuple[Entry, str]]) -> list[Document]:
+        if not changed:
+            return []
         texts = [entry_text(entry) for entry, _ in changed]
         vectors = self._embed(texts)
         return [
@@ -217,8 +242,15 @@ class Archive(ABC):
         """For the ids already archived in the session: ``id -> (entry JSON, user_id)``."""
 
     @abstractmethod
-    def _write(self, session_id: str, user_id: str | None, documents: list[Document]) -> None:
-        """Insert or replace the documents, atomically."""
+    def _write(
+        self, session_id: str, user_id: str | None, documents: list[Document], through: int | None
+    ) -> None:
+        """Insert or replace the documents (maybe none) and raise the session's watermark to
+        ``through`` (unless None or lower), atomically."""
+
+    @abstractmethod
+    def _indexed_through(self, session_id: str) -> int:
+        """The session's watermark, 0 if it has none."""
 
     @abstractmethod
     def _lexical(self, scope: Scope, terms: list[str], depth: int) -> list[Ranked]:
@@ -237,7 +269,8 @@ class Archive(ABC):
         """The entry JSON of the session's rows whose seq is in ``seqs`` (sorted, distinct)."""
 
     @abstractmethod
-    def _forget(self, session_id: str) -> int: ...
+    def _forget(self, session_id: str) -> int:
+        """Remove the session's rows and watermark, atomically; how many rows went."""
 
 
 def _fuse(
@@ -252,6 +285,11 @@ def _fuse(
     )
     best = sorted(fused, key=lambda key: (-fused[key], seq[key], key))[:k]
     return [(key, fused[key], lexical_rank.get(key), dense_rank.get(key)) for key in best]
+
+
+def _check_seqs(seqs: Iterable[int]) -> None:
+    if any(type(seq) is not int or not -(2**63) <= seq < 2**63 for seq in seqs):
+        raise ValueError("seqs must be integers that fit in 64 bits")
 
 
 def _to_json(entry: Entry) -> str:

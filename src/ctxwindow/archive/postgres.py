@@ -13,6 +13,8 @@ length are those of the search's scope (the session, plus the user's
 sessions with ``user_id``): other sessions never change a session's ranking.
 A row's length is its number of distinct lexemes (``length(tsv)``).
 
+``{table}_watermark`` holds each session's watermark (``Archive.indexed_through``).
+
 Dense search is brute force in Python over the scope's vectors (pgvector is
 not required; ``real[]`` casts to its ``vector`` type when you move to it).
 psycopg 3 is imported only here: ``pip install 'ctxwindow[postgres]'``.
@@ -128,9 +130,9 @@ class PostgresArchive(Archive):
                 self._conn = None
 
     def drop(self) -> None:
-        """Drop the archive's table (tests and teardown)."""
+        """Drop the archive's tables (tests and teardown)."""
         with self._cursor("drop the archive table") as cur:
-            cur.execute(self._sql("DROP TABLE IF EXISTS {t}"))
+            cur.execute(self._sql("DROP TABLE IF EXISTS {t}, {w}"))
 
     def _create_table(self, cur: Any) -> None:
         with cur.connection.transaction():
@@ -147,6 +149,12 @@ class PostgresArchive(Archive):
             cur.execute(self._sql("CREATE INDEX IF NOT EXISTS {i_tsv} ON {t} USING gin (tsv)"))
             cur.execute(self._sql("CREATE INDEX IF NOT EXISTS {i_user} ON {t} (user_id)"))
             cur.execute(self._sql("CREATE INDEX IF NOT EXISTS {i_seq} ON {t} (session_id, seq)"))
+            cur.execute(
+                self._sql(
+                    "CREATE TABLE IF NOT EXISTS {w}"
+                    " (session_id text PRIMARY KEY, through bigint NOT NULL)"
+                )
+            )
 
     def _stored(self, session_id: str, entry_ids: list[str]) -> dict[str, tuple[str, str | None]]:
         with self._cursor("read the archive") as cur:
@@ -159,7 +167,9 @@ class PostgresArchive(Archive):
             )
             return {entry_id: (entry, user) for entry_id, entry, user in cur.fetchall()}
 
-    def _write(self, session_id: str, user_id: str | None, documents: list[Document]) -> None:
+    def _write(
+        self, session_id: str, user_id: str | None, documents: list[Document], through: int | None
+    ) -> None:
         query = self._sql(
             "INSERT INTO {t} (session_id, entry_id, user_id, seq, entry, tsv, vector)"
             f" VALUES (%s, %s, %s, %s, %s, to_tsvector('{CONFIG}', %s), %s)"
@@ -171,7 +181,23 @@ class PostgresArchive(Archive):
             (session_id, d.entry_id, user_id, d.seq, d.json, d.body, d.vector) for d in documents
         ]
         with self._cursor("write to the archive") as cur, cur.connection.transaction():
-            cur.executemany(query, rows)
+            if rows:
+                cur.executemany(query, rows)
+            if through is not None:
+                cur.execute(
+                    self._sql(
+                        "INSERT INTO {w} (session_id, through) VALUES (%s, %s)"
+                        " ON CONFLICT (session_id) DO UPDATE"
+                        " SET through = GREATEST({w}.through, EXCLUDED.through)"
+                    ),
+                    (session_id, through),
+                )
+
+    def _indexed_through(self, session_id: str) -> int:
+        with self._cursor("read the archive's watermark") as cur:
+            cur.execute(self._sql("SELECT through FROM {w} WHERE session_id = %s"), (session_id,))
+            row = cur.fetchone()
+        return 0 if row is None else int(row[0])
 
     def _lexical(self, scope: Scope, terms: list[str], depth: int) -> list[Ranked]:
         params = {
@@ -212,15 +238,18 @@ class PostgresArchive(Archive):
             return [entry for (entry,) in cur.fetchall()]
 
     def _forget(self, session_id: str) -> int:
-        with self._cursor("forget a session") as cur:
+        with self._cursor("forget a session") as cur, cur.connection.transaction():
             cur.execute(self._sql("DELETE FROM {t} WHERE session_id = %s"), (session_id,))
-            return int(cur.rowcount)
+            removed = int(cur.rowcount)
+            cur.execute(self._sql("DELETE FROM {w} WHERE session_id = %s"), (session_id,))
+            return removed
 
     def _sql(self, text: str) -> Any:
         sql = self._psycopg.sql
         t = self._table
         return sql.SQL(text).format(
             t=sql.Identifier(t),
+            w=sql.Identifier(f"{t}_watermark"),
             i_tsv=sql.Identifier(f"{t}_tsv"),
             i_user=sql.Identifier(f"{t}_user"),
             i_seq=sql.Identifier(f"{t}_seq"),

@@ -8,7 +8,8 @@ accents and case are folded, and CJK text arrives already cut into
 unigrams and bigrams. A second FTS5 column holds scope tokens (a hash of the
 session id and of the user id), so a search matches only the rows of its
 sessions inside the index instead of filtering every match afterwards.
-Ranking is FTS5's ``bm25()`` on the text column.
+Ranking is FTS5's ``bm25()`` on the text column. ``{table}_watermark`` holds
+each session's watermark (``Archive.indexed_through``).
 """
 
 from __future__ import annotations
@@ -88,6 +89,10 @@ class SQLiteArchive(Archive):
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {t}_fts"
                 f" USING fts5(body, scope, tokenize = '{TOKENIZER}')"
             )
+            self._db.execute(
+                f"CREATE TABLE IF NOT EXISTS {t}_watermark"
+                " (session_id TEXT PRIMARY KEY, through INTEGER NOT NULL) WITHOUT ROWID"
+            )
 
     def _stored(self, session_id: str, entry_ids: list[str]) -> dict[str, tuple[str, str | None]]:
         found: dict[str, tuple[str, str | None]] = {}
@@ -101,16 +106,33 @@ class SQLiteArchive(Archive):
                 found.update((entry_id, (entry, user)) for entry_id, entry, user in rows)
         return found
 
-    def _write(self, session_id: str, user_id: str | None, documents: list[Document]) -> None:
+    def _write(
+        self, session_id: str, user_id: str | None, documents: list[Document], through: int | None
+    ) -> None:
         scope = _scope_tokens(session_id, user_id)
+        t = self._table
         with self._errors("write to the archive"), self._transaction():
             for doc in documents:
                 key = self._upsert(session_id, user_id, doc)
-                self._db.execute(f"DELETE FROM {self._table}_fts WHERE rowid = ?", (key,))
+                self._db.execute(f"DELETE FROM {t}_fts WHERE rowid = ?", (key,))
                 self._db.execute(
-                    f"INSERT INTO {self._table}_fts (rowid, body, scope) VALUES (?, ?, ?)",
+                    f"INSERT INTO {t}_fts (rowid, body, scope) VALUES (?, ?, ?)",
                     (key, doc.body, scope),
                 )
+            if through is not None:
+                self._db.execute(
+                    f"INSERT INTO {t}_watermark (session_id, through) VALUES (?, ?)"
+                    " ON CONFLICT (session_id) DO UPDATE"
+                    " SET through = max(through, excluded.through)",
+                    (session_id, through),
+                )
+
+    def _indexed_through(self, session_id: str) -> int:
+        with self._errors("read the archive's watermark"):
+            row = self._db.execute(
+                f"SELECT through FROM {self._table}_watermark WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
 
     def _upsert(self, session_id: str, user_id: str | None, doc: Document) -> int:
         vector = None if doc.vector is None else pack(doc.vector)
@@ -185,6 +207,7 @@ class SQLiteArchive(Archive):
                 f"DELETE FROM {t}_fts WHERE rowid IN (SELECT id FROM {t} WHERE session_id = ?)",
                 (session_id,),
             )
+            self._db.execute(f"DELETE FROM {t}_watermark WHERE session_id = ?", (session_id,))
             return self._db.execute(f"DELETE FROM {t} WHERE session_id = ?", (session_id,)).rowcount
 
     @contextmanager
