@@ -1,19 +1,47 @@
-"""Load through ``ctxwindow serve`` on loopback, against a fake upstream, side by side.
+"""CPU per request, cold sessions and load through ``ctxwindow serve``, side by side.
 
-Starts two real processes on 127.0.0.1: a fake OpenAI-compatible upstream
-(answers at once) and ``python -m ctxwindow.server`` (SQLite store in a
-temporary folder) forwarding to it. Then SESSIONS concurrent conversations of
-TURNS turns each go (a) straight to the fake upstream and (b) through the
-service (one process, then ``--workers 2``), and the script prints
-throughput and latency p50/p99 for each, and the service's added latency.
-Bounded: SESSIONS x TURNS requests per side.
-Nothing here asserts a time.
+Real processes on 127.0.0.1: a fake OpenAI-compatible upstream (uvicorn,
+answers at once) and ``python -m ctxwindow.server`` forwarding to it. Linux
+only: CPU time is read from ``/proc``. Three parts, in one run:
+
+1. CPU per request. For each store (a SQLite file, Redis, PostgreSQL), with
+   the archive off and on, M sequential non-streamed chat completions
+   (gpt-4o), each a new ~15-word user turn: without a session (stateless:
+   the same 10-message history each time, plus the new turn) and on sessions
+   of 10, 2,000 and 20,000 stored messages. CPU = utime + stime of every
+   process in the service's process group (its workers too), read from
+   ``/proc/<pid>/stat`` before and after the batch, divided by M; the same
+   for the fake upstream's process. Each batch follows a few unmeasured
+   warm-up requests. The table puts the two side by side, with their ratio
+   and the ratio to the 10-message session of the same store and archive.
+2. Cold session: the first request on the largest session, sent to a
+   service process that has never loaded it (wall time and service CPU).
+   That process has answered a stateless request and the smaller sessions
+   first, so what is measured is the session's load, not the process's.
+3. Load: 20 concurrent sessions x 10 turns straight to the fake upstream,
+   then through the service (SQLite store; one process, then ``--workers 2``).
+
+Per store, one service process (archive off) prefills the sessions through
+the sessions API, in batches of 500: alternating user/assistant texts of
+20-60 words, some Chinese or Japanese, from a seeded ``random.Random``, never
+the same text twice. Fresh processes then serve the same sessions: archive
+off, archive on (it indexes the whole session at its first search), archive
+on again (it finds the session indexed). The first request each of them
+sends to the largest session is a cold one. Session ids are new in every run
+(Redis db 11, PostgreSQL database ``test``) and are deleted at the end.
+
+Nothing here asserts a time: the targets print PASS or MISS.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
+import datetime
 import os
+import platform
+import random
 import signal
 import socket
 import statistics
@@ -21,12 +49,31 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-SESSIONS = 20
-TURNS = 10
+MODEL = "gpt-4o"
+STORES = ("sqlite", "redis", "postgresql")
+SIZES = (10, 2_000, 20_000)
+REQUESTS = 100  # measured requests per batch (M)
+WARMUP = 5  # unmeasured requests before each batch
+PREFILL_BATCH = 500  # messages per POST /v1/sessions/{id}/messages
+STATELESS_HISTORY = 10
+SESSIONS = 20  # part 3: concurrent sessions
+TURNS = 10  # part 3: turns per session
+SEED = 20240509
+SERVER_URLS = {
+    "redis": "redis://127.0.0.1:6379/11",
+    "postgresql": "postgresql://127.0.0.1:5432/test",
+}
+TARGETS = {"stateless": 1.0, "session": 2.0, "sizes": 1.3, "throughput": 0.70, "cold": 0.3}
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 FAKE_UPSTREAM = r"""
 import sys
@@ -52,107 +99,641 @@ uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 """
 
 
+# -- workload ------------------------------------------------------------------------
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+EN_WORDS = _words(
+    "the a and or but if then so because when after before of to in on for with from this "
+    "that it we you they is are was be have has do can could will would should not please "
+    "thanks sure maybe file function class test error bug fix build release version config "
+    "value list string number token window budget message model prompt user reply context "
+    "history cache memory time speed query database server client request response status "
+    "code line index key path folder branch commit review deploy log metric report table "
+    "column row data schema field python docs example question answer idea plan step first "
+    "next last again still already just only also good better simple hard small large new "
+    "old clear wrong right run read write add remove change update check try use make see "
+    "know think want need look find show explain help work start stop keep send"
+)
+ZH_WORDS = _words(
+    "你好 我们 今天 数据 模型 上下文 窗口 问题 请 帮我 翻译 这个 句子 为什么 怎么 可以 "
+    "需要 测试 代码 文件 函数 错误 修复 版本 发布 用户 回答 时间 缓存 服务器 请求 日志 配置"
+)
+JA_WORDS = _words(
+    "こんにちは ありがとう 東京 今日は データ モデル です ます について 質問 答え "
+    "ファイル 関数 エラー 修正 テスト コード 設定 確認 お願いします 説明 例えば つまり"
+)
+
+
+class Texts:
+    """Seeded chat texts, about a quarter with Chinese or Japanese; never the same twice."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.seen: set[str] = set()
+
+    def text(self, low: int, high: int) -> str:
+        text = self._text(self.rng.randint(low, high))
+        while text in self.seen:
+            text = self._text(self.rng.randint(low, high))
+        self.seen.add(text)
+        return text
+
+    def messages(self, n: int, first: int = 0) -> list[dict[str, str]]:
+        """``n`` alternating messages, 20-60 words; a user's first if ``first`` is even."""
+        roles = ("user", "assistant")
+        return [{"role": roles[(first + i) % 2], "content": self.text(20, 60)} for i in range(n)]
+
+    def turn(self) -> dict[str, str]:
+        """A new user turn of about 15 words."""
+        return {"role": "user", "content": self.text(12, 18)}
+
+    def _text(self, n_words: int) -> str:
+        rng, sentences, words = self.rng, [], 0
+        cjk = (ZH_WORDS if rng.random() < 0.6 else JA_WORDS) if rng.random() < 0.25 else None
+        while words < n_words:
+            length = min(n_words - words, rng.randint(5, 12))
+            words += length
+            if cjk is not None and rng.random() < 0.5:
+                sentences.append("".join(rng.choices(cjk, k=length)) + rng.choice("。？！"))
+            else:
+                sentence = " ".join(rng.choices(EN_WORDS, k=length))
+                sentences.append(sentence.capitalize() + rng.choice(".?!"))
+        return " ".join(sentences)
+
+
+# -- processes -----------------------------------------------------------------------
+
+
+def group_cpu(pgid: int) -> float:
+    """CPU seconds (user + system) of the live processes of process group ``pgid``."""
+    ticks = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # the process ended meanwhile
+        if int(fields[2]) == pgid:  # fields from 'state' on: pgrp, ..., utime, stime
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / CLOCK_TICKS
+
+
+@dataclass
+class Process:
+    """A child process in its own process group (so with its workers), answering at ``url``."""
+
+    popen: subprocess.Popen[bytes]
+    url: str
+    log: Path | None = None
+
+    def cpu(self) -> float:
+        return group_cpu(self.popen.pid)
+
+
+def log_tail(log: Path | None, lines: int = 8) -> str:
+    """The last ``lines`` of a service's log, indented, to show with an error."""
+    if log is None or not log.exists():
+        return ""
+    return "".join(
+        f"\n      | {line}" for line in log.read_text(errors="replace").splitlines()[-lines:]
+    )
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def wait_until_up(url: str, seconds: float = 30.0) -> None:
+def wait_until_up(process: Process, path: str, seconds: float = 30.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        if process.popen.poll() is not None:
+            break
         try:
-            httpx.get(url, timeout=1.0)
+            httpx.get(process.url + path, timeout=1.0)
             return
         except httpx.HTTPError:
             time.sleep(0.1)
-    raise RuntimeError(f"{url} did not come up")
+    raise RuntimeError(f"{process.url} did not come up{log_tail(process.log)}")
+
+
+@contextlib.contextmanager
+def running(
+    args: list[str], port: int, health: str, env: dict[str, str], log: Path | None = None
+) -> Iterator[Process]:
+    """Start ``args`` in a new process group, wait for ``health``, stop the group at the end."""
+    out = log.open("ab") if log is not None else subprocess.DEVNULL
+    popen = subprocess.Popen(
+        args, env={**os.environ, **env}, stdout=out, stderr=out, start_new_session=True
+    )
+    process = Process(popen, f"http://127.0.0.1:{port}", log)
+    try:
+        wait_until_up(process, health)
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(popen.pid, signal.SIGTERM)
+        popen.wait(timeout=30)
+        if log is not None and not isinstance(out, int):
+            out.close()
+
+
+def upstream_process(port: int) -> contextlib.AbstractContextManager[Process]:
+    return running([sys.executable, "-c", FAKE_UPSTREAM, str(port)], port, "/", {})
+
+
+def service_process(
+    upstream: Process, store: str, folder: Path, *, archive: bool = True, workers: int = 1
+) -> contextlib.AbstractContextManager[Process]:
+    """``python -m ctxwindow.server`` over ``store``; its output goes to ``folder``/service.log."""
+    port = free_port()
+    args = [
+        sys.executable, "-m", "ctxwindow.server", "--port", str(port), "--upstream",
+        f"{upstream.url}/v1", "--store", store, "--workers", str(workers),
+    ]  # fmt: skip
+    env = {"CTXWINDOW_DATA_DIR": str(folder), "CTXWINDOW_MAX_MESSAGES_PER_SESSION": "100000"}
+    if not archive:
+        env["CTXWINDOW_ARCHIVE"] = "off"
+    return running(args, port, "/healthz", env, folder / "service.log")
+
+
+def store_url(store: str, folder: Path) -> str:
+    if store == "sqlite":
+        return f"sqlite:///{folder / 'sessions.db'}"
+    return SERVER_URLS[store]
+
+
+def reachable(url: str) -> bool:
+    """Whether a Redis or PostgreSQL server answers a TCP connection (a SQLite file: yes)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "sqlite":
+        return True
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 0), 2.0):
+            return True
+    except OSError:
+        return False
+
+
+# -- requests ------------------------------------------------------------------------
+
+
+class ServiceError(RuntimeError):
+    """The service answered with a 4xx/5xx (status and body in the message)."""
+
+
+@dataclass
+class Run:
+    """What every part shares: the client, the upstream, the texts, what went wrong."""
+
+    client: httpx.Client
+    upstream: Process
+    texts: Texts
+    requests: int
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    problems: list[str] = field(default_factory=list)
+
+    def post(self, url: str, body: dict[str, Any], session: str | None = None) -> float:
+        """POST ``body``; the wall seconds. A 4xx/5xx raises ``ServiceError``."""
+        headers = {"X-Session-Id": session} if session is not None else {}
+        start = time.perf_counter()
+        response = self.client.post(url, json=body, headers=headers)
+        seconds = time.perf_counter() - start
+        if response.status_code >= 400:
+            raise ServiceError(f"{response.status_code} from POST {url}: {response.text[:500]}")
+        return seconds
+
+    def chat(self, service: Process, session: str | None, history: list[Any]) -> float:
+        """One completion: the session's new user turn, or ``history`` + a new turn."""
+        messages = [self.texts.turn()] if session is not None else [*history, self.texts.turn()]
+        body = {"model": MODEL, "messages": messages}
+        return self.post(f"{service.url}/v1/chat/completions", body, session)
+
+
+@dataclass
+class Batch:
+    service_ms: float  # CPU per request
+    upstream_ms: float
+    wall_ms: float  # median wall time per request
+
+
+def batch(run: Run, service: Process, session: str | None, history: list[Any]) -> Batch:
+    """WARMUP requests, then ``run.requests`` measured ones, sequential."""
+    for _ in range(WARMUP):
+        run.chat(service, session, history)
+    service_cpu, upstream_cpu = service.cpu(), run.upstream.cpu()
+    walls = [run.chat(service, session, history) for _ in range(run.requests)]
+    n = run.requests
+    return Batch(
+        (service.cpu() - service_cpu) * 1000 / n,
+        (run.upstream.cpu() - upstream_cpu) * 1000 / n,
+        statistics.median(walls) * 1000,
+    )
+
+
+def prefill(run: Run, service: Process, session: str, size: int) -> None:
+    """``size`` alternating messages stored through the sessions API, PREFILL_BATCH a request."""
+    url = f"{service.url}/v1/sessions/{session}/messages"
+    for start in range(0, size, PREFILL_BATCH):
+        messages = run.texts.messages(min(PREFILL_BATCH, size - start), first=start)
+        run.post(url, {"model": MODEL, "messages": messages})
+
+
+def delete(run: Run, service: Process, session: str) -> None:
+    """Delete ``session`` (store, window, archive); a 404 is a session never stored."""
+    response = run.client.delete(f"{service.url}/v1/sessions/{session}")
+    if response.status_code not in (200, 404):
+        run.problems.append(f"DELETE {session}: {response.status_code} {response.text[:300]}")
+
+
+# -- part 1 and 2: CPU per request, cold sessions ------------------------------------
+
+
+@dataclass
+class Row:
+    store: str
+    archive: str
+    size: int | None  # None: stateless
+    batch: Batch
+
+    def label(self) -> str:
+        return f"{self.store}, archive {self.archive}, {size_label(self.size)}"
+
+
+@dataclass
+class Cold:
+    store: str
+    archive: str
+    size: int
+    wall_s: float
+    cpu_s: float
+
+
+@dataclass
+class Results:
+    sizes: tuple[int, ...]
+    rows: list[Row] = field(default_factory=list)
+    colds: list[Cold] = field(default_factory=list)
+
+
+@dataclass
+class StoreBench:
+    """Parts 1 and 2 for one store: prefill, then a fresh service per archive setting."""
+
+    run: Run
+    store: str
+    url: str
+    folder: Path
+    results: Results
+
+    @property
+    def sessions(self) -> dict[int, str]:
+        return {size: f"bench-{self.run.run_id}-{self.store}-{size}" for size in self.results.sizes}
+
+    def __call__(self) -> None:
+        try:
+            self._prefill()
+            self._served("off", archive=False)
+            self._served("on", archive=True)
+            self._indexed()
+        finally:
+            self._delete()
+
+    def service(self, archive: bool) -> contextlib.AbstractContextManager[Process]:
+        return service_process(self.run.upstream, self.url, self.folder, archive=archive)
+
+    def _prefill(self) -> None:
+        start = time.perf_counter()
+        with self.service(archive=False) as service:
+            for size, session in self.sessions.items():
+                prefill(self.run, service, session, size)
+        seconds = time.perf_counter() - start
+        note(f"{self.store}: prefilled {sum(self.results.sizes):,} messages in {seconds:.1f} s")
+
+    def _served(self, archive_label: str, archive: bool) -> None:
+        """Stateless, then each session: its first request (cold for the largest), a batch."""
+        history = self.run.texts.messages(STATELESS_HISTORY)
+        with self.service(archive) as service:
+            self._row(archive_label, None, batch(self.run, service, None, history))
+            for size, session in self.sessions.items():
+                self._first(service, size, session, archive_label)
+                self._row(archive_label, size, batch(self.run, service, session, []))
+
+    def _indexed(self) -> None:
+        """A fresh process with the archive on, which finds the sessions indexed: cold again."""
+        with self.service(archive=True) as service:
+            self.run.chat(service, None, [])
+            for size, session in self.sessions.items():
+                self._first(service, size, session, "on, indexed")
+
+    def _delete(self) -> None:
+        with self.service(archive=True) as service:
+            for session in self.sessions.values():
+                delete(self.run, service, session)
+
+    def _row(self, archive_label: str, size: int | None, measured: Batch) -> None:
+        self.results.rows.append(Row(self.store, archive_label, size, measured))
+        shown = size_label(size)
+        note(f"{self.store}, archive {archive_label}, {shown}: {measured.service_ms:.2f} ms")
+
+    def _first(self, service: Process, size: int, session: str, archive_label: str) -> None:
+        cpu = service.cpu()
+        wall = self.run.chat(service, session, [])
+        if size == max(self.results.sizes):
+            cold = Cold(self.store, archive_label, size, wall, service.cpu() - cpu)
+            self.results.colds.append(cold)
+            note(f"{self.store}, archive {archive_label}: cold {size:,} in {wall:.2f} s")
+
+
+def bench_stores(run: Run, stores: list[str], sizes: tuple[int, ...]) -> Results:
+    """Parts 1 and 2 for each store that answers; a store stops at its first error."""
+    results = Results(sizes)
+    for store in stores:
+        with tempfile.TemporaryDirectory(prefix=f"bench-{store}-") as folder:
+            url = store_url(store, Path(folder))
+            if not reachable(url):
+                run.problems.append(f"skipped: {store} not reachable at {url}")
+                continue
+            try:
+                StoreBench(run, store, url, Path(folder), results)()
+            except (ServiceError, RuntimeError, httpx.HTTPError) as exc:
+                tail = log_tail(Path(folder) / "service.log")
+                run.problems.append(f"{store}: stopped: {exc}{tail}")
+    return results
+
+
+def size_label(size: int | None) -> str:
+    return "stateless" if size is None else f"{size:,} msgs"
+
+
+def print_cpu(rows: list[Row], requests: int) -> None:
+    rule(f"1. CPU per request, {requests} sequential requests per row (+{WARMUP} warm-up)")
+    print("   service = utime+stime of the service's processes; upstream = the fake upstream's;")
+    print("   x 10 msgs = service CPU / the 10-message row of the same store and archive")
+    print(
+        f"   {'store':<11} {'archive':<8} {'session':<11} {'service':>9} {'upstream':>9}"
+        f" {'svc/up':>7} {'x 10 msgs':>9} {'wall p50':>9}"
+    )
+    base = {(r.store, r.archive): r.batch.service_ms for r in rows if r.size == 10}
+    for row in rows:
+        b, ten = row.batch, base.get((row.store, row.archive), 0.0)
+        versus = ratio(b.service_ms, ten) if row.size is not None and ten else ""
+        print(
+            f"   {row.store:<11} {row.archive:<8} {size_label(row.size):<11}"
+            f" {b.service_ms:>6.2f} ms {b.upstream_ms:>6.2f} ms"
+            f" {ratio(b.service_ms, b.upstream_ms):>7} {versus:>9} {b.wall_ms:>6.2f} ms"
+        )
+
+
+def print_cold(colds: list[Cold]) -> None:
+    rule("2. Cold session: the first request on a session the service process never loaded")
+    print("   'on' = the archive starts empty and indexes the whole session at the first search;")
+    print("   'on, indexed' = a fresh process whose archive already holds the session")
+    print(f"   {'store':<11} {'archive':<12} {'session':<12} {'wall':>9} {'service CPU':>12}")
+    for cold in colds:
+        print(
+            f"   {cold.store:<11} {cold.archive:<12} {size_label(cold.size):<12}"
+            f" {cold.wall_s:>7.3f} s {cold.cpu_s:>10.3f} s"
+        )
+
+
+# -- part 3: load --------------------------------------------------------------------
+
+
+@dataclass
+class Load:
+    rate: float
+    p50: float
+    p99: float
+    service_ms: float  # CPU per request; 0 when direct
+    upstream_ms: float
 
 
 async def conversation(
-    client: httpx.AsyncClient, url: str, session: str, latencies: list[float]
+    client: httpx.AsyncClient, url: str, session: str, latencies: list[float], errors: list[str]
 ) -> None:
     for turn in range(TURNS):
         body = {
-            "model": "gpt-4o",
+            "model": MODEL,
             "messages": [{"role": "user", "content": f"turn {turn}: where is order A-{turn:04d}?"}],
         }
         start = time.perf_counter()
         response = await client.post(url, json=body, headers={"X-Session-Id": session})
         latencies.append((time.perf_counter() - start) * 1000)
-        response.raise_for_status()
+        if response.status_code >= 400:
+            errors.append(f"{response.status_code} {response.text[:300]}")
 
 
-async def load(url: str, label: str) -> tuple[float, list[float]]:
+async def concurrent(url: str, label: str, errors: list[str]) -> tuple[float, list[float]]:
     latencies: list[float] = []
-    async with httpx.AsyncClient(timeout=30.0) as client:
+    async with httpx.AsyncClient(timeout=120.0) as client:
         start = time.perf_counter()
         await asyncio.gather(
-            *(conversation(client, url, f"{label}-{i}", latencies) for i in range(SESSIONS))
+            *(conversation(client, url, f"{label}-{i}", latencies, errors) for i in range(SESSIONS))
         )
         elapsed = time.perf_counter() - start
     return len(latencies) / elapsed, latencies
 
 
-def report(label: str, rate: float, latencies: list[float]) -> tuple[float, float]:
-    p50 = statistics.median(latencies)
-    p99 = statistics.quantiles(latencies, n=100)[-1]
-    print(f"{label:<38} {rate:>9.1f} req/s {p50:>9.2f} ms {p99:>9.2f} ms")
-    return p50, p99
+def load(run: Run, target: Process, service: Process | None, label: str) -> Load:
+    """SESSIONS concurrent conversations against ``target``; CPU of ``service`` and upstream."""
+    service_cpu = service.cpu() if service is not None else 0.0
+    upstream_cpu = run.upstream.cpu()
+    errors: list[str] = []
+    rate, latencies = asyncio.run(concurrent(f"{target.url}/v1/chat/completions", label, errors))
+    if errors:
+        run.problems.append(f"load {label}: {len(errors)} errors, the first: {errors[0]}")
+    n = len(latencies)
+    return Load(
+        rate,
+        statistics.median(latencies),
+        statistics.quantiles(latencies, n=100)[-1],
+        (service.cpu() - service_cpu) * 1000 / n if service is not None else 0.0,
+        (run.upstream.cpu() - upstream_cpu) * 1000 / n,
+    )
 
 
-def start_service(
-    port: int, upstream_port: int, folder: str, workers: int
-) -> subprocess.Popen[bytes]:
-    """``python -m ctxwindow.server`` in its own process group (its workers with it)."""
-    return subprocess.Popen(
-        [
-            sys.executable, "-m", "ctxwindow.server", "--port", str(port),
-            "--upstream", f"http://127.0.0.1:{upstream_port}/v1",
-            "--store", f"sqlite:///{Path(folder) / 'sessions.db'}", "--workers", str(workers),
-        ],
-        env={**os.environ, "CTXWINDOW_DATA_DIR": folder}, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, start_new_session=True,
+@dataclass
+class LoadResults:
+    direct: Load
+    served: dict[int, Load]  # by number of workers
+
+
+def bench_load(run: Run) -> LoadResults:
+    """Direct, then through a service of 1 and of 2 workers; one that fails is left out."""
+    direct = load(run, run.upstream, None, f"d-{run.run_id}")
+    served: dict[int, Load] = {}
+    for workers in (1, 2):
+        with tempfile.TemporaryDirectory(prefix="bench-load-") as folder:
+            url = store_url("sqlite", Path(folder))
+            try:
+                with service_process(run.upstream, url, Path(folder), workers=workers) as service:
+                    served[workers] = load(run, service, service, f"s{workers}-{run.run_id}")
+            except (RuntimeError, httpx.HTTPError) as exc:
+                run.problems.append(f"load, --workers {workers}: stopped: {exc}")
+    return LoadResults(direct, served)
+
+
+def print_load(results: LoadResults) -> None:
+    rule(f"3. Load: {SESSIONS} concurrent sessions x {TURNS} turns, loopback, SQLite store")
+    print("   CPU/req = CPU time of the service's processes (or the upstream's) / requests")
+    print(
+        f"   {'':<38} {'throughput':>12} {'p50':>9} {'p99':>9} {'svc CPU/req':>12}"
+        f" {'up CPU/req':>11}"
+    )
+    show_load("fake upstream directly", results.direct)
+    for workers, through in results.served.items():
+        label = "through ctxwindow serve" + (f" (--workers {workers})" if workers > 1 else "")
+        show_load(label, through)
+        print(
+            f"     throughput service/direct {through.rate / results.direct.rate:.0%};"
+            f" added p50 {through.p50 - results.direct.p50:.2f} ms,"
+            f" p99 {through.p99 - results.direct.p99:.2f} ms"
+        )
+
+
+def show_load(label: str, result: Load) -> None:
+    cpu = f"{result.service_ms:.2f} ms" if result.service_ms else "-"
+    print(
+        f"   {label:<38} {result.rate:>6.1f} req/s {result.p50:>6.2f} ms {result.p99:>6.2f} ms"
+        f" {cpu:>12} {result.upstream_ms:>8.2f} ms"
+    )
+
+
+# -- summary -------------------------------------------------------------------------
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b > 0 else "n/a"
+
+
+def rule(title: str) -> None:
+    print(f"\n{title}\n{'-' * len(title)}")
+
+
+def note(text: str) -> None:
+    """Progress, on stderr; the tables come at the end of each part."""
+    print(f"  .. {text}", file=sys.stderr, flush=True)
+
+
+Worst = tuple[float, str]  # (value, where it was measured)
+
+
+def size_ratios(rows: list[Row]) -> list[Worst]:
+    """Each session row's service CPU / the 10-message row of its store and archive."""
+    base = {(r.store, r.archive): r.batch.service_ms for r in rows if r.size == 10}
+    return [
+        (r.batch.service_ms / base[r.store, r.archive], r.label())
+        for r in rows
+        if r.size is not None and base.get((r.store, r.archive), 0) > 0
+    ]
+
+
+def print_targets(results: Results, load_results: LoadResults) -> None:
+    rule("Summary (targets)")
+    rows, colds = results.rows, results.colds
+    stateless = [(r.batch.service_ms, r.label()) for r in rows if r.size is None]
+    session = [(r.batch.service_ms, r.label()) for r in rows if r.size and r.archive == "on"]
+    show_target(stateless, "stateless", "service CPU/request without a session", "<= 1 ms")
+    show_target(session, "session", "service CPU/request with a session, archive on", "<= 2 ms")
+    show_target(size_ratios(rows), "sizes", "service CPU/request, a size / 10 messages", "<= 1.3x")
+    if 1 in load_results.served:
+        share = load_results.served[1].rate / load_results.direct.rate
+        verdict = "PASS" if share >= TARGETS["throughput"] else "MISS"
+        print(f"   {verdict}  throughput through the service (1 process) / direct: {share:.0%}"
+              " (target >= 70%)")  # fmt: skip
+    else:
+        print("   n/a   throughput through the service (1 process) / direct: not measured")
+    cold = [(c.wall_s, f"{c.store}, archive {c.archive}") for c in colds]
+    largest = f"{max(results.sizes):,}"
+    show_target(cold, "cold", f"cold {largest}-message session, first request", "<= 0.3 s")
+
+
+def show_target(measured: list[Worst], key: str, label: str, goal: str) -> None:
+    """PASS/MISS for the worst of ``measured`` (the unit is the goal's)."""
+    if not measured:
+        print(f"   n/a   {label}: not measured")
+        return
+    value, where = max(measured)
+    unit = goal.split()[-1]
+    shown = f"{value:.2f}x" if unit.endswith("x") else f"{value:.3g} {unit}"
+    verdict = "PASS" if value <= TARGETS[key] else "MISS"
+    print(f"   {verdict}  {label} (worst): {shown} (target {goal}) [{where}]")
+
+
+# -- main ----------------------------------------------------------------------------
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--stores", help=f"comma-separated, of {','.join(STORES)} (default all)")
+    parser.add_argument("--sizes", help="comma-separated session sizes (default 10,2000,20000)")
+    parser.add_argument(
+        "--requests", type=int, help=f"measured requests a row (default {REQUESTS})"
+    )
+    parser.add_argument(
+        "--quick", action="store_true",
+        help="sqlite only, sizes 10,2000, 30 requests a row (flags given still win)",
     )  # fmt: skip
+    args = parser.parse_args()
+    quick = args.quick
+    args.stores = split(args.stores, str) if args.stores else ["sqlite"] if quick else [*STORES]
+    if unknown := set(args.stores) - set(STORES):
+        parser.error(f"unknown store(s) {', '.join(sorted(unknown))}: use {', '.join(STORES)}")
+    sizes = split(args.sizes, int) if args.sizes else [10, 2_000] if quick else [*SIZES]
+    args.sizes = tuple(sorted(set(sizes)))
+    args.requests = args.requests or (30 if quick else REQUESTS)
+    return args
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    os.killpg(process.pid, signal.SIGTERM)
-    process.wait(timeout=15)
+def split(text: str, kind: type[Any]) -> list[Any]:
+    return [kind(part.strip()) for part in text.split(",") if part.strip()]
+
+
+def header(args: argparse.Namespace) -> None:
+    print("ctxwindow server benchmark\n==========================")
+    print(f"date      {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC")
+    print(f"python    {platform.python_version()} ({platform.python_implementation()})")
+    print(f"machine   {platform.machine()}, {platform.system()}, CPUs {os.cpu_count()}")
+    print(f"checkout  {revision()}")
+    sizes = ", ".join(f"{size:,}" for size in args.sizes)
+    print(f"stores    {', '.join(args.stores)}; sessions of {sizes} messages")
+    print(f"workload  seed {SEED}; {args.requests} measured requests a row; model {MODEL}")
+
+
+def revision() -> str:
+    """The commit measured, and whether src/ differs from it (others may be editing it)."""
+    here = Path(__file__).resolve().parent
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("log", "-1", "--format=%h %s")[:70] or "unknown (not a git checkout)"
+    return commit + (
+        " (+ uncommitted changes in src/)" if git("status", "--porcelain", "--", ":/src") else ""
+    )
 
 
 def main() -> None:
-    upstream_port = free_port()
-    ports = {1: free_port(), 2: free_port()}
-    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
-        upstream = subprocess.Popen(
-            [sys.executable, "-c", FAKE_UPSTREAM, str(upstream_port)], stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )  # fmt: skip
-        services = {
-            n: start_service(ports[n], upstream_port, f, n) for n, f in ((1, one), (2, two))
-        }
-        try:
-            wait_until_up(f"http://127.0.0.1:{upstream_port}/")
-            for port in ports.values():
-                wait_until_up(f"http://127.0.0.1:{port}/healthz")
-            print(f"{SESSIONS} concurrent sessions x {TURNS} turns, loopback, SQLite store")
-            print(f"{'':<38} {'throughput':>15} {'p50':>12} {'p99':>12}")
-            direct = asyncio.run(load(f"http://127.0.0.1:{upstream_port}/v1/chat/completions", "d"))
-            base = report("fake upstream directly", *direct)
-            for workers, port in ports.items():
-                served = asyncio.run(load(f"http://127.0.0.1:{port}/v1/chat/completions", "s"))
-                label = "through ctxwindow serve" + (
-                    f" (--workers {workers})" if workers > 1 else ""
-                )
-                through = report(label, *served)
-                print(
-                    f"  added by the service: p50 {through[0] - base[0]:.2f} ms, "
-                    f"p99 {through[1] - base[1]:.2f} ms"
-                )
-        finally:
-            for process in (*services.values(), upstream):
-                stop(process)
+    args = arguments()
+    header(args)
+    began = time.perf_counter()
+    with upstream_process(free_port()) as upstream, httpx.Client(timeout=120.0) as client:
+        run = Run(client, upstream, Texts(SEED), args.requests)
+        results = bench_stores(run, args.stores, args.sizes)
+        print_cpu(results.rows, args.requests)
+        print_cold(results.colds)
+        load_results = bench_load(run)
+        print_load(load_results)
+    print_targets(results, load_results)
+    for problem in run.problems:
+        print(f"   note  {problem}")
+    print(f"   total run time {time.perf_counter() - began:.0f} s")
 
 
 if __name__ == "__main__":
