@@ -17,6 +17,9 @@ flavours really differ, name for name:
 - ``Background(step, interval, name)``: ``step`` every ``interval`` seconds,
   detached from any block, from the first ``start()`` until ``stop()`` (work
   that outlives the call that needed it: a release retried once a server is back);
+- ``Worker(step, name)``: ``step`` again and again in the background until it
+  returns False, from each ``wake()`` (a task; a daemon thread that lingers a
+  second for more work): work queued for between requests (archive indexing);
 - ``SessionLocks``: one in-process lock per session, held or waited for;
 - ``Lock``: a plain lock that may be held across waits (``asyncio.Lock``,
   ``threading.Lock``).

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import ParamSpec, TypeVar
 
 from ctxwindow.concurrency._pauses import busy, pauses
+
+logger = logging.getLogger("ctxwindow.concurrency")
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -93,6 +96,43 @@ class Background:
         while True:
             await asyncio.sleep(self._interval)
             await self._step()
+
+
+class Worker:
+    """Await ``step`` in a task until it returns False, from each ``wake()``: work queued
+    for the background (the archive's indexing), done between requests.
+
+    No task runs while there is nothing to do; ``wake()`` after queueing work
+    starts one (or keeps the running one going). An exception of ``step`` is
+    logged and ends the task; the next ``wake()`` starts another.
+    """
+
+    def __init__(self, step: Callable[[], Awaitable[bool]], name: str) -> None:
+        self._step, self._name = step, name
+        self._task: asyncio.Task[None] | None = None
+
+    def wake(self) -> None:
+        """Run ``step`` until it returns False, on the running loop (soon, not now)."""
+        loop = asyncio.get_running_loop()
+        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
+            self._task = loop.create_task(self._run(), name=self._name)
+
+    async def stop(self) -> None:
+        """Wait for the step under way, if any; the task then ends (it finds no more work)."""
+        task, self._task = self._task, None
+        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+            return  # done, or of another loop (which ends it)
+        await asyncio.gather(task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        # A wake() while a step awaits sees this task running: the work it announces is
+        # seen by the next step, as long as ``step`` returns False only right after it
+        # found nothing to do (no await in between).
+        try:
+            while await self._step():
+                pass
+        except Exception:
+            logger.exception("background work %r failed", self._name)
 
 
 class SessionLocks:

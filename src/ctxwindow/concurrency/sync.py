@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -9,6 +10,8 @@ from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
 
 from ctxwindow.concurrency._pauses import busy, pauses
+
+logger = logging.getLogger("ctxwindow.concurrency")
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -92,6 +95,66 @@ class Background:
     def _run(self, stop: threading.Event) -> None:
         while not stop.wait(self._interval):
             self._step()
+
+
+class Worker:
+    """Call ``step`` in a daemon thread until it returns False, from each ``wake()``: work
+    queued for the background (the archive's indexing), done between requests.
+
+    ``wake()`` after queueing work starts the thread, or keeps it going; it
+    waits ``linger`` seconds for more work before it ends, so that a busy
+    session does not start a thread a turn. An exception of ``step`` is
+    logged and ends the round, as if it returned False.
+    """
+
+    def __init__(self, step: Callable[[], bool], name: str, linger: float = 1.0) -> None:
+        self._step, self._name, self._linger = step, name, linger
+        self._guard = threading.Lock()
+        self._woken = threading.Event()
+        self._running: tuple[threading.Thread, threading.Event] | None = None
+
+    def wake(self) -> None:
+        """Run ``step`` until it returns False, in the worker thread (started if need be)."""
+        with self._guard:
+            self._woken.set()
+            if self._running is None or not self._running[0].is_alive():  # (or lost in a fork)
+                stop = threading.Event()
+                thread = threading.Thread(
+                    target=self._run, args=(stop,), name=self._name, daemon=True
+                )
+                self._running = thread, stop
+                thread.start()
+
+    def stop(self) -> None:
+        """Wait for the step under way, if any, and end the thread (``wake()`` starts another)."""
+        with self._guard:
+            running, self._running = self._running, None
+        if running is not None:
+            thread, stop = running
+            stop.set()
+            self._woken.set()
+            if thread is not threading.current_thread():
+                thread.join()
+
+    def _run(self, stop: threading.Event) -> None:
+        while True:
+            self._woken.clear()
+            while not stop.is_set() and self._stepped():
+                pass
+            if stop.is_set() or not self._woken.wait(self._linger):
+                with self._guard:
+                    if not stop.is_set() and self._woken.is_set():
+                        continue  # woken as it gave up waiting
+                    if self._running is not None and self._running[1] is stop:
+                        self._running = None
+                    return
+
+    def _stepped(self) -> bool:
+        try:
+            return self._step()
+        except Exception:
+            logger.exception("background work %r failed", self._name)
+            return False
 
 
 class SessionLocks:

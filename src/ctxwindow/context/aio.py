@@ -4,17 +4,20 @@ The async manager is written once (``context/aio.py``); the sync one
 (``context/manager.py``) is generated from it by ``tools/unasync.py``.
 Blocking archive work (indexing, search, reading neighbours) goes through
 ``ctxwindow.concurrency``: a worker thread for the async manager, a plain
-call for the sync one.
+call for the sync one. Turns are archived in the background by a ``Worker``
+(a task, or a thread) between requests (see ``context/archiving.py``).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from ctxwindow.concurrency.aio import run_blocking
+from ctxwindow.concurrency.aio import SessionLocks, Worker, run_blocking
+from ctxwindow.context.archiving import ArchiveQueue, index_batch, indexed_through
 from ctxwindow.context.batch import (
     HASH_KEY,
     batch_key,
@@ -42,6 +45,8 @@ from ctxwindow.recall import RecallPolicy
 from ctxwindow.redact.redactor import RedactFn
 from ctxwindow.stores.base import AsyncStore
 
+logger = logging.getLogger("ctxwindow.context")
+
 
 class AsyncContextManager:
     """Sessions kept in a store, contexts built within a model's budget.
@@ -59,7 +64,13 @@ class AsyncContextManager:
     the budget they get (``ctxwindow.recall.RecallPolicy``). ``hot_sessions``
     is how many sessions keep their window in memory, or a ``HotSessions`` shared
     with other managers over the same store (one window a session, whichever
-    model asks). ``with`` closes the store. The example is in ``ctxwindow.context``.
+    model asks). ``with`` closes the store (see ``close``). The example is in
+    ``ctxwindow.context``.
+
+    With an ``archive``, every turn is archived in the background, between
+    requests; a search first archives what its session still has queued, so
+    recall sees every turn added before it. The archive is used from a
+    worker thread: it must be safe across threads (both built-in ones are).
     """
 
     def __init__(
@@ -91,6 +102,9 @@ class AsyncContextManager:
             model, policy, archive, summarizer, redactor, budget, reserve_output,
             recall or RecallPolicy(), hot_sessions, redact, on_event,
         )  # fmt: skip
+        self._queue = ArchiveQueue()
+        self._archiving = SessionLocks()  # a session's batches, one at a time
+        self._worker = Worker(self._archive_next, "ctxwindow-archive")
 
     @property
     def budget(self) -> int:
@@ -117,6 +131,7 @@ class AsyncContextManager:
             entry = self._core.prepare(session, message, pin, metadata, kind)
             stored = await self.store.append(session_id, [entry], idempotency_key=idempotency_key)
             self._core.restore(session, stored)
+            self._archive_later(session)
             if self.prefetch and entry.message["role"] == "user":
                 await self._candidates(session_id, session, text_of(entry.message), self.budget)
             return stored[0]
@@ -158,6 +173,7 @@ class AsyncContextManager:
                 check_room(last[0].seq if last else 0, len(entries), max_messages)
             stored = await self.store.append(session_id, entries, idempotency_key=key)
             self._core.restore(session, stored)
+            self._archive_later(session)
             if self.prefetch and (asked := [e for e in stored if e.message["role"] == "user"]):
                 await self._candidates(session_id, session, text_of(asked[-1].message), self.budget)
             return stored
@@ -209,7 +225,9 @@ class AsyncContextManager:
         async with self.turn(session_id):
             self._core.forget(session_id)
             if self._core.archive is not None:
-                await run_blocking(self._core.archive.forget, session_id)
+                async with self._archiving.hold(session_id, None):  # after a batch under way
+                    self._queue.discard(session_id)
+                    await run_blocking(self._core.archive.forget, session_id)
             return await self.store.delete(session_id)
 
     @asynccontextmanager
@@ -253,8 +271,24 @@ class AsyncContextManager:
 
     # unasync: end
 
+    async def drain(self) -> None:
+        """Archive every turn still queued now, rather than soon in the background.
+
+        A batch that fails is logged and stays queued; turns left unarchived
+        when the process ends are queued again when their session is next
+        loaded (the archive's watermark is below them).
+        """
+        for session_id in self._queue.sessions():
+            try:
+                await self._archive(session_id)
+            except Exception:
+                logger.exception("could not archive the turns queued for session %r", session_id)
+
     async def close(self) -> None:
-        """Close the store."""
+        """Archive what is still queued (``drain``), then close the store."""
+        if self._core.archive is not None:
+            await self.drain()
+            await self._worker.stop()
         await self.store.close()
 
     async def __aenter__(self) -> AsyncContextManager:
@@ -267,7 +301,13 @@ class AsyncContextManager:
         cached = self._core.cached(session_id)
         if cached is not None:
             return cached
-        return self._core.new_session(session_id, await self.store.load(session_id))
+        stored = await self.store.load(session_id)
+        session = self._core.new_session(session_id, stored)
+        if self._core.archive is not None and stored:
+            # Queued again: what the archive has not got (all, if it keeps no watermark).
+            through = await run_blocking(indexed_through, self._core.archive, session_id)
+            self._archive_later(session, after=through)
+        return session
 
     async def _catch_up(self, session_id: str) -> None:
         session = self._core.cached(session_id)
@@ -277,6 +317,10 @@ class AsyncContextManager:
         if after is not None:
             newer = await self.store.load(session_id, after=after)
             self._core.catch_up(session_id, session, newer)
+            if self._core.cached(session_id) is None:  # deleted or rebuilt meanwhile
+                self._queue.discard(session_id)
+            else:
+                self._archive_later(session)
 
     async def _candidates(
         self, session_id: str, session: Session, query: str, budget: int
@@ -291,9 +335,8 @@ class AsyncContextManager:
         key = f"{session.last_seq}:{query}"
         if session.recall is not None and session.recall[0] == key:
             return session.recall[1]
-        queued = core.unarchived(session)
-        if queued:
-            await run_blocking(archive.index, session_id, queued)
+        self._archive_later(session)
+        await self._archive(session_id)  # the search sees every turn queued before it
         started = time.perf_counter()
         hits = await run_blocking(archive.search, session_id, query, k=core.recall.depth)
         scores, missing = core.scored(session, hits)
@@ -310,3 +353,43 @@ class AsyncContextManager:
         if in_tool_unit(entry):
             around = await self.store.load(session_id, after=after_for(entry), limit=AROUND)
         return unit_of(entry, around)
+
+    def _archive_later(self, session: Session, after: int = 0) -> None:
+        """Queue the turns the window saw since last asked (those after ``after``) for the
+        archive, and wake the worker."""
+        queued = self._core.unarchived(session, after)
+        if queued:
+            self._queue.put(session.id, queued)
+            self._worker.wake()
+
+    async def _archive(self, session_id: str, *, batches: int | None = None) -> None:
+        """Archive what the session has queued, batch by batch (at most ``batches``).
+
+        A failed batch goes back to the front of the queue, and the error up.
+        """
+        archive = self._core.archive
+        assert archive is not None
+        async with self._archiving.hold(session_id, None):
+            done = 0
+            while (batches is None or done < batches) and (batch := self._queue.take(session_id)):
+                try:
+                    await run_blocking(index_batch, archive, session_id, batch)
+                except BaseException:
+                    self._queue.put_back(session_id, batch)
+                    raise
+                done += 1
+
+    async def _archive_next(self) -> bool:
+        """The worker's step: a batch of the session that has waited longest; False if none."""
+        session_id = self._queue.next()
+        if session_id is None:
+            return False
+        try:
+            await self._archive(session_id, batches=1)
+        except Exception:
+            logger.exception(
+                "could not archive turns of session %r; they stay queued (retried with its "
+                "next turn or search, or at close)",
+                session_id,
+            )
+        return True

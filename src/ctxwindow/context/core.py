@@ -209,16 +209,11 @@ class Core:
                 return text_of(entry.message)
         return ""
 
-    def unarchived(self, session: Session) -> list[Entry]:
-        """The turns to archive before the next search, taken off the queue.
-
-        Every turn is archived when the window first sees it, so recall ranks
-        the window's turns and the evicted ones alike; the queue is archived in
-        one batch when a search needs it. A queue lost with its process is
-        archived again when the session is next loaded (archiving is idempotent).
-        """
+    def unarchived(self, session: Session, after: int = 0) -> list[Entry]:
+        """The turns the window saw since last asked, to archive, less those up to ``after``
+        (the archive's watermark, on a cold load): see ``context/archiving.py``."""
         queued, session.unarchived = session.unarchived, []
-        return queued
+        return [entry for entry in queued if entry.seq > after] if after else queued
 
     def scored(self, session: Session, hits: Sequence[Any]) -> tuple[dict[int, float], list[int]]:
         """Each hit's and neighbour's score by seq, and the seqs to read from the archive."""

@@ -22,7 +22,7 @@ class Session:
         # The candidates found for a query, (score, unit) best first (prefetched or reused).
         self.recall: tuple[str, list[tuple[float, Unit]]] | None = None
         self.units: dict[int, Unit] = {}  # whole archived units read for recall, by store seq
-        self.unarchived: list[Entry] = []  # seen by the window, not yet in the archive
+        self.unarchived: list[Entry] = []  # seen by the window, not yet queued for the archive
         self.whole = True  # nothing has left the window yet (told by its on_evict)
         self.question: Question | None = None  # the newest user turn, while nothing answers it
         window.on_evict = self.evicted
