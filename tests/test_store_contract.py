@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import importlib
+import json
 import logging
 import os
 import queue
@@ -51,6 +52,7 @@ from ctxwindow.stores import (
     open_store,
 )
 from ctxwindow.stores import sqlite as sqlite_module
+from ctxwindow.stores.base import MAX_CHECKPOINT
 from ctxwindow.stores.sqlite import files as sqlite_files
 from ctxwindow.stores.sqlite import schema as sqlite_schema
 
@@ -146,6 +148,15 @@ class Blocking:
 
     def replayed(self, session_id: Any, idempotency_key: Any) -> Any:
         return self.run(self.store.replayed(session_id, idempotency_key))
+
+    def save_checkpoint(self, session_id: Any, seq: Any, data: Any) -> Any:
+        return self.run(self.store.save_checkpoint(session_id, seq, data))
+
+    def checkpoint(self, session_id: Any) -> Any:
+        return self.run(self.store.checkpoint(session_id))
+
+    def load_from_checkpoint(self, session_id: Any) -> Any:
+        return self.run(self.store.load_from_checkpoint(session_id))
 
     @contextlib.contextmanager
     def lock(self, session_id: Any, *, timeout: Any = None) -> Iterator[None]:
@@ -692,6 +703,206 @@ def test_replayed_rejects_bad_input(case: Case) -> None:
             case.store.replayed(case.sid(), bad_key)
 
 
+# --- window checkpoints ------------------------------------------------------------------
+
+WINDOW_JSON = json.dumps(
+    {"through": 3, "summary": UNICODE["chinese"] + UNICODE["emoji"], "ids": ["a", "b"]},
+    ensure_ascii=False,
+).encode("utf-8")
+
+
+def test_a_checkpoint_round_trips_with_the_entries_after_it(case: Case) -> None:
+    sid = case.sid("会话🎉")
+    assert case.store.checkpoint(sid) is None
+    assert case.store.load_from_checkpoint(sid) == (None, [])
+    stored = case.store.append(sid, [entry(str(n)) for n in range(1, 6)])
+    assert case.store.load_from_checkpoint(sid) == (None, stored)  # none yet: every entry
+    assert case.store.save_checkpoint(sid, 3, WINDOW_JSON) is None
+    assert case.store.checkpoint(sid) == (3, WINDOW_JSON)
+    assert case.store.load_from_checkpoint(sid) == ((3, WINDOW_JSON), stored[3:])
+    later = case.store.append(sid, [entry("6")])
+    assert case.store.load_from_checkpoint(sid) == ((3, WINDOW_JSON), [*stored[3:], *later])
+    case.store.save_checkpoint(sid, 6, b"through six")
+    assert case.store.load_from_checkpoint(sid) == ((6, b"through six"), [])
+    assert case.store.load(sid) == [*stored, *later]  # the entries are untouched
+
+
+def test_any_bytes_round_trip_in_a_checkpoint(case: Case) -> None:
+    sid = case.sid()
+    case.store.append(sid, [entry("a"), entry("b")])
+    every_byte = bytes(range(256)) * 4
+    big = os.urandom(2**20) + WINDOW_JSON  # more than 1 MiB
+    for seq, data in [(1, every_byte), (2, big), (2, b""), (2, bytearray(b"\x00buffer\xff"))]:
+        case.store.save_checkpoint(sid, seq, data)
+        saved = case.store.checkpoint(sid)
+        assert saved == (seq, bytes(data))
+        assert type(saved[1]) is bytes
+        assert case.store.load_from_checkpoint(sid)[0] == (seq, bytes(data))
+
+
+def test_a_checkpoint_replaces_the_previous_one(case: Case) -> None:
+    sid, other = case.sid("a"), case.sid("b")
+    case.store.append(sid, [entry("a"), entry("b"), entry("c")])
+    case.store.append(other, [entry("x")])
+    case.store.save_checkpoint(sid, 1, b"one")
+    case.store.save_checkpoint(other, 1, b"other")
+    case.store.save_checkpoint(sid, 2, b"two")
+    assert case.store.checkpoint(sid) == (2, b"two")
+    case.store.save_checkpoint(sid, 2, b"two, again")  # the same seq: the newer data
+    assert case.store.checkpoint(sid) == (2, b"two, again")
+    assert case.store.checkpoint(other) == (1, b"other")  # one per session
+
+
+def test_a_checkpoint_never_moves_backwards(case: Case) -> None:
+    sid = case.sid()
+    case.store.append(sid, [entry(str(n)) for n in range(10)])
+    case.store.save_checkpoint(sid, 7, b"seven")
+    assert case.store.save_checkpoint(sid, 4, b"four") is None  # a no-op, not an error
+    case.store.save_checkpoint(sid, 0, b"zero")
+    assert case.store.checkpoint(sid) == (7, b"seven")
+    assert seqs(case.store.load_from_checkpoint(sid)[1]) == [8, 9, 10]
+
+
+def test_racing_checkpoints_keep_the_highest(case: Case) -> None:
+    sid = case.sid()
+    case.store.append(sid, [entry(str(n)) for n in range(40)])
+    order = [(n * 17) % 41 for n in range(41)]  # 0..40, shuffled
+
+    async def all_async() -> None:
+        await asyncio.gather(*(case.raw.save_checkpoint(sid, n, str(n).encode()) for n in order))
+
+    if case.flavour == "sync":
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda n: case.store.save_checkpoint(sid, n, str(n).encode()), order))
+    else:
+        case.run(all_async())
+    assert case.store.checkpoint(sid) == (40, b"40")
+
+
+def test_a_checkpoint_never_covers_entries_the_session_lacks(case: Case) -> None:
+    """``StoreInputError``, in the same words from every store; nothing saved or changed."""
+    from ctxwindow.errors import StoreInputError
+
+    sid = case.sid()
+    reference = MemoryStore()
+    for store in (reference, case.store):
+        store.append(sid, [entry("a"), entry("b")])
+        store.save_checkpoint(sid, 1, b"one")
+    with pytest.raises(StoreInputError) as expected:
+        reference.save_checkpoint(sid, 3, b"three")
+    with pytest.raises(StoreInputError) as raised:
+        case.store.save_checkpoint(sid, 3, b"three")
+    assert str(raised.value) == str(expected.value)
+    assert "has 2 entries" in str(raised.value)
+    with pytest.raises(StoreInputError):
+        case.store.save_checkpoint(case.sid("empty"), 1, b"nothing to cover")
+    assert case.store.checkpoint(case.sid("empty")) is None
+    assert case.store.checkpoint(sid) == (1, b"one")
+    assert texts(case.store.load(sid)) == ["a", "b"]
+    assert seqs(case.store.append(sid, [entry("c")])) == [3]
+
+
+def test_delete_removes_the_checkpoint(case: Case) -> None:
+    sid = case.sid()
+    case.store.append(sid, [entry("a"), entry("b")])
+    case.store.save_checkpoint(sid, 2, b"two")
+    assert case.store.delete(sid) is True
+    assert case.store.checkpoint(sid) is None
+    assert case.store.load_from_checkpoint(sid) == (None, [])
+    again = case.store.append(sid, [entry("again")])  # a new session under the same id
+    assert case.store.load_from_checkpoint(sid) == (None, again)
+
+
+def test_a_session_with_only_a_checkpoint_is_not_listed(case: Case) -> None:
+    sid, listed = case.sid("checkpoint-only"), case.sid("with-entries")
+    case.store.save_checkpoint(sid, 0, b"an empty window")  # seq 0 covers no entry
+    case.store.append(listed, [entry("a")])
+    case.store.save_checkpoint(listed, 1, b"one")
+    assert case.store.checkpoint(sid) == (0, b"an empty window")
+    assert case.store.sessions(prefix=case.prefix) == [listed]
+    assert case.store.load(sid) == []
+    assert case.store.delete(sid) is False  # it had no entries, but the checkpoint goes
+    assert case.store.checkpoint(sid) is None
+    case.store.save_checkpoint(sid, 0, b"empty again")
+    assert seqs(case.store.append(sid, [entry("first")])) == [1]
+    assert case.store.load_from_checkpoint(sid) == ((0, b"empty again"), case.store.load(sid))
+
+
+@functools.cache
+def too_large() -> bytes:
+    """One byte over the limit of a checkpoint (64 MiB), made once."""
+    return bytes(MAX_CHECKPOINT + 1)
+
+
+BAD_CHECKPOINT_CALLS: dict[str, Callable[[Any, str], Any]] = {
+    "a negative seq": lambda s, sid: s.save_checkpoint(sid, -1, b"x"),
+    "seq 2**63": lambda s, sid: s.save_checkpoint(sid, 2**63, b"x"),
+    "seq a float": lambda s, sid: s.save_checkpoint(sid, 1.0, b"x"),
+    "seq a bool": lambda s, sid: s.save_checkpoint(sid, True, b"x"),
+    "seq a string": lambda s, sid: s.save_checkpoint(sid, "1", b"x"),
+    "data a string": lambda s, sid: s.save_checkpoint(sid, 1, "{}"),
+    "data None": lambda s, sid: s.save_checkpoint(sid, 1, None),
+    "data a dict": lambda s, sid: s.save_checkpoint(sid, 1, {"window": []}),
+    "data over 64 MiB": lambda s, sid: s.save_checkpoint(sid, 1, too_large()),
+    "seq and data both bad": lambda s, sid: s.save_checkpoint(sid, -1, "x"),
+    "an empty session id": lambda s, sid: s.save_checkpoint("", 1, b"x"),
+    "a session id too long": lambda s, sid: s.save_checkpoint("x" * 257, 1, b"x"),
+    "NUL in a session id": lambda s, sid: s.save_checkpoint(sid + "\x00", 1, b"x"),
+    "a session id and data both bad": lambda s, sid: s.save_checkpoint(None, 1, "x"),
+    "a bytes session id, read": lambda s, sid: s.checkpoint(b"s"),
+    "a lone surrogate in a session id, read": lambda s, sid: s.checkpoint(sid + "\ud800"),
+    "an empty session id, cold load": lambda s, sid: s.load_from_checkpoint(""),
+    "a number for a session id, cold load": lambda s, sid: s.load_from_checkpoint(42),
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_CHECKPOINT_CALLS))
+def test_bad_checkpoint_arguments_get_the_same_error_from_every_store(
+    case: Case, what: str
+) -> None:
+    from ctxwindow.errors import StoreInputError
+
+    sid = case.sid()
+    case.store.append(sid, [entry("a")])
+    case.store.save_checkpoint(sid, 1, b"kept")
+    with pytest.raises(StoreInputError) as expected:
+        BAD_CHECKPOINT_CALLS[what](MemoryStore(), sid)
+    with pytest.raises(StoreInputError) as raised:
+        BAD_CHECKPOINT_CALLS[what](case.store, sid)
+    assert str(raised.value) == str(expected.value)
+    assert case.store.checkpoint(sid) == (1, b"kept")
+    assert texts(case.store.load(sid)) == ["a"]
+
+
+def test_a_checkpoint_too_large_names_the_limit() -> None:
+    from ctxwindow.errors import StoreInputError
+
+    store = MemoryStore()
+    store.append("s", [entry()])
+    with pytest.raises(StoreInputError, match=r"at most 64 MiB \(67108864 bytes\)"):
+        store.save_checkpoint("s", 1, bytes(MAX_CHECKPOINT + 1))
+    store.save_checkpoint("s", 1, bytes(MAX_CHECKPOINT))  # the limit itself is fine
+    assert store.checkpoint("s") == (1, bytes(MAX_CHECKPOINT))
+
+
+def test_a_closed_store_refuses_checkpoints(case: Case) -> None:
+    store: Any
+    if case.url is not None:
+        store = open_again(case)
+    elif case.loop is None:
+        store = MemoryStore()
+    else:
+        store = Blocking(AsyncMemoryStore(), case.loop)
+    store.close()
+    for call in (
+        lambda: store.save_checkpoint(case.sid(), 0, b"x"),
+        lambda: store.checkpoint(case.sid()),
+        lambda: store.load_from_checkpoint(case.sid()),
+    ):
+        with pytest.raises(StoreError, match="closed"):
+            call()
+
+
 # --- session locks -----------------------------------------------------------------------
 
 
@@ -893,11 +1104,41 @@ def test_opening_a_version_1_database_migrates_it(tmp_path: Path) -> None:
     old = dataclasses.replace(entry("from version 1", id="old-1"), seq=1)
     make_database(path, VERSION_1, [old])
     with SQLiteStore(path) as store:
-        assert store.health()["schema_version"] == sqlite_module.SCHEMA_VERSION == 2
+        assert store.health()["schema_version"] == sqlite_module.SCHEMA_VERSION == 3
         assert store.load("old") == [old]
         first = store.append("old", [entry("new")], idempotency_key="k")
         assert store.append("old", [entry("new")], idempotency_key="k") == first
         assert seqs(store.load("old")) == [1, 2]
+        store.save_checkpoint("old", 1, b"through the old entry")
+        assert store.load_from_checkpoint("old") == ((1, b"through the old entry"), [first[0]])
+
+
+VERSION_2 = [  # version 1, with the idempotency keys of version 2
+    *VERSION_1,
+    "UPDATE schema_version SET version = 2",
+    "CREATE TABLE idempotency (session_id TEXT NOT NULL, key TEXT NOT NULL,"
+    " first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL, PRIMARY KEY (session_id, key))",
+    "INSERT INTO idempotency VALUES ('old', 'k', 1, 1)",
+]
+
+
+def test_opening_a_version_2_database_adds_checkpoints_and_keeps_everything(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    old = dataclasses.replace(entry("from version 2", id="old-1"), seq=1)
+    make_database(path, VERSION_2, [old])
+    with SQLiteStore(path) as store:
+        assert store.health()["schema_version"] == 3
+        assert store.load("old") == [old]
+        assert store.replayed("old", "k") == [old]
+        assert store.checkpoint("old") is None
+        store.save_checkpoint("old", 1, b"{}")
+    with SQLiteStore(path) as store:  # opened again: nothing to migrate, all kept
+        assert store.load_from_checkpoint("old") == ((1, b"{}"), [])
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+    conn.close()
 
 
 def test_a_database_from_a_newer_ctxwindow_is_refused(tmp_path: Path) -> None:
@@ -918,12 +1159,13 @@ def test_a_failing_migration_changes_nothing(
         conn.execute("CREATE TABLE half_done (x INTEGER)")
         conn.execute("THIS IS NOT SQL")
 
-    monkeypatch.setitem(sqlite_schema.MIGRATIONS, 3, broken)
-    monkeypatch.setattr(sqlite_schema, "SCHEMA_VERSION", 3)
+    current = sqlite_schema.SCHEMA_VERSION
+    monkeypatch.setitem(sqlite_schema.MIGRATIONS, current + 1, broken)
+    monkeypatch.setattr(sqlite_schema, "SCHEMA_VERSION", current + 1)
     with pytest.raises(StoreError, match=re.escape(str(path))):
         SQLiteStore(path)
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(current,)]
         tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
     conn.close()
     assert "half_done" not in tables
@@ -998,6 +1240,23 @@ def test_waiting_too_long_for_the_write_lock_raises_store_unavailable(tmp_path: 
             blocker.execute("ROLLBACK")
             blocker.close()
         assert seqs(store.append("s", [entry()])) == [1]
+
+
+def test_a_checkpoint_that_cannot_be_saved_leaves_the_entries_alone(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    with SQLiteStore(path, busy_timeout=0.05) as store:
+        stored = store.append("s", [entry("a"), entry("b")])
+        store.save_checkpoint("s", 1, b"one")
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreUnavailableError, match="locked"):
+                store.save_checkpoint("s", 2, b"two")
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        assert store.load_from_checkpoint("s") == ((1, b"one"), stored[1:])
+        assert seqs(store.append("s", [entry("c")])) == [3]
 
 
 def test_a_closed_store_raises_store_error(tmp_path: Path) -> None:
@@ -1114,6 +1373,65 @@ def test_a_redis_lease_is_renewed_while_held(flavour: str) -> None:
         else:
             assert not asyncio.run(hold_async(other))
         assert taken_now(other, "s")  # released at the end of the block
+
+
+@contextlib.contextmanager
+def redis_with_client(**options: Any) -> Iterator[tuple[Any, Any, str]]:
+    """A ``RedisStore`` under a fresh prefix, a raw client, and the prefix; keys removed after."""
+    url = require_server("redis")
+    import redis
+
+    from ctxwindow.stores.redis import RedisStore
+
+    prefix = f"ctxw-test-{uuid.uuid4().hex[:12]}"
+    with RedisStore(url, prefix=prefix, **options) as store, redis.Redis.from_url(url) as client:
+        try:
+            yield store, client, prefix
+        finally:
+            keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+            if keys:
+                client.delete(*keys)
+
+
+def test_a_redis_checkpoint_is_one_hash_beside_the_session_keys() -> None:
+    with redis_with_client() as (store, client, prefix):
+        store.append("会话", [entry("a")])
+        store.save_checkpoint("会话", 1, "日本".encode())
+        assert client.hgetall(f"{prefix}:c:会话") == {b"seq": b"1", b"data": "日本".encode()}
+        assert store.delete("会话") is True
+        assert client.exists(f"{prefix}:c:会话") == 0
+
+
+def test_a_redis_checkpoint_expires_with_its_session() -> None:
+    """With a ttl, saving a checkpoint refreshes every key of the session, and an append
+    refreshes the checkpoint: it never outlives the entries it covers."""
+    with redis_with_client(ttl=60) as (store, client, prefix):
+        store.append("s", [entry("a")])
+        for kind in "eik":
+            client.pexpire(f"{prefix}:{kind}:s", 5000)
+        store.save_checkpoint("s", 1, b"one")
+        assert all(client.pttl(f"{prefix}:{kind}:s") > 50_000 for kind in "eic")
+        client.pexpire(f"{prefix}:c:s", 5000)
+        store.append("s", [entry("b")])
+        assert client.pttl(f"{prefix}:c:s") > 50_000
+
+
+def test_a_redis_checkpoint_whose_entries_are_gone_is_ignored_then_dropped() -> None:
+    """A cache can lose the entries list (expiry, eviction) and keep the checkpoint: it then
+    covers nothing, so it is not returned, and the session's next first entry drops it."""
+    with redis_with_client() as (store, client, prefix):
+        store.append("s", [entry("a"), entry("b")])
+        store.save_checkpoint("s", 2, b"two")
+        client.delete(f"{prefix}:e:s", f"{prefix}:i:s")  # as an eviction would
+        assert store.checkpoint("s") is None
+        assert store.load_from_checkpoint("s") == (None, [])
+        again = store.append("s", [entry("c"), entry("d"), entry("e")])
+        assert client.exists(f"{prefix}:c:s") == 0
+        assert store.load_from_checkpoint("s") == (None, again)
+        store.delete("s")
+        store.save_checkpoint("s", 0, b"empty")  # seq 0 covers nothing: it stays
+        store.append("s", [entry("f")])
+        assert store.checkpoint("s") == (0, b"empty")
 
 
 def test_a_lost_redis_lease_is_logged(caplog: pytest.LogCaptureFixture) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import AsyncStore, Store, encode_entry, entry_from_json
+from ctxwindow.stores.base import AsyncStore, Checkpoint, Store, encode_entry, entry_from_json
 
 
 @dataclasses.dataclass
@@ -36,6 +36,7 @@ class MemoryStore(Store):
     def __init__(self) -> None:
         self.url = "memory://"
         self._data: dict[str, _Session] = {}
+        self._checkpoints: dict[str, Checkpoint] = {}  # apart: they make no session exist
         self._lock = threading.Lock()
 
     def _append(
@@ -85,6 +86,7 @@ class MemoryStore(Store):
 
     def _delete(self, session_id: str) -> bool:
         with self._lock:
+            self._checkpoints.pop(session_id, None)
             return self._data.pop(session_id, None) is not None
 
     def _sessions(self, prefix: str) -> list[str]:
@@ -98,6 +100,26 @@ class MemoryStore(Store):
             if session is None or seqs is None:
                 return None
             return _decode(session.documents[seqs[0] - 1 : seqs[1]])
+
+    def _save_checkpoint(self, session_id: str, seq: int, data: bytes) -> int | None:
+        with self._lock:
+            last = len(self._documents(session_id))
+            if seq > last:
+                return last
+            stored = self._checkpoints.get(session_id)
+            if stored is None or stored[0] <= seq:
+                self._checkpoints[session_id] = (seq, data)
+            return None
+
+    def _checkpoint(self, session_id: str) -> Checkpoint | None:
+        with self._lock:
+            return self._checkpoints.get(session_id)  # bytes: nobody can change them
+
+    def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+        with self._lock:
+            checkpoint = self._checkpoints.get(session_id)
+            documents = self._documents(session_id)[checkpoint[0] if checkpoint else 0 :]
+        return checkpoint, _decode(documents)
 
     def _health(self) -> dict[str, Any]:
         with self._lock:
@@ -156,3 +178,12 @@ class AsyncMemoryStore(AsyncStore):
 
     async def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
         return self._store._replayed(session_id, idempotency_key)
+
+    async def _save_checkpoint(self, session_id: str, seq: int, data: bytes) -> int | None:
+        return self._store._save_checkpoint(session_id, seq, data)
+
+    async def _checkpoint(self, session_id: str) -> Checkpoint | None:
+        return self._store._checkpoint(session_id)
+
+    async def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+        return self._store._load_from_checkpoint(session_id)

@@ -16,6 +16,13 @@ classes; neither blocks on the other.
   ``close()`` and context-manager support.
 - ``replayed(session_id, idempotency_key)``: the entries an earlier append
   with that key stored, or None (the key's append never happened).
+- ``save_checkpoint(session_id, seq, data)``: keep ``data`` (bytes, at most
+  64 MiB: the serialized window through entry ``seq``) as the session's one
+  checkpoint; a checkpoint never moves backwards (a save below the stored
+  ``seq`` is a no-op) and never covers entries the session lacks.
+  ``checkpoint(session_id) -> (seq, data) | None``;
+  ``load_from_checkpoint(session_id) -> (checkpoint, entries after it)``, in
+  one round trip where the backend allows. ``delete`` removes it too.
 - ``lock(session_id, timeout=None)``: a context manager (async with for the
   async stores) that holds the session exclusively until the block ends:
   against every other holder in this process and, for a store that processes
@@ -37,7 +44,10 @@ those and nothing else) and ``sync`` (``Store``, generated from ``aio`` by
 from ctxwindow.concurrency._pauses import busy
 from ctxwindow.stores.base.aio import AsyncStore
 from ctxwindow.stores.base.checks import (
+    MAX_CHECKPOINT,
     MAX_SESSION_ID,
+    Checkpoint,
+    check_checkpoint,
     check_count,
     check_entries,
     check_idempotency_key,
@@ -54,10 +64,13 @@ from ctxwindow.stores.base.checks import (
 from ctxwindow.stores.base.sync import Store
 
 __all__ = [
+    "MAX_CHECKPOINT",
     "MAX_SESSION_ID",
     "AsyncStore",
+    "Checkpoint",
     "Store",
     "busy",
+    "check_checkpoint",
     "check_count",
     "check_entries",
     "check_idempotency_key",

@@ -5,9 +5,10 @@ every backend: open, session id, then the other arguments), answer the
 trivial cases (nothing to append, ``limit=0``) and call the backend's
 primitives with arguments known to be valid. A backend is its primitives and
 nothing else: ``_append``, ``_load``, ``_tail``, ``_get``, ``_delete``,
-``_sessions``, ``_replayed``, ``_health``, and optionally ``_hold`` (the lock
-across processes) and ``_close``. The sync twin, ``stores/base/sync.py``, is
-generated from this file by ``tools/unasync.py``.
+``_sessions``, ``_replayed``, ``_health``, ``_save_checkpoint`` and
+``_checkpoint``, and optionally ``_load_from_checkpoint`` (one round trip),
+``_hold`` (the lock across processes) and ``_close``. The sync twin,
+``stores/base/sync.py``, is generated from this file by ``tools/unasync.py``.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from types import TracebackType
 from typing import Any
 
 from ctxwindow.concurrency.aio import SessionLocks
-from ctxwindow.errors import StoreError
+from ctxwindow.errors import StoreError, StoreInputError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base.checks import (
+    Checkpoint,
+    check_checkpoint,
     check_count,
     check_entries,
     check_idempotency_key,
@@ -99,6 +102,40 @@ class AsyncStore(ABC):
         check_replay_key(idempotency_key)
         return await self._replayed(session_id, idempotency_key)
 
+    async def save_checkpoint(self, session_id: str, seq: int, data: bytes) -> None:
+        """Keep ``data`` (at most 64 MiB) as the session's checkpoint through entry ``seq``.
+
+        A session has one checkpoint: a save replaces it, unless the stored one
+        has a higher ``seq`` (then the save is a no-op: a checkpoint never moves
+        backwards). ``StoreInputError`` if the session has fewer than ``seq``
+        entries (nothing is saved). The entries are never touched.
+        """
+        self._check_open()
+        check_session_id(session_id)
+        data = check_checkpoint(seq, data)
+        last = await self._save_checkpoint(session_id, seq, data)
+        if last is not None:
+            raise StoreInputError(
+                f"session {session_id!r} has {last} entries: a checkpoint through entry {seq}"
+                " would cover entries it does not have"
+            )
+
+    async def checkpoint(self, session_id: str) -> Checkpoint | None:
+        """The session's checkpoint as ``(seq, data)``, or None if it has none."""
+        self._check_open()
+        check_session_id(session_id)
+        return await self._checkpoint(session_id)
+
+    async def load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+        """The checkpoint (or None) and the entries after it (all of them without one).
+
+        What a cold load needs, read together: in one round trip (and one
+        snapshot) where the backend allows.
+        """
+        self._check_open()
+        check_session_id(session_id)
+        return await self._load_from_checkpoint(session_id)
+
     async def health(self) -> dict[str, Any]:
         """``{"ok": bool, ...}`` with backend details; never raises."""
         if self._closed:
@@ -170,6 +207,26 @@ class AsyncStore(ABC):
 
     @abstractmethod
     async def _health(self) -> dict[str, Any]: ...
+
+    # A store written before checkpoints keeps none: saves are dropped and a cold load
+    # replays every entry, as it did then. Every store of ctxwindow keeps them.
+
+    async def _save_checkpoint(self, session_id: str, seq: int, data: bytes) -> int | None:
+        """Replace the checkpoint unless the stored one has a higher seq, atomically.
+
+        Returns None, or the session's last seq if that is below ``seq``
+        (then nothing is saved).
+        """
+        return None
+
+    async def _checkpoint(self, session_id: str) -> Checkpoint | None:
+        """The stored ``(seq, data)``, or None."""
+        return None
+
+    async def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+        """The checkpoint and the entries after it; by default two calls."""
+        checkpoint = await self._checkpoint(session_id)
+        return checkpoint, await self._load(session_id, checkpoint[0] if checkpoint else 0, None)
 
     @asynccontextmanager
     async def _hold(self, session_id: str, deadline: float | None) -> AsyncIterator[None]:

@@ -16,6 +16,9 @@ from ctxwindow.messages import Entry
 MAX_SESSION_ID = 256
 MAX_COUNT = 2**63 - 1  # the largest integer every backend holds (SQLite, PostgreSQL bigint)
 MAX_DEPTH = 100  # lists and dicts in one message or metadata, each inside the last
+MAX_CHECKPOINT = 64 * 2**20  # bytes of one checkpoint: 64 MiB, far below every backend's limit
+
+Checkpoint = tuple[int, bytes]  # (seq, data): a session's window state through entry seq
 
 # What no store can keep: NUL (PostgreSQL refuses it in text and JSON) and lone
 # surrogates (text that has no UTF-8 form). Every store refuses both, so that a
@@ -219,6 +222,24 @@ def check_count(name: str, value: int | None) -> None:
         raise StoreInputError(f"{name} must be a non-negative int, got {value!r}")
     if value is not None and value > MAX_COUNT:
         raise StoreInputError(f"{name} must be at most 2**63 - 1, got {value!r}")
+
+
+def check_checkpoint(seq: int, data: bytes) -> bytes:
+    """A ``save_checkpoint`` argument pair: ``seq`` a count, ``data`` at most 64 MiB of bytes.
+
+    Returns ``data`` as ``bytes`` (a copy of a ``bytearray`` or ``memoryview``,
+    so the caller may reuse its buffer).
+    """
+    check_count("seq", seq)
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise StoreInputError(f"checkpoint data must be bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if len(data) > MAX_CHECKPOINT:
+        raise StoreInputError(
+            f"checkpoint data must be at most {MAX_CHECKPOINT // 2**20} MiB"
+            f" ({MAX_CHECKPOINT} bytes), got {len(data)} bytes"
+        )
+    return data
 
 
 _PASSWORD_PARAM = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)")

@@ -6,6 +6,7 @@ Tables (in ``schema`` when given, else the connection's search path)::
                            primary key (session_id, seq), unique (session_id, id)
     ctxwindow_idempotency  (session_id, key, first_seq, last_seq)
     ctxwindow_sessions     (session_id, last_seq, updated_at)   -- since version 2
+    ctxwindow_checkpoints  (session_id, seq, data bytea)         -- since version 3
     ctxwindow_schema_version (version, applied_at)
 
 The store creates and upgrades its tables when it opens: ``MIGRATIONS`` are
@@ -16,7 +17,10 @@ database newer than this code is refused rather than guessed at.
 An append is one transaction: it takes ``pg_advisory_xact_lock`` on the
 session, numbers the entries from ``max(seq) + 1``, inserts them and the
 idempotency key, and commits before returning, so an acknowledged append is
-on disk (with the server's default ``synchronous_commit = on``).
+on disk (with the server's default ``synchronous_commit = on``). Saving a
+checkpoint takes the same session lock and upserts it only if its seq is
+within ``ctxwindow_sessions.last_seq`` and not below the stored one; a cold
+load reads the checkpoint and the entries after it in one statement.
 
 Timeouts. Every call is bounded by the store's ``timeout`` (5 s by default),
 a stalled server included (stopped, or a network that drops packets without

@@ -18,18 +18,21 @@ from typing import TYPE_CHECKING, Any
 from ctxwindow.concurrency.aio import Lock, poll
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import AsyncStore, entry_from_json
+from ctxwindow.stores.base import AsyncStore, Checkpoint, entry_from_json
 from ctxwindow.stores.postgres.common import (
+    CHECKPOINT,
     CURRENT_VERSION,
     DELETE,
     GET,
     HEALTH,
     LOAD,
+    LOAD_FROM_CHECKPOINT,
     LOCK_SESSION,
     NO_TIMEOUT,
     RANGE,
     RECORD_VERSION,
     REPLAYED,
+    SAVE_CHECKPOINT,
     SCHEMA_VERSION,
     SESSION_TIMEOUTS,
     SESSIONS,
@@ -42,8 +45,10 @@ from ctxwindow.stores.postgres.common import (
     Queries,
     advisory_key,
     alive,
+    checkpoint_of,
     entries_of,
     load_psycopg,
+    loaded_from_checkpoint,
     lock_lost,
     one_row,
     unlock_failed,
@@ -136,6 +141,25 @@ class AsyncPostgresStore(AsyncStore):
         action = f"replay a key of session {session_id!r}"
         rows = await self._fetch(action, REPLAYED, (session_id, idempotency_key))
         return entries_of(rows) if rows else None  # a recorded key always covers some entries
+
+    async def _save_checkpoint(self, session_id: str, seq: int, data: bytes) -> int | None:
+        params = {"session": session_id, "seq": seq, "data": data}
+        async with self._transaction(f"save the checkpoint of session {session_id!r}") as conn:
+            await conn.execute(LOCK_SESSION, (session_id,))
+            cursor = await conn.execute(self._q(SAVE_CHECKPOINT), params)
+            last = int(one_row(await cursor.fetchone())[0])
+        return last if last < seq else None
+
+    async def _checkpoint(self, session_id: str) -> Checkpoint | None:
+        async with self._connection(f"read the checkpoint of session {session_id!r}") as conn:
+            cursor = await conn.execute(self._q(CHECKPOINT), (session_id,), binary=True)
+            return checkpoint_of(await cursor.fetchone())
+
+    async def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+        async with self._connection(f"load session {session_id!r}") as conn:
+            query = self._q(LOAD_FROM_CHECKPOINT)
+            cursor = await conn.execute(query, {"session": session_id}, binary=True)
+            return loaded_from_checkpoint(await cursor.fetchall())
 
     async def _health(self) -> dict[str, Any]:
         started = time.perf_counter()

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import encode_entry, entry_from_json, redact_url, scrub
+from ctxwindow.stores.base import Checkpoint, encode_entry, entry_from_json, redact_url, scrub
 from ctxwindow.stores.locks import session_hash
 from ctxwindow.stores.postgres.watchdog import WATCHDOG
 
@@ -60,6 +60,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         """INSERT INTO {s}ctxwindow_sessions (session_id, last_seq, updated_at)
             SELECT session_id, max(seq), max(created_at) FROM {s}ctxwindow_entries
             GROUP BY session_id""",
+    ),
+    3: (
+        """CREATE TABLE {s}ctxwindow_checkpoints (
+            session_id text PRIMARY KEY,
+            seq bigint NOT NULL,
+            data bytea NOT NULL)""",
     ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
@@ -112,12 +118,35 @@ DELETE = (
     "DELETE FROM {s}ctxwindow_entries WHERE session_id = %s",
     "DELETE FROM {s}ctxwindow_idempotency WHERE session_id = %s",
     "DELETE FROM {s}ctxwindow_sessions WHERE session_id = %s",
+    "DELETE FROM {s}ctxwindow_checkpoints WHERE session_id = %s",
 )
 SESSIONS = "SELECT session_id FROM {s}ctxwindow_sessions WHERE starts_with(session_id, %s)"
 REPLAYED = """SELECT e.doc::text FROM {s}ctxwindow_idempotency AS k
     JOIN {s}ctxwindow_entries AS e
     ON e.session_id = k.session_id AND e.seq BETWEEN k.first_seq AND k.last_seq
     WHERE k.session_id = %s AND k.key = %s ORDER BY e.seq"""
+# After the session lock (as STATE): the session's last seq, and the checkpoint saved
+# only if it stays within the entries and does not move backwards.
+SAVE_CHECKPOINT = """WITH last AS (
+    SELECT coalesce((SELECT last_seq FROM {s}ctxwindow_sessions
+        WHERE session_id = %(session)s), 0) AS seq
+), saved AS (
+    INSERT INTO {s}ctxwindow_checkpoints AS c (session_id, seq, data)
+    SELECT %(session)s, %(seq)s, %(data)b FROM last WHERE last.seq >= %(seq)s
+    ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, data = excluded.data
+    WHERE c.seq <= excluded.seq
+)
+SELECT seq FROM last"""
+CHECKPOINT = "SELECT seq, data FROM {s}ctxwindow_checkpoints WHERE session_id = %s"
+# One statement, so one snapshot: the checkpoint (ordered first, at 0) and the entries after it.
+LOAD_FROM_CHECKPOINT = """WITH c AS (
+    SELECT seq, data FROM {s}ctxwindow_checkpoints WHERE session_id = %(session)s
+)
+SELECT 0::bigint AS n, c.seq, c.data, NULL::text FROM c
+UNION ALL
+SELECT e.seq, NULL, NULL, e.doc::text FROM {s}ctxwindow_entries AS e
+    WHERE e.session_id = %(session)s AND e.seq > coalesce((SELECT seq FROM c), 0)
+ORDER BY n"""
 TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
 UNLOCK = "SELECT pg_advisory_unlock(%s)"
 
@@ -317,6 +346,19 @@ def one_row(row: tuple[Any, ...] | None) -> tuple[Any, ...]:
     if row is None:
         raise StoreError("PostgreSQL returned no row where one was expected")
     return row
+
+
+def checkpoint_of(row: Sequence[Any] | None) -> Checkpoint | None:
+    """``(seq, data)`` from a row of the two (None: no checkpoint)."""
+    return None if row is None or row[0] is None else (int(row[0]), bytes(row[1]))
+
+
+def loaded_from_checkpoint(
+    rows: Sequence[tuple[Any, ...]],
+) -> tuple[Checkpoint | None, list[Entry]]:
+    """The checkpoint and the entries, from the rows of ``LOAD_FROM_CHECKPOINT``."""
+    checkpoint = checkpoint_of(rows[0][1:3]) if rows and rows[0][0] == 0 else None
+    return checkpoint, [entry_from_json(row[3]) for row in rows[checkpoint is not None :]]
 
 
 def entries_of(rows: Sequence[tuple[Any, ...]]) -> list[Entry]:

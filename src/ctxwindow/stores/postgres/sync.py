@@ -20,18 +20,21 @@ from typing import TYPE_CHECKING, Any
 from ctxwindow.concurrency.sync import Lock, poll
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import Store, entry_from_json
+from ctxwindow.stores.base import Checkpoint, Store, entry_from_json
 from ctxwindow.stores.postgres.common import (
+    CHECKPOINT,
     CURRENT_VERSION,
     DELETE,
     GET,
     HEALTH,
     LOAD,
+    LOAD_FROM_CHECKPOINT,
     LOCK_SESSION,
     NO_TIMEOUT,
     RANGE,
     RECORD_VERSION,
     REPLAYED,
+    SAVE_CHECKPOINT,
     SCHEMA_VERSION,
     SESSION_TIMEOUTS,
     SESSIONS,
@@ -44,8 +47,10 @@ from ctxwindow.stores.postgres.common import (
     Queries,
     advisory_key,
     alive,
+    checkpoint_of,
     entries_of,
     load_psycopg,
+    loaded_from_checkpoint,
     lock_lost,
     one_row,
     unlock_failed,
@@ -136,6 +141,25 @@ class PostgresStore(Store):
         action = f"replay a key of session {session_id!r}"
         rows = self._fetch(action, REPLAYED, (session_id, idempotency_key))
         return entries_of(rows) if rows else None  # a recorded key always covers some entries
+
+    def _save_checkpoint(self, session_id: str, seq: int, data: bytes) -> int | None:
+        params = {"session": session_id, "seq": seq, "data": data}
+        with self._transaction(f"save the checkpoint of session {session_id!r}") as conn:
+            conn.execute(LOCK_SESSION, (session_id,))
+            cursor = conn.execute(self._q(SAVE_CHECKPOINT), params)
+            last = int(one_row(cursor.fetchone())[0])
+        return last if last < seq else None
+
+    def _checkpoint(self, session_id: str) -> Checkpoint | None:
+        with self._connection(f"read the checkpoint of session {session_id!r}") as conn:
+            cursor = conn.execute(self._q(CHECKPOINT), (session_id,), binary=True)
+            return checkpoint_of(cursor.fetchone())
+
+    def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+        with self._connection(f"load session {session_id!r}") as conn:
+            query = self._q(LOAD_FROM_CHECKPOINT)
+            cursor = conn.execute(query, {"session": session_id}, binary=True)
+            return loaded_from_checkpoint(cursor.fetchall())
 
     def _health(self) -> dict[str, Any]:
         started = time.perf_counter()

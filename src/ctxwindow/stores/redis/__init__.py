@@ -5,6 +5,7 @@ Keys of one session (``P`` is the store's ``prefix``)::
     P:e:<session>   list of entry JSON documents; the entry with seq n is at index n-1
     P:i:<session>   hash: entry id -> seq
     P:k:<session>   hash: idempotency key -> "first_seq:last_seq"
+    P:c:<session>   hash: the checkpoint, fields "seq" and "data"
 
 An append is one Lua script: it reads the list's length, pushes the entries
 with their sequence numbers written into the JSON, records their ids and the
@@ -12,6 +13,12 @@ idempotency key, all atomically on the server, so appends from any number of
 processes never collide, and a retried key returns the first call's entries.
 With ``ttl`` (seconds), every append refreshes the expiry of the session's
 keys: the store is then a cache (the warm tier of a ``TieredStore``).
+
+A checkpoint is saved by a script too: only if its seq is within the list's
+length and not below the stored one; with ``ttl`` it refreshes every key of
+the session, so it never outlives its entries. A checkpoint found past the end
+of the list (its entries expired or were evicted) is not returned, and the
+session's next first entry deletes it.
 
 Session locks. ``lock(session_id)`` also holds the session against every
 other process using the server: a lease, ``SET P:lock:<session> <token> NX PX

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 from ctxwindow.concurrency.aio import Background, poll, repeating
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import AsyncStore, check_entries, check_session_id, entry_from_json
+from ctxwindow.stores.base import (
+    AsyncStore,
+    Checkpoint,
+    check_entries,
+    check_session_id,
+    entry_from_json,
+)
 from ctxwindow.stores.redis.common import RELEASE_RETRY, Layout, Orphans, Scripts, load_redis
 
 if TYPE_CHECKING:
@@ -102,7 +108,7 @@ class AsyncRedisStore(AsyncStore):
 
     async def _delete(self, session_id: str) -> bool:
         with self._layout.errors(f"delete session {session_id!r}"):
-            return int(await self._client.delete(*self._layout.keys(session_id))) > 0
+            return int(await self._scripts.delete(keys=self._layout.keys(session_id))) > 0
 
     async def _sessions(self, prefix: str) -> list[str]:
         match = self._layout.match(prefix)
@@ -114,10 +120,28 @@ class AsyncRedisStore(AsyncStore):
         return sorted(found)
 
     async def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
-        entries, _, keys = self._layout.keys(session_id)
+        entries, _, keys, _ = self._layout.keys(session_id)
         with self._layout.errors(f"replay a key of session {session_id!r}"):
             docs = await self._scripts.replayed(keys=[entries, keys], args=[idempotency_key])
         return None if docs is None else [entry_from_json(doc) for doc in docs]
+
+    async def _save_checkpoint(self, session_id: str, seq: int, data: bytes) -> int | None:
+        keys, args = self._layout.keys(session_id), [self._layout.ttl_ms, seq, data]
+        with self._layout.errors(f"save the checkpoint of session {session_id!r}"):
+            last = int(await self._scripts.save_checkpoint(keys=keys, args=args))
+        return None if last < 0 else last  # -1: saved, or kept a later one
+
+    async def _checkpoint(self, session_id: str) -> Checkpoint | None:
+        keys = self._layout.checkpoint_keys(session_id)
+        with self._layout.errors(f"read the checkpoint of session {session_id!r}"):
+            reply = await self._scripts.checkpoint(keys=keys)
+        return self._layout.checkpoint_of(reply)
+
+    async def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+        keys = self._layout.checkpoint_keys(session_id)
+        with self._layout.errors(f"load session {session_id!r}"):
+            reply = await self._scripts.load_from_checkpoint(keys=keys)
+        return self._layout.checkpoint_of(reply), [entry_from_json(doc) for doc in reply[2:]]
 
     async def _health(self) -> dict[str, Any]:
         started = time.perf_counter()

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import encode_entry, entry_from_json, redact_url, scrub
+from ctxwindow.stores.base import Checkpoint, encode_entry, entry_from_json, redact_url, scrub
 
 logger = logging.getLogger("ctxwindow.stores")
 
@@ -45,6 +45,9 @@ for i = 3, #ARGV, 2 do
   seen[ARGV[i]] = true
 end
 local first = redis.call('LLEN', entries) + 1
+if first == 1 and tonumber(redis.call('HGET', KEYS[4], 'seq') or '0') > 0 then
+  redis.call('DEL', KEYS[4])  -- the checkpoint of entries that expired or were evicted
+end
 local seq = first
 for i = 3, #ARGV, 2 do
   redis.call('RPUSH', entries, '{"seq":' .. seq .. ',' .. ARGV[i + 1])
@@ -91,6 +94,54 @@ local first, last = string.match(done, '^(%d+):(%d+)$')
 return redis.call('LRANGE', KEYS[1], tonumber(first) - 1, tonumber(last) - 1)
 """
 
+# The checkpoint goes with the session, but only entries make it one that existed.
+DELETE = """
+local had = redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('DEL', KEYS[4])
+return had
+"""
+
+# A checkpoint never moves backwards, nor past the entries; with a ttl, saving one
+# refreshes the whole session, so the checkpoint never outlives its entries.
+SAVE_CHECKPOINT = """
+local ttl, seq = tonumber(ARGV[1]), tonumber(ARGV[2])
+local last = redis.call('LLEN', KEYS[1])
+if seq > last then return last end
+local stored = redis.call('HGET', KEYS[4], 'seq')
+if not stored or tonumber(stored) <= seq then
+  redis.call('HSET', KEYS[4], 'seq', ARGV[2], 'data', ARGV[3])
+end
+if ttl > 0 then
+  for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ttl) end
+end
+return -1
+"""
+
+# A checkpoint past the end of the list is one whose entries expired or were evicted
+# (a cache): it covers nothing, so none is returned.
+CHECKPOINT = """
+local checkpoint = redis.call('HMGET', KEYS[2], 'seq', 'data')
+if not checkpoint[1] or tonumber(checkpoint[1]) > redis.call('LLEN', KEYS[1]) then
+  return false
+end
+return checkpoint
+"""
+
+LOAD_FROM_CHECKPOINT = """
+local checkpoint = redis.call('HMGET', KEYS[2], 'seq', 'data')
+local start = 0
+if checkpoint[1] and tonumber(checkpoint[1]) <= redis.call('LLEN', KEYS[1]) then
+  start = tonumber(checkpoint[1])
+else
+  checkpoint = {false, false}
+end
+local reply = {checkpoint[1], checkpoint[2]}
+for _, doc in ipairs(redis.call('LRANGE', KEYS[1], start, -1)) do
+  reply[#reply + 1] = doc
+end
+return reply
+"""
+
 # A lease is extended or deleted only by the holder whose token it still carries.
 RENEW_LEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
@@ -120,6 +171,10 @@ class Scripts:
         self.fill = client.register_script(FILL)
         self.get = client.register_script(GET)
         self.replayed = client.register_script(REPLAYED)
+        self.delete = client.register_script(DELETE)
+        self.save_checkpoint = client.register_script(SAVE_CHECKPOINT)
+        self.checkpoint = client.register_script(CHECKPOINT)
+        self.load_from_checkpoint = client.register_script(LOAD_FROM_CHECKPOINT)
         self.renew_lease = client.register_script(RENEW_LEASE)
         self.drop_lease = client.register_script(DROP_LEASE)
 
@@ -168,8 +223,12 @@ class Layout:
         self.lock_ttl_ms = max(1, round(lock_ttl * 1000))
 
     def keys(self, session_id: str) -> list[str]:
-        """The session's entries list, ids hash and idempotency keys hash."""
-        return [f"{self.prefix}:{kind}:{session_id}" for kind in "eik"]
+        """The session's entries list, ids hash, idempotency keys hash and checkpoint hash."""
+        return [f"{self.prefix}:{kind}:{session_id}" for kind in "eikc"]
+
+    def checkpoint_keys(self, session_id: str) -> list[str]:
+        """The keys of the checkpoint scripts: the entries list and the checkpoint hash."""
+        return [f"{self.prefix}:{kind}:{session_id}" for kind in "ec"]
 
     def entries_key(self, session_id: str) -> str:
         return f"{self.prefix}:e:{session_id}"
@@ -202,6 +261,11 @@ class Layout:
             return [entry_from_json(doc) for doc in reply[1:]]
         first, bodies = int(reply[1]), args[3::2]  # copies, exactly as a load returns them
         return [entry_from_json(f'{{"seq":{first + i},{body}') for i, body in enumerate(bodies)]
+
+    @staticmethod
+    def checkpoint_of(reply: Any) -> Checkpoint | None:
+        """``(seq, data)`` from the ``[seq, data]`` of a script (None: no checkpoint)."""
+        return None if not reply or reply[0] is None else (int(reply[0]), bytes(reply[1]))
 
     def fill_args(self, entries: Sequence[Entry]) -> list[Any]:
         seqs = [entry.seq for entry in entries]

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 from ctxwindow.concurrency.sync import Background, poll, repeating
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import Store, check_entries, check_session_id, entry_from_json
+from ctxwindow.stores.base import (
+    Checkpoint,
+    Store,
+    check_entries,
+    check_session_id,
+    entry_from_json,
+)
 from ctxwindow.stores.redis.common import RELEASE_RETRY, Layout, Orphans, Scripts, load_redis
 
 if TYPE_CHECKING:
@@ -104,7 +110,7 @@ class RedisStore(Store):
 
     def _delete(self, session_id: str) -> bool:
         with self._layout.errors(f"delete session {session_id!r}"):
-            return int(self._client.delete(*self._layout.keys(session_id))) > 0
+            return int(self._scripts.delete(keys=self._layout.keys(session_id))) > 0
 
     def _sessions(self, prefix: str) -> list[str]:
         match = self._layout.match(prefix)
@@ -116,10 +122,28 @@ class RedisStore(Store):
         return sorted(found)
 
     def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
-        entries, _, keys = self._layout.keys(session_id)
+        entries, _, keys, _ = self._layout.keys(session_id)
         with self._layout.errors(f"replay a key of session {session_id!r}"):
             docs = self._scripts.replayed(keys=[entries, keys], args=[idempotency_key])
         return None if docs is None else [entry_from_json(doc) for doc in docs]
+
+    def _save_checkpoint(self, session_id: str, seq: int, data: bytes) -> int | None:
+        keys, args = self._layout.keys(session_id), [self._layout.ttl_ms, seq, data]
+        with self._layout.errors(f"save the checkpoint of session {session_id!r}"):
+            last = int(self._scripts.save_checkpoint(keys=keys, args=args))
+        return None if last < 0 else last  # -1: saved, or kept a later one
+
+    def _checkpoint(self, session_id: str) -> Checkpoint | None:
+        keys = self._layout.checkpoint_keys(session_id)
+        with self._layout.errors(f"read the checkpoint of session {session_id!r}"):
+            reply = self._scripts.checkpoint(keys=keys)
+        return self._layout.checkpoint_of(reply)
+
+    def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+        keys = self._layout.checkpoint_keys(session_id)
+        with self._layout.errors(f"load session {session_id!r}"):
+            reply = self._scripts.load_from_checkpoint(keys=keys)
+        return self._layout.checkpoint_of(reply), [entry_from_json(doc) for doc in reply[2:]]
 
     def _health(self) -> dict[str, Any]:
         started = time.perf_counter()

@@ -33,7 +33,9 @@ with ``StoreUnavailableError`` instead of being acknowledged and lost.
 
 Schema. ``MIGRATIONS`` maps each schema version to the function that brings a
 database from the previous version to it; opening a store applies the missing
-ones in one transaction and records the version in ``schema_version``.
+ones in one transaction and records the version in ``schema_version``
+(3 added the ``checkpoints`` table: a file of an earlier version gains it when
+opened, and keeps everything else).
 
 The package: ``files`` (connections, errors, the lock file), ``disk`` (what
 the file system says about the database file), ``schema``

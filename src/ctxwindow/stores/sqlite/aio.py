@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from ctxwindow.concurrency.aio import poll
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import AsyncStore
+from ctxwindow.stores.base import AsyncStore, Checkpoint
 from ctxwindow.stores.sqlite.files import LockFile, Synchronous, check_options, sqlite_url
 from ctxwindow.stores.sqlite.store import SQLiteStore
 
@@ -73,6 +73,15 @@ class AsyncSQLiteStore(AsyncStore):
 
     async def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
         return await self._run(lambda s: s._replayed(session_id, idempotency_key))
+
+    async def _save_checkpoint(self, session_id: str, seq: int, data: bytes) -> int | None:
+        return await self._run(lambda s: s._save_checkpoint(session_id, seq, data))
+
+    async def _checkpoint(self, session_id: str) -> Checkpoint | None:
+        return await self._run(lambda s: s._checkpoint(session_id))
+
+    async def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+        return await self._run(lambda s: s._load_from_checkpoint(session_id))
 
     async def _health(self) -> dict[str, Any]:
         try:

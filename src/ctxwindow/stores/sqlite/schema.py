@@ -30,10 +30,19 @@ def _create_idempotency(conn: sqlite3.Connection) -> None:
     )
 
 
+def _create_checkpoints(conn: sqlite3.Connection) -> None:
+    # A rowid table: large blobs belong in one (WITHOUT ROWID would copy them into the index).
+    conn.execute(
+        "CREATE TABLE checkpoints ("
+        " session_id TEXT NOT NULL PRIMARY KEY, seq INTEGER NOT NULL, data BLOB NOT NULL)"
+    )
+
+
 # Version n is reached from version n - 1 by MIGRATIONS[n]; never edit a released one.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _create_entries,
     2: _create_idempotency,
+    3: _create_checkpoints,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -13,7 +13,7 @@ from typing import Any
 from ctxwindow.concurrency.sync import poll
 from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import Store, encode_entry, entry_from_json
+from ctxwindow.stores.base import Checkpoint, Store, encode_entry, entry_from_json
 from ctxwindow.stores.sqlite.disk import DatabaseFile, why_not_writable
 from ctxwindow.stores.sqlite.files import (
     Connections,
@@ -27,6 +27,9 @@ from ctxwindow.stores.sqlite.files import (
 from ctxwindow.stores.sqlite.schema import migrate, prefix_end, schema_version, stored_before
 
 Row = tuple[str, int, str, str, int, float]  # session_id, seq, id, json, tokens, created_at
+# A checkpoint never moves backwards: a stored one with a higher seq stays.
+SAVE_CHECKPOINT = """INSERT INTO checkpoints VALUES (?, ?, ?) ON CONFLICT (session_id)
+    DO UPDATE SET seq = excluded.seq, data = excluded.data WHERE checkpoints.seq <= excluded.seq"""
 
 
 class SQLiteStore(Store):
@@ -110,6 +113,7 @@ class SQLiteStore(Store):
         with self._writing() as conn:
             deleted = conn.execute("DELETE FROM entries WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM idempotency WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM checkpoints WHERE session_id = ?", (session_id,))
             return deleted.rowcount > 0
 
     def _sessions(self, prefix: str) -> list[str]:
@@ -127,6 +131,27 @@ class SQLiteStore(Store):
         with self._reading() as conn:
             documents = self._replay(conn, session_id, idempotency_key)
         return None if documents is None else [entry_from_json(text) for text in documents]
+
+    def _save_checkpoint(self, session_id: str, seq: int, data: bytes) -> int | None:
+        with self._writing() as conn:
+            last = _last_seq(conn, session_id)
+            if seq > last:
+                return last
+            conn.execute(SAVE_CHECKPOINT, (session_id, seq, data))
+        return None
+
+    def _checkpoint(self, session_id: str) -> Checkpoint | None:
+        with self._reading() as conn:
+            return _checkpoint_of(conn, session_id)
+
+    def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+        with self._reading() as conn, _snapshot(conn):
+            checkpoint = _checkpoint_of(conn, session_id)
+            rows = conn.execute(
+                "SELECT json FROM entries WHERE session_id = ? AND seq > ? ORDER BY seq",
+                (session_id, checkpoint[0] if checkpoint else 0),
+            ).fetchall()
+        return checkpoint, [entry_from_json(text) for (text,) in rows]
 
     def _health(self) -> dict[str, Any]:
         """Whether an append would be taken and kept: the file is still there, writable, with
@@ -199,9 +224,7 @@ class SQLiteStore(Store):
                 raise
 
     def _insert(self, conn: sqlite3.Connection, session_id: str, entries: list[Entry]) -> list[Row]:
-        last: int = conn.execute(
-            "SELECT COALESCE(MAX(seq), 0) FROM entries WHERE session_id = ?", (session_id,)
-        ).fetchone()[0]
+        last = _last_seq(conn, session_id)
         rows: list[Row] = [
             (session_id, seq, entry.id, encode_entry(entry, seq), entry.tokens, entry.created_at)
             for seq, entry in enumerate(entries, last + 1)
@@ -252,3 +275,28 @@ class SQLiteStore(Store):
 
     def _migrate(self) -> int:
         return migrate(self.path, self._reading, self._writing)
+
+
+def _last_seq(conn: sqlite3.Connection, session_id: str) -> int:
+    last: int = conn.execute(
+        "SELECT COALESCE(MAX(seq), 0) FROM entries WHERE session_id = ?", (session_id,)
+    ).fetchone()[0]
+    return last
+
+
+def _checkpoint_of(conn: sqlite3.Connection, session_id: str) -> Checkpoint | None:
+    row = conn.execute(
+        "SELECT seq, data FROM checkpoints WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return None if row is None else (row[0], bytes(row[1]))
+
+
+@contextlib.contextmanager
+def _snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """A read transaction: the statements of the block see one state of the database."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("COMMIT")

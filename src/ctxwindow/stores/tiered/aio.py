@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import AsyncStore
+from ctxwindow.stores.base import AsyncStore, Checkpoint
 from ctxwindow.stores.tiered.common import (
     Doc,
     HotTier,
@@ -97,6 +97,18 @@ class AsyncTieredStore(AsyncStore):
 
     async def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
         return await self.durable.replayed(session_id, idempotency_key)
+
+    # Checkpoints live in the durable store only: a cold load reads it there once.
+
+    async def _save_checkpoint(self, session_id: str, seq: int, data: bytes) -> int | None:
+        await self.durable.save_checkpoint(session_id, seq, data)
+        return None
+
+    async def _checkpoint(self, session_id: str) -> Checkpoint | None:
+        return await self.durable.checkpoint(session_id)
+
+    async def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+        return await self.durable.load_from_checkpoint(session_id)
 
     async def _health(self) -> dict[str, Any]:
         try:

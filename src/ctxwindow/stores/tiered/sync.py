@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import Store
+from ctxwindow.stores.base import Checkpoint, Store
 from ctxwindow.stores.tiered.common import (
     Doc,
     HotTier,
@@ -99,6 +99,18 @@ class TieredStore(Store):
 
     def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
         return self.durable.replayed(session_id, idempotency_key)
+
+    # Checkpoints live in the durable store only: a cold load reads it there once.
+
+    def _save_checkpoint(self, session_id: str, seq: int, data: bytes) -> int | None:
+        self.durable.save_checkpoint(session_id, seq, data)
+        return None
+
+    def _checkpoint(self, session_id: str) -> Checkpoint | None:
+        return self.durable.checkpoint(session_id)
+
+    def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+        return self.durable.load_from_checkpoint(session_id)
 
     def _health(self) -> dict[str, Any]:
         try:
