@@ -297,6 +297,11 @@ class Run:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     problems: list[str] = field(default_factory=list)
 
+    def problem(self, text: str) -> None:
+        """Keep ``text`` for the end of the output, and show it now (in case of a crash)."""
+        self.problems.append(text)
+        note(text)
+
     def post(self, url: str, body: dict[str, Any], session: str | None = None) -> float:
         """POST ``body``; the wall seconds. A 4xx/5xx raises ``ServiceError``."""
         headers = {"X-Session-Id": session} if session is not None else {}
@@ -347,7 +352,7 @@ def delete(run: Run, service: Process, session: str) -> None:
     """Delete ``session`` (store, window, archive); a 404 is a session never stored."""
     response = run.client.delete(f"{service.url}/v1/sessions/{session}")
     if response.status_code not in (200, 404):
-        run.problems.append(f"DELETE {session}: {response.status_code} {response.text[:300]}")
+        run.problem(f"DELETE {session}: {response.status_code} {response.text[:300]}")
 
 
 # -- part 1 and 2: CPU per request, cold sessions ------------------------------------
@@ -431,9 +436,14 @@ class StoreBench:
                 self._first(service, size, session, "on, indexed")
 
     def _delete(self) -> None:
-        with self.service(archive=True) as service:
-            for session in self.sessions.values():
-                delete(self.run, service, session)
+        """Delete the sessions through a fresh service (archive on: its entries go too)."""
+        try:
+            with self.service(archive=True) as service:
+                for session in self.sessions.values():
+                    delete(self.run, service, session)
+        except (RuntimeError, httpx.HTTPError) as exc:
+            left = ", ".join(self.sessions.values())
+            self.run.problem(f"{self.store}: sessions {left} not deleted: {exc}")
 
     def _row(self, archive_label: str, size: int | None, measured: Batch) -> None:
         self.results.rows.append(Row(self.store, archive_label, size, measured))
@@ -456,13 +466,13 @@ def bench_stores(run: Run, stores: list[str], sizes: tuple[int, ...]) -> Results
         with tempfile.TemporaryDirectory(prefix=f"bench-{store}-") as folder:
             url = store_url(store, Path(folder))
             if not reachable(url):
-                run.problems.append(f"skipped: {store} not reachable at {url}")
+                run.problem(f"skipped: {store} not reachable at {url}")
                 continue
             try:
                 StoreBench(run, store, url, Path(folder), results)()
             except (ServiceError, RuntimeError, httpx.HTTPError) as exc:
                 tail = log_tail(Path(folder) / "service.log")
-                run.problems.append(f"{store}: stopped: {exc}{tail}")
+                run.problem(f"{store}: stopped: {exc}{tail}")
     return results
 
 
@@ -546,7 +556,7 @@ def load(run: Run, target: Process, service: Process | None, label: str) -> Load
     errors: list[str] = []
     rate, latencies = asyncio.run(concurrent(f"{target.url}/v1/chat/completions", label, errors))
     if errors:
-        run.problems.append(f"load {label}: {len(errors)} errors, the first: {errors[0]}")
+        run.problem(f"load {label}: {len(errors)} errors, the first: {errors[0]}")
     n = len(latencies)
     return Load(
         rate,
@@ -574,7 +584,7 @@ def bench_load(run: Run) -> LoadResults:
                 with service_process(run.upstream, url, Path(folder), workers=workers) as service:
                     served[workers] = load(run, service, service, f"s{workers}-{run.run_id}")
             except (RuntimeError, httpx.HTTPError) as exc:
-                run.problems.append(f"load, --workers {workers}: stopped: {exc}")
+                run.problem(f"load, --workers {workers}: stopped: {exc}")
     return LoadResults(direct, served)
 
 
