@@ -76,6 +76,9 @@ class SQLiteArchive(Archive):
         t = self._table
         if self.path != ":memory:":
             self._db.execute("PRAGMA journal_mode=WAL")
+            # No fsync per batch: a power cut may undo the last batches, but never a batch
+            # without its watermark, so their turns are archived again after the next load.
+            self._db.execute("PRAGMA synchronous=NORMAL")
         with self._transaction():
             self._db.execute(
                 f"CREATE TABLE IF NOT EXISTS {t} ("
