@@ -41,6 +41,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_server.py
 	$(BIN)/python benchmarks/bench_summary.py
 	$(BIN)/python benchmarks/bench_recall.py
+	$(BIN)/python benchmarks/bench_manager.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
