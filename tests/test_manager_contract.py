@@ -16,7 +16,7 @@ import pytest
 
 from ctxwindow import SessionFullError
 from ctxwindow.archive.sqlite import SQLiteArchive
-from ctxwindow.context import AsyncContextManager, ContextManager
+from ctxwindow.context import AsyncContextManager, ContextManager, checkpoints
 from ctxwindow.redact import Redactor
 from ctxwindow.stores.memory import MemoryStore
 
@@ -129,3 +129,58 @@ def test_a_deleted_session_starts_again_from_nothing(case: Case) -> None:  # noq
     fresh.add("s", {"role": "user", "content": "新的开始 🌱"})
     assert shape(manager.build(sid)) == shape(fresh.build("s"))
     assert manager.delete(sid) is True and manager.delete(sid) is False
+
+
+def test_a_restarted_manager_carries_on_from_the_sessions_checkpoint(
+    case: Case,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A manager that loads a session cold (another process, after a restart) resumes its
+    checkpoint and replays only what came after: it then gives what a manager that never
+    stopped gives, recall included (the archive gets what the checkpoint covered)."""
+    monkeypatch.setattr(checkpoints, "EVERY", 16)
+    resumed: list[int] = []
+    resume = checkpoints.resumed
+
+    def spied(session: Any, seq: int, data: bytes) -> bool:
+        done = resume(session, seq, data)
+        resumed.append(seq if done else -1)
+        return done
+
+    monkeypatch.setattr(checkpoints, "resumed", spied)
+
+    def first_part(manager: Any, sid: str) -> None:
+        manager.add(sid, {"role": "system", "content": "Be brief. 简短回答。"})
+        manager.add(sid, {"role": "user", "content": "My tracking id is SF1234567890, kettle."})
+        for i in range(20):
+            manager.add(sid, {"role": "user", "content": f"where is order A-{i}? 🚚"})
+            manager.add(sid, call(i))
+            manager.add(sid, {"role": "tool", "tool_call_id": f"c{i}", "content": f"A-{i}: ok"})
+            manager.add(sid, {"role": "assistant", "content": f"Order A-{i} shipped. 発送済み"})
+        manager.add(sid, {"role": "user", "content": "And one still waiting?"})
+        manager.add(sid, call(99))  # a call waiting for its result when the process stops
+
+    def second_part(manager: Any, sid: str) -> list[Any]:
+        manager.add(sid, {"role": "tool", "tool_call_id": "c99", "content": "A-99: lost 😢"})
+        manager.add(sid, {"role": "assistant", "content": "A-99 was lost."})
+        seen = []
+        for query in ("tracking id kettle", None):
+            built = manager.build(sid, query=query)
+            seen.append((built.messages, built.total_tokens, built.report.evicted_entries))
+        manager.add(sid, {"role": "user", "content": "What was my tracking id?"})
+        built = manager.build(sid)
+        seen.append((built.messages, built.total_tokens, built.report.evicted_entries))
+        return seen
+
+    never_stopped = reference()
+    first_part(never_stopped, "s")
+    expected = second_part(never_stopped, "s")
+
+    archive, sid = SQLiteArchive(), case.sid("restart")
+    first = manager_of(case, archive=archive)
+    first_part(first, sid)
+    del first  # the process is gone; what it archived stays, what it queued is lost
+    later = manager_of(case, archive=SQLiteArchive())  # a new process, an empty archive
+    assert second_part(later, sid) == expected
+    assert len(resumed) == 1 and resumed[0] >= 64  # resumed, not replayed from seq 1
+    assert "SF1234567890" in str(expected[0][0])  # recalled from before the checkpoint

@@ -644,8 +644,12 @@ def test_a_store_that_is_down_is_503(upstream: FakeUpstream) -> None:
     from ctxwindow.stores.memory import AsyncMemoryStore
 
     class DownStore(AsyncMemoryStore):
-        async def tail(self, session_id: str, n: int) -> list[Any]:
+        """Every read and write fails, as a store that is down does."""
+
+        async def _down(self, *args: Any, **kwargs: Any) -> Any:
             raise StoreUnavailableError("store at memory:// is down")
+
+        tail = load = load_from_checkpoint = append = _down
 
     app = create_app(
         Settings(store="memory://", upstream="http://u.test/v1"),
@@ -671,8 +675,10 @@ def test_store_errors_are_answered_by_cause(
     from ctxwindow.stores.memory import AsyncMemoryStore
 
     class FailingStore(AsyncMemoryStore):
-        async def tail(self, session_id: str, n: int) -> list[Any]:
+        async def _refuse(self, *args: Any, **kwargs: Any) -> Any:
             raise getattr(errors, error)("the store says no (test)")
+
+        tail = load_from_checkpoint = _refuse  # a session's first read
 
     app = create_app(
         Settings(store="memory://", upstream="http://u.test/v1"),

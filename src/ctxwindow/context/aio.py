@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from ctxwindow.concurrency.aio import SessionLocks, Worker, run_blocking
+from ctxwindow.context import checkpoints
 from ctxwindow.context.archiving import ArchiveQueue, index_batch, indexed_through
 from ctxwindow.context.batch import (
     HASH_KEY,
@@ -38,6 +39,7 @@ from ctxwindow.context.session import (
     unit_of,
 )
 from ctxwindow.context.turns import HELD, holding
+from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry, Unit
 from ctxwindow.policies import Context
 from ctxwindow.policies.rules import text_of
@@ -132,6 +134,7 @@ class AsyncContextManager:
             stored = await self.store.append(session_id, [entry], idempotency_key=idempotency_key)
             self._core.restore(session, stored)
             self._archive_later(session)
+            await self._checkpoint(session)
             if self.prefetch and entry.message["role"] == "user":
                 await self._candidates(session_id, session, text_of(entry.message), self.budget)
             return stored[0]
@@ -168,12 +171,12 @@ class AsyncContextManager:
                 metadata = {**(metadata or {}), HASH_KEY: request}
             session = await self._session(session_id)
             entries = self._core.prepare_all(session, checked, metadata)
-            if max_messages is not None:
-                last = await self.store.tail(session_id, 1)
-                check_room(last[0].seq if last else 0, len(entries), max_messages)
+            if max_messages is not None:  # the window has caught up: its last seq is the store's
+                check_room(session.last_seq, len(entries), max_messages)
             stored = await self.store.append(session_id, entries, idempotency_key=key)
             self._core.restore(session, stored)
             self._archive_later(session)
+            await self._checkpoint(session)
             if self.prefetch and (asked := [e for e in stored if e.message["role"] == "user"]):
                 await self._candidates(session_id, session, text_of(asked[-1].message), self.budget)
             return stored
@@ -298,16 +301,52 @@ class AsyncContextManager:
         await self.close()
 
     async def _session(self, session_id: str) -> Session:
+        """The session's window: in memory, else loaded (see ``_load``)."""
         cached = self._core.cached(session_id)
         if cached is not None:
             return cached
-        stored = await self.store.load(session_id)
-        session = self._core.new_session(session_id, stored)
-        if self._core.archive is not None and stored:
-            # Queued again: what the archive has not got (all, if it keeps no watermark).
-            through = await run_blocking(indexed_through, self._core.archive, session_id)
-            self._archive_later(session, after=through)
+        session = await self._load(session_id)
+        self._core.keep(session)
+        if self._core.archive is not None and session.last_seq:
+            await self._archive_missed(session)
+        await self._checkpoint(session)  # a long session replayed whole: next time, less
         return session
+
+    async def _load(self, session_id: str) -> Session:
+        """The session from its checkpoint and the entries after it, in one round trip
+        where the store allows; replayed whole if it has no checkpoint this manager can
+        use. Rebuilding the window runs off the event loop."""
+        core = self._core
+        checkpoint, stored = await self.store.load_from_checkpoint(session_id)
+        session = await run_blocking(core.loaded, session_id, checkpoint, stored)
+        if session is None:  # a checkpoint of another window: replay every entry
+            stored = await self.store.load(session_id)
+            session = await run_blocking(core.loaded, session_id, None, stored)
+            assert session is not None
+        return session
+
+    async def _archive_missed(self, session: Session) -> None:
+        """Queue for the archive what it has not got of a session just loaded: the turns
+        above its watermark (all, if it keeps none), read from the store if a checkpoint
+        covered them."""
+        archive = self._core.archive
+        assert archive is not None
+        through = await run_blocking(indexed_through, archive, session.id)
+        covered = session.checkpointed  # what the checkpoint covered was not replayed here
+        if through < covered:
+            missed = await self.store.load(session.id, after=through, limit=covered - through)
+            self._queue.put(session.id, [e for e in missed if e.message["role"] != "system"])
+        self._archive_later(session, after=through)
+
+    async def _checkpoint(self, session: Session) -> None:
+        """Save the session's checkpoint if one is due (a failure is logged: it is a shortcut)."""
+        if not checkpoints.due(session):
+            return
+        seq, data = checkpoints.encoded(session)
+        try:
+            await self.store.save_checkpoint(session.id, seq, data)
+        except StoreError as exc:
+            logger.warning("session %r: could not save its checkpoint (%s)", session.id, exc)
 
     async def _catch_up(self, session_id: str) -> None:
         session = self._core.cached(session_id)

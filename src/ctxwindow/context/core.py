@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ctxwindow.context import checkpoints
 from ctxwindow.context.contracts import REDACT_AT, ArchiveLike, EventHook, RedactAt
 from ctxwindow.context.policy import Policy, default_budget, hybrid_policy
 from ctxwindow.context.question import Question, asked, compressed, sends, with_question
@@ -19,6 +20,7 @@ from ctxwindow.policies.explain import Decision, Decisions, Report
 from ctxwindow.policies.rules import text_of
 from ctxwindow.recall import Recall, RecallPolicy, is_whole, rank_units
 from ctxwindow.redact.redactor import RedactFn, redacted_preview
+from ctxwindow.stores.base import Checkpoint
 from ctxwindow.tokens.chat import chat_tokenizer
 from ctxwindow.tokens.models import model_info
 
@@ -65,13 +67,22 @@ class Core:
         """The session's window, if this manager's is in memory."""
         return self.sessions.get(session_id, self)
 
-    def new_session(self, session_id: str, stored: Sequence[Entry]) -> Session:
+    def loaded(
+        self, session_id: str, checkpoint: Checkpoint | None, stored: Sequence[Entry]
+    ) -> Session | None:
+        """The session from its ``checkpoint`` and the entries ``stored`` after it (None if
+        the checkpoint cannot be used: see ``context/checkpoints.py``), or from all its
+        entries. Not kept in the hot tier yet (``keep``): this may run off the event loop."""
         window = self.policy(self.budget, self.tokenizer)
         session = Session(session_id, window, owner=self)
         window.on_event = self.on_event
+        if checkpoint is not None and not checkpoints.resumed(session, *checkpoint):
+            return None
         self.restore(session, stored)
-        self.sessions.put(session)
         return session
+
+    def keep(self, session: Session) -> None:
+        self.sessions.put(session)
 
     def forget(self, session_id: str) -> None:
         self.sessions.pop(session_id)

@@ -19,6 +19,7 @@ class Session:
         self.owner = owner  # the manager whose model and budget the window counts for
         self.last_seq = 0  # the highest store seq the window has seen
         self.last_id = ""  # the id of that entry (a session deleted and rebuilt differs)
+        self.checkpointed = 0  # the seq of the session's last checkpoint known here
         # The candidates found for a query, (score, unit) best first (prefetched or reused).
         self.recall: tuple[str, list[tuple[float, Unit]]] | None = None
         self.units: dict[int, Unit] = {}  # whole archived units read for recall, by store seq

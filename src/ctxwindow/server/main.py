@@ -65,6 +65,7 @@ def run(settings: Settings, app: Any) -> None:
 
     if not logging.getLogger().handlers:  # a command, not an embedding app: show our lines
         logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(message)s")
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per upstream call
     # Neither the key nor passwords in URLs are logged: only whether a key is set.
     log.info(
         "serving on %s:%s (%d worker(s)), store %s, upstream %s (API key %s)",

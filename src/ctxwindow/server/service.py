@@ -77,6 +77,10 @@ class Service:
         return last[0].seq if last else 0
 
     async def aclose(self) -> None:
+        """Archive the turns still queued (else they wait for their session's next load),
+        then close the limiter, the upstream client and the store."""
+        for manager in self.managers():
+            await manager.drain()
         if isinstance(self.tenants.limiter, RedisLimiter):
             await self.tenants.limiter.aclose()
         await self.upstream.aclose()
