@@ -299,3 +299,19 @@ def test_report_totals_match_the_decisions_without_reading_them() -> None:
     narrow = window.build(max_tokens=60).report
     assert narrow.evicted_entries > report.evicted_entries
     assert narrow.evicted_entries == sum(1 for d in narrow.decisions if d.action == "evicted")
+
+
+def test_a_report_read_later_tells_what_had_happened_when_it_was_built() -> None:
+    """Decisions are made when first read, from the log as it was at the build."""
+    window = PriorityWindow(max_tokens=120, model="gpt-4o", reserve_recent=0)
+    for i in range(12):
+        window.add("user", f"order A-{i} 包裹 {i} shipped today from the depot")
+    early = window.build().report
+    evicted_then = early.evicted_entries
+    for i in range(12, 30):
+        window.add("user", f"order A-{i} 包裹 {i} shipped today from the depot")
+    late = window.build().report
+    assert late.evicted_entries > evicted_then > 0
+    gone = [d for d in early.decisions if d.action == "evicted"]
+    assert len(gone) == evicted_then  # not the evictions that came after the build
+    assert len([d for d in late.decisions if d.action == "evicted"]) == late.evicted_entries

@@ -23,6 +23,7 @@ class Journal:
 
     def __init__(self, size: int) -> None:
         self._log: deque[_Logged] = deque(maxlen=size)
+        self._logged = 0  # how many were ever logged (the log keeps the last ``size``)
         # Decisions about kept entries, by seq, reused while an entry stays as it is.
         self._decided: dict[int, tuple[Entry, tuple[object, ...], Decision]] = {}
         self.evicted_entries = 0
@@ -34,16 +35,26 @@ class Journal:
         for unit in units:
             reason = (cause, unit.priority, unit.size)
             for entry in unit.entries:
-                self._log.append(_Logged("evicted", entry, reason))
+                self._note(_Logged("evicted", entry, reason))
 
     def compressed(self, old: Entry, new: Entry, cause: str) -> None:
         by = str(new.metadata.get("compressed", {}).get("by", "compressor"))
         extra = {"from_tokens": old.tokens, "compressor": by}
-        self._log.append(_Logged("compressed", new, cause, extra))
+        self._note(_Logged("compressed", new, cause, extra))
 
     def summarized(self, entries: Sequence[Entry]) -> None:
         for entry in entries:
-            self._log.append(_Logged("summarized", entry, "folded into the rolling summary"))
+            self._note(_Logged("summarized", entry, "folded into the rolling summary"))
+
+    def _note(self, item: _Logged) -> None:
+        self._log.append(item)
+        self._logged += 1
+
+    def _logged_until(self, count: int) -> list[_Logged]:
+        """The log as it was when ``count`` had been logged (less what fell off since)."""
+        later = self._logged - count
+        items = list(self._log)
+        return items[: max(len(items) - later, 0)] if later else items
 
     def forget(self, unit: Unit) -> None:
         """A unit left the window: its kept decisions are no longer needed."""
@@ -82,11 +93,11 @@ class Journal:
         )
 
     def _decisions(self, system: Unit | None, units: list[Unit], left: Sequence[Unit]) -> Decisions:
-        logged = tuple(self._log)
+        count = self._logged
 
         def decisions() -> list[Decision]:
-            # Built when first read: a build stays O(window) however long the log.
-            out = [item.decision() for item in logged]
+            # Built when first read: a build costs nothing however long the log.
+            out = [item.decision() for item in self._logged_until(count)]
             if system is not None:
                 out.append(Decision.of(system.entries[0], "pinned", "system prompt"))
             left_out = _seqs(left)
