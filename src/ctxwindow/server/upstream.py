@@ -31,46 +31,59 @@ class Upstream:
         metrics: Metrics,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        headers = {}
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if settings.upstream_api_key is not None:
             headers["Authorization"] = f"Bearer {settings.upstream_api_key.get_secret_value()}"
+        self._transport = transport or httpx.AsyncHTTPTransport()
+        # Completions go straight to the transport (its connection pool): the client's
+        # redirects, cookies and URL merging cost ~0.25 ms a request and do nothing here.
+        self._url = httpx.URL(settings.upstream + "/chat/completions")
+        self._headers = headers
+        self._timeout = httpx.Timeout(settings.upstream_timeout).as_dict()
         self.client = httpx.AsyncClient(
-            base_url=settings.upstream + "/",
-            headers=headers,
-            timeout=settings.upstream_timeout,
-            transport=transport,
-        )
+            base_url=settings.upstream + "/", headers=headers,
+            timeout=settings.upstream_timeout, transport=self._transport,
+        )  # fmt: skip
         self.metrics = metrics
+
+    async def _send(self, body: dict[str, Any]) -> httpx.Response:
+        """An open response to a completion request (its body not read yet)."""
+        request = httpx.Request(
+            "POST", self._url, headers=self._headers, content=_encoded(body),
+            extensions={"timeout": self._timeout},
+        )  # fmt: skip
+        response = await self._transport.handle_async_request(request)
+        response.request = request
+        return response
 
     async def complete(self, body: dict[str, Any]) -> tuple[int, Any, bytes]:
         """(status, JSON body, raw body) of a completion; a 4xx is passed on unchanged."""
         started = time.perf_counter()
         try:
-            response = await self.client.post(
-                "chat/completions", content=_encoded(body), headers=_JSON
-            )
+            response = await self._send(body)
+            try:
+                content = await response.aread()
+            finally:
+                await response.aclose()
         except httpx.HTTPError as exc:
             raise self._failed(exc) from exc
         self.metrics.upstream_latency.observe(time.perf_counter() - started)
         self._check_status(response.status_code)
         try:
-            data = orjson.loads(response.content)
+            data = orjson.loads(content)
         except ValueError as exc:
             self.metrics.upstream_errors.labels("malformed").inc()
             raise APIError(502, "upstream returned a malformed body", code="bad_gateway") from exc
         if response.status_code < 400 and not _is_completion(data):
             self.metrics.upstream_errors.labels("malformed").inc()
             raise APIError(502, "upstream returned no completion choices", code="bad_gateway")
-        return response.status_code, data, response.content
+        return response.status_code, data, content
 
     async def stream(self, body: dict[str, Any]) -> httpx.Response:
         """An open streaming response, or a read 4xx; the caller relays and closes it."""
-        request = self.client.build_request(
-            "POST", "chat/completions", content=_encoded(body), headers=_JSON
-        )
         started = time.perf_counter()
         try:
-            response = await self.client.send(request, stream=True)
+            response = await self._send(body)
             if response.status_code >= 400:  # read whole: a 4xx is passed on, a 5xx is a 502
                 try:
                     await response.aread()
@@ -120,9 +133,6 @@ class Upstream:
             return APIError(504, "upstream timed out", code="upstream_timeout")
         self.metrics.upstream_errors.labels("connect").inc()
         return APIError(502, f"upstream unreachable: {type(exc).__name__}", code="bad_gateway")
-
-
-_JSON = {"Content-Type": "application/json"}
 
 
 def _encoded(body: dict[str, Any]) -> bytes:
