@@ -105,13 +105,17 @@ class Archive(ABC):
         min_similarity: float = 0.2,
         dense_weight: float = 1.0,
         depth: int = 50,
+        reads_per_hit: int = 40,
     ) -> None:
         if depth < 1:
             raise ValueError(f"depth must be at least 1, got {depth}")
+        if reads_per_hit < 1:
+            raise ValueError(f"reads_per_hit must be at least 1, got {reads_per_hit}")
         self.embedder = embedder
         self.min_similarity = min_similarity
         self.dense_weight = dense_weight
         self.depth = depth
+        self.reads_per_hit = reads_per_hit
 
     def index(
         self,
@@ -159,7 +163,8 @@ class Archive(ABC):
         scope = Scope(check_session_id(session_id), user_id)
         depth = max(k, self.depth)
         terms = query_terms(query)
-        lexical = self._lexical(scope, terms, depth) if terms else []
+        budget = self.reads_per_hit * depth  # postings a search may read (archive.ranking)
+        lexical = self._lexical(scope, terms, depth, budget) if terms else []
         ranked: list[tuple[int, float, int | None, int | None]]
         if self.embedder is None:
             ranked = [(row.key, row.score, rank, None) for rank, row in enumerate(lexical[:k], 1)]
@@ -253,8 +258,9 @@ class Archive(ABC):
         """The session's watermark, 0 if it has none."""
 
     @abstractmethod
-    def _lexical(self, scope: Scope, terms: list[str], depth: int) -> list[Ranked]:
-        """The best ``depth`` rows matching any of ``terms``, best first (ties: seq, key)."""
+    def _lexical(self, scope: Scope, terms: list[str], depth: int, budget: int) -> list[Ranked]:
+        """The best ``depth`` rows matching any of ``terms``, best first (ties: seq, key),
+        reading at most about ``budget`` postings where the backend can bound its work."""
 
     @abstractmethod
     def _vectors(self, scope: Scope) -> list[tuple[int, int, StoredVector]]:

@@ -199,7 +199,7 @@ class PostgresArchive(Archive):
             row = cur.fetchone()
         return 0 if row is None else int(row[0])
 
-    def _lexical(self, scope: Scope, terms: list[str], depth: int) -> list[Ranked]:
+    def _lexical(self, scope: Scope, terms: list[str], depth: int, budget: int) -> list[Ranked]:
         params = {
             "terms": terms,
             "query": _tsquery(terms),

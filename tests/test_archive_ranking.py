@@ -1,0 +1,338 @@
+"""Ranking by words with a bounded number of postings read (``ctxwindow.archive.ranking``).
+
+The plan is a pure function: the terms read are the rarest, within the
+budget. ``SQLiteArchive`` keeps per-session postings: on one session its
+scores are those of the former FTS5 ``bm25()`` search (the reference, rebuilt
+here), a search does the same work in a session four times larger, and
+replacing or forgetting entries leaves the same statistics as indexing the
+survivors afresh.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxwindow import Entry
+from ctxwindow.archive import SQLiteArchive, ranking
+from ctxwindow.archive.text import entry_text, index_text, query_terms
+from ctxwindow.archive.tokenizer import FTS5Tokenizer
+from ctxwindow.stores.base import entry_to_json
+
+# Words whose terms are no stop word's term ("one" is "on"): the former search
+# matched those against stop words, the postings do not (tokenizer.py).
+WORDS = (
+    *("kettle", "garden", "river", "piano", "window", "lantern", "harbor", "meadow", "violin"),
+    *("orchard", "candle", "pepper", "shipping", "shipped", "ships", "parcel", "monday"),
+    *("lisbon", "warehouse", "flight", "terminal", "tea", "coffee", "café", "naïve", "ABC123"),
+    *("东京", "退货", "政策", "航班", "配達", "倉庫", "🎉", "🍕"),
+)
+STOPS = ("the", "my", "of", "and", "to", "is", "was", "when")
+
+
+def entries(*texts: str, start: int = 1) -> list[Entry]:
+    return [Entry({"role": "user", "content": text}, 5, start + i) for i, text in enumerate(texts)]
+
+
+# The plan.
+
+frequencies = st.dictionaries(
+    st.text("abcdefgh", min_size=1, max_size=3), st.integers(0, 500), min_size=1, max_size=12
+)
+
+
+@given(frequencies, st.integers(1, 1000), st.integers(1, 3))
+def test_the_plan_reads_the_rarest_terms_within_the_budget(
+    df: dict[str, int], budget: int, count: int
+) -> None:
+    stats = ranking.Statistics(rows=1000, length=20_000, frequencies=df)
+    plan = ranking.plan(dict.fromkeys(df, count), stats, budget)
+    found = {term for term, n in df.items() if n > 0}
+    if plan is None:
+        assert not found
+        return
+    assert set(plan.read) | set(plan.rescore) == found and not set(plan.read) & set(plan.rescore)
+    read = sum(df[term] for term in plan.read)
+    assert read <= budget
+    if plan.rescore:  # the first term left over did not fit, nor any after it
+        first = next(iter(plan.rescore))
+        assert read + df[first] > budget and plan.fill == budget - read
+        assert all(df[term] <= df[first] for term in plan.read)
+        assert list(plan.rescore) == sorted(plan.rescore, key=lambda t: (df[t], t))
+    else:
+        assert plan.fill == 0
+    weights = {**plan.read, **plan.rescore}
+    assert weights == {t: count * ranking.idf(1000, df[t]) for t in found}
+
+
+def test_everything_is_read_when_it_fits() -> None:
+    stats = ranking.Statistics(10, 100, {"a": 3, "b": 5, "c": 2})
+    plan = ranking.plan({"a": 1, "b": 2, "c": 1, "zzz": 1}, stats, budget=10)
+    assert plan is not None
+    assert list(plan.read) == ["c", "a", "b"] and plan.rescore == {} and plan.fill == 0
+    assert plan.read["b"] == 2 * ranking.idf(10, 5) and plan.average_length == 10
+
+
+def test_common_words_only_fill_from_the_rarest() -> None:
+    stats = ranking.Statistics(1000, 10_000, {"a": 600, "b": 300})
+    plan = ranking.plan({"a": 1, "b": 1}, stats, budget=100)
+    assert plan is not None
+    assert plan.read == {} and list(plan.rescore) == ["b", "a"] and plan.fill == 100
+
+
+def test_idf_is_floored_for_words_in_half_the_rows() -> None:
+    assert ranking.idf(10, 5) == 1e-6 and ranking.idf(10, 9) == 1e-6
+    assert ranking.idf(10, 1) > ranking.idf(10, 2) > 0
+
+
+# The same scores as the former FTS5 search, on one session.
+
+
+def fts5_reference(texts: list[str], query: str) -> list[tuple[int, float]]:
+    """``(seq, score)`` best first: the former index (body + a one-token scope column) and
+    the former query, over every row."""
+    db = sqlite3.connect(":memory:")
+    db.execute(
+        "CREATE VIRTUAL TABLE f USING fts5(body, scope,"
+        " tokenize = 'porter unicode61 remove_diacritics 2')"
+    )
+    db.executemany(
+        "INSERT INTO f (rowid, body, scope) VALUES (?, ?, 'sabc')",
+        [(seq, index_text(entry_text(e))) for seq, e in enumerate(entries(*texts), 1)],
+    )
+    terms = " OR ".join('"' + term.replace('"', '""') + '"' for term in query_terms(query))
+    if not terms:
+        return []
+    rows = db.execute(
+        "SELECT rowid, -bm25(f, 1.0, 0.0) AS score FROM f WHERE f MATCH ?"
+        " ORDER BY score DESC, rowid",
+        (f"body : ({terms})",),
+    ).fetchall()
+    return [(seq, score) for seq, score in rows]
+
+
+texts = st.lists(
+    st.lists(st.sampled_from(WORDS + STOPS), min_size=1, max_size=12).map(" ".join),
+    min_size=1,
+    max_size=25,
+)
+queries = st.lists(st.sampled_from(WORDS + STOPS), min_size=1, max_size=6).map(" ".join)
+
+
+@given(texts, queries)
+def test_one_session_ranks_as_the_former_fts5_search(rows: list[str], query: str) -> None:
+    with SQLiteArchive() as archive:
+        archive.index("s", entries(*rows))
+        hits = archive.search("s", query, k=len(rows))
+    expected = fts5_reference(rows, query)
+    # Scores are summed in units of 1e-12 (ranking.UNITS).
+    scores = pytest.approx([score for _, score in expected], rel=1e-9, abs=1e-11)
+    assert [hit.score for hit in hits] == scores
+    # Equal scores may be ordered differently by float noise in FTS5: compare by score.
+    assert sorted(hit.entry.seq for hit in hits) == sorted(seq for seq, _ in expected)
+
+
+# Bounded work.
+
+COMMON = ("note", "list", "today", "okay", "thanks", "sure", "great", "maybe")
+
+
+def chatter(n: int, start: int = 1) -> list[Entry]:
+    """Rows of common words only: each in a quarter of the rows or more."""
+    return entries(
+        *(" ".join(COMMON[(i + j) % len(COMMON)] for j in range(4)) for i in range(n)),
+        start=start,
+    )
+
+
+def test_a_rare_word_finds_its_entry_among_thousands_of_common_ones() -> None:
+    with SQLiteArchive(reads_per_hit=4) as archive:  # 200 postings for 50 hits
+        rows = chatter(5000)
+        rows[3000] = Entry({"role": "user", "content": "note: the zeppelin lands today"}, 5, 3001)
+        archive.index("s", rows)
+        hits = archive.search("s", "when does the zeppelin land? note it today, thanks")
+    assert hits[0].entry.seq == 3001
+    assert len(hits) == 5
+
+
+def test_a_query_of_common_words_still_returns_k_hits() -> None:
+    """Every term is over budget: the newest postings of the rarest are read and ranked."""
+    with SQLiteArchive(reads_per_hit=1) as archive:
+        archive.index("s", chatter(2000))
+        hits = archive.search("s", "great note, thanks", k=50)
+    assert len(hits) == 50
+    assert all(hit.entry.seq > 1900 for hit in hits)  # among the newest 50 postings
+    assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+
+
+def test_when_every_posting_fits_the_bound_changes_nothing() -> None:
+    rows = [f"{a} {b} {c}" for a, b, c in zip(WORDS, WORDS[3:], WORDS[7:], strict=False)] * 8
+    with SQLiteArchive() as bounded, SQLiteArchive(reads_per_hit=10**9) as unbounded:
+        for archive in (bounded, unbounded):
+            archive.index("s", entries(*rows))
+        for query in ("kettle garden", "shipping monday tea", "东京 🎉", "river"):
+            expected = [(h.entry.seq, h.score) for h in unbounded.search("s", query, k=50)]
+            assert [(h.entry.seq, h.score) for h in bounded.search("s", query, k=50)] == expected
+
+
+def vm_steps(archive: SQLiteArchive, queries: list[str]) -> int:
+    """SQLite virtual-machine instructions run by the searches: work, measured without a clock."""
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    archive._db.set_progress_handler(count, 100)
+    for query in queries:
+        archive.search("s", query, k=20)
+    archive._db.set_progress_handler(None, 0)
+    return steps
+
+
+def test_a_search_does_the_same_work_in_a_session_four_times_larger() -> None:
+    def session(n: int) -> list[Entry]:
+        """Common words, and a rare word per 100 rows."""
+        rows = chatter(n)
+        for i in range(0, n, 100):
+            rows[i] = Entry({"role": "user", "content": f"zeppelin{i // 100} note"}, 5, i + 1)
+        return rows
+
+    queries = ["zeppelin3 note thanks", "great note today", "zeppelin7 maybe okay sure"]
+    work = {}
+    for reads_per_hit in (5, 10**9):
+        with (
+            SQLiteArchive(reads_per_hit=reads_per_hit) as small,
+            SQLiteArchive(reads_per_hit=reads_per_hit) as large,
+        ):
+            small.index("s", session(2000))
+            large.index("s", session(8000))
+            work[reads_per_hit] = vm_steps(large, queries) / vm_steps(small, queries)
+    assert work[5] < 1.3  # bounded: the same postings read
+    assert work[10**9] > 3  # every posting: four times the rows, about four times the work
+
+
+# Statistics stay right through replacing and forgetting.
+
+operations = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b"]),  # session
+        st.integers(1, 6),  # seq (and entry id)
+        st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(" ".join),
+        st.booleans(),  # forget the session before
+    ),
+    min_size=1,
+    max_size=15,
+)
+
+
+@given(operations, queries)
+def test_replacing_and_forgetting_leave_the_statistics_of_the_survivors(
+    steps: list[tuple[str, int, str, bool]], query: str
+) -> None:
+    kept: dict[str, dict[int, str]] = {"a": {}, "b": {}}
+    with SQLiteArchive() as archive:
+        for session, seq, text, forget in steps:
+            if forget:
+                archive.forget(session)
+                kept[session] = {}
+            archive.index(session, [Entry({"role": "user", "content": text}, 5, seq, id=str(seq))])
+            kept[session][seq] = text
+        for session, survivors in kept.items():
+            with SQLiteArchive() as fresh:
+                fresh.index(
+                    session,
+                    [
+                        Entry({"role": "user", "content": text}, 5, seq, id=str(seq))
+                        for seq, text in sorted(survivors.items())
+                    ],
+                )
+                expected = [(h.entry.seq, h.score) for h in fresh.search(session, query, k=10)]
+            found = archive.search(session, query, k=10)
+            assert [(h.entry.seq, h.score) for h in found] == expected
+
+
+def test_other_sessions_never_change_a_sessions_ranking() -> None:
+    with SQLiteArchive() as archive:
+        archive.index("a", entries("zeppelin over the bay", "kettle on the stove", "tea"))
+        before = [(hit.entry.seq, hit.score) for hit in archive.search("a", "kettle zeppelin")]
+        archive.index("b", entries(*(f"zeppelin sighting {i}" for i in range(30))))
+        assert [(hit.entry.seq, hit.score) for hit in archive.search("a", "kettle zeppelin")] == (
+            before
+        )
+
+
+# The tokenizer.
+
+
+def test_the_tokenizer_gives_fts5s_terms() -> None:
+    db = sqlite3.connect(":memory:")
+    tokenizer = FTS5Tokenizer(db)
+    text = index_text("Shipping 東京駅 café, naïve ÜBER ships! 🎉 one of the others")
+    db.execute(
+        "CREATE VIRTUAL TABLE f USING fts5(x, tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    db.execute("CREATE VIRTUAL TABLE v USING fts5vocab(f, instance)")
+    db.execute("INSERT INTO f VALUES (?)", (text,))
+    fts5 = dict(db.execute("SELECT term, count(*) FROM v GROUP BY term").fetchall())
+    frequency, length = tokenizer.count(text)
+    assert length == sum(fts5.values())
+    assert frequency == {t: n for t, n in fts5.items() if t not in tokenizer.stop_terms}
+    assert {"on", "other", "the", "of"} <= tokenizer.stop_terms
+    assert tokenizer.query(query_terms("shipped to 東京, one of the others")) == {
+        "ship": 1,
+        "東京": 1,
+    }
+
+
+def test_the_tokenizer_forgets_words_when_its_cache_is_full(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ctxwindow.archive import tokenizer as module
+
+    monkeypatch.setattr(module, "_CACHED", 200)
+    tokenizer = FTS5Tokenizer(sqlite3.connect(":memory:"))
+    first = tokenizer.count_all([f"word{i} shipping" for i in range(150)])
+    again = tokenizer.count_all([f"word{i} shipping" for i in range(150)])
+    assert first == again and first[7] == ({"word7": 1, "ship": 1}, 2)
+
+
+# An archive made by an earlier version (FTS5, no postings).
+
+
+def test_an_archive_of_the_fts5_version_is_indexed_when_opened(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    rows = [
+        ("s1", entries("the parcel ships on monday", "tea in lisbon"), None),
+        ("s2", entries("kettle garden"), "u1"),
+    ]
+    with sqlite3.connect(path) as db:  # the tables of the FTS5 version (its FTS5 rows unused)
+        db.execute(
+            "CREATE TABLE ctxwindow_archive (id INTEGER PRIMARY KEY, session_id TEXT NOT NULL,"
+            " entry_id TEXT NOT NULL, user_id TEXT, seq INTEGER NOT NULL, entry TEXT NOT NULL,"
+            " vector BLOB, UNIQUE (session_id, entry_id))"
+        )
+        db.execute("CREATE VIRTUAL TABLE ctxwindow_archive_fts USING fts5(body, scope)")
+        db.execute(
+            "CREATE TABLE ctxwindow_archive_watermark"
+            " (session_id TEXT PRIMARY KEY, through INTEGER NOT NULL) WITHOUT ROWID"
+        )
+        db.executemany(
+            "INSERT INTO ctxwindow_archive (session_id, entry_id, user_id, seq, entry)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [(s, e.id, user, e.seq, entry_to_json(e)) for s, batch, user in rows for e in batch],
+        )
+        db.execute("INSERT INTO ctxwindow_archive_watermark VALUES ('s1', 2)")
+    with SQLiteArchive(str(path)) as archive:
+        assert [h.entry.message["content"] for h in archive.search("s1", "shipped")] == [
+            "the parcel ships on monday"
+        ]
+        assert archive.indexed_through("s1") == 2
+        assert [h.session_id for h in archive.search("s1", "kettle", user_id="u1")] == ["s2"]
+        tables = {name for (name,) in archive._db.execute("SELECT name FROM sqlite_master")}
+    assert "ctxwindow_archive_fts" not in tables
