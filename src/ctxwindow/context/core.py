@@ -227,10 +227,19 @@ class Core:
         return [entry for entry in queued if entry.seq > after] if after else queued
 
     def scored(self, session: Session, hits: Sequence[Any]) -> tuple[dict[int, float], list[int]]:
-        """Each hit's and neighbour's score by seq, and the seqs to read from the archive."""
+        """Each hit's and neighbour's score by seq, and the seqs to read from the archive.
+
+        Only neighbours that could come back are read: a unit scores as its best
+        entry, and nothing below ``min_share`` of the best score is recalled.
+        """
         scores = self.recall.scores({hit.entry.seq: hit.score for hit in hits})
         found = {hit.entry.seq for hit in hits}
-        return scores, [seq for seq in scores if seq not in found and seq not in session.units]
+        floor = max(scores.values(), default=0.0) * self.recall.min_share
+        return scores, [
+            seq
+            for seq, score in scores.items()
+            if score >= floor and seq not in found and seq not in session.units
+        ]
 
     def uncached(
         self, session: Session, hits: Sequence[Any], around: Sequence[Entry]
