@@ -1,11 +1,13 @@
 """Ranking by words with a bounded number of postings read (``ctxwindow.archive.ranking``).
 
 The plan is a pure function: the terms read are the rarest, within the
-budget. ``SQLiteArchive`` keeps per-session postings: on one session its
-scores are those of the former FTS5 ``bm25()`` search (the reference, rebuilt
-here), a search does the same work in a session four times larger, and
-replacing or forgetting entries leaves the same statistics as indexing the
-survivors afresh.
+budget. Both backends keep per-session postings: a rare word is found among
+thousands of common ones, common words alone still give k hits, replacing or
+forgetting entries leaves the statistics of the survivors, and other
+sessions never change a session's ranking. On one session, SQLite's scores
+are those of the former FTS5 ``bm25()`` search (the reference, rebuilt here),
+and a search does the same work in a session four times larger. PostgreSQL
+tests skip as in tests/test_archive.py.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from ctxwindow.archive import SQLiteArchive, ranking
 from ctxwindow.archive.text import entry_text, index_text, query_terms
 from ctxwindow.archive.tokenizer import FTS5Tokenizer
 from ctxwindow.stores.base import entry_to_json
+
+from .test_archive import MakeArchive, make_archive, postgres_url  # noqa: F401 - fixtures
 
 # Words whose terms are no stop word's term ("one" is "on"): the former search
 # matched those against stop words, the postings do not (tokenizer.py).
@@ -149,34 +153,53 @@ def chatter(n: int, start: int = 1) -> list[Entry]:
     )
 
 
-def test_a_rare_word_finds_its_entry_among_thousands_of_common_ones() -> None:
-    with SQLiteArchive(reads_per_hit=4) as archive:  # 200 postings for 50 hits
-        rows = chatter(5000)
-        rows[3000] = Entry({"role": "user", "content": "note: the zeppelin lands today"}, 5, 3001)
-        archive.index("s", rows)
-        hits = archive.search("s", "when does the zeppelin land? note it today, thanks")
+def test_a_rare_word_finds_its_entry_among_thousands_of_common_ones(
+    make_archive: MakeArchive,  # noqa: F811 - the fixture, imported
+) -> None:
+    archive = make_archive(reads_per_hit=4)  # 200 postings for 50 hits
+    rows = chatter(5000)
+    rows[3000] = Entry({"role": "user", "content": "note: the zeppelin lands today"}, 5, 3001)
+    archive.index("s", rows)
+    hits = archive.search("s", "when does the zeppelin land? note it today, thanks")
     assert hits[0].entry.seq == 3001
-    assert len(hits) == 5
+    assert len(hits) == 5  # the rest of the budget went to the newest rows with "note"
+    assert all(hit.entry.seq > 4500 for hit in hits[1:])
 
 
-def test_a_query_of_common_words_still_returns_k_hits() -> None:
+def test_a_query_of_common_words_still_returns_k_hits(
+    make_archive: MakeArchive,  # noqa: F811 - the fixture, imported
+) -> None:
     """Every term is over budget: the newest postings of the rarest are read and ranked."""
-    with SQLiteArchive(reads_per_hit=1) as archive:
-        archive.index("s", chatter(2000))
-        hits = archive.search("s", "great note, thanks", k=50)
+    archive = make_archive(reads_per_hit=1)
+    archive.index("s", chatter(2000))
+    hits = archive.search("s", "great note, thanks", k=50)
     assert len(hits) == 50
     assert all(hit.entry.seq > 1900 for hit in hits)  # among the newest 50 postings
     assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
 
 
-def test_when_every_posting_fits_the_bound_changes_nothing() -> None:
+def test_when_every_posting_fits_the_bound_changes_nothing(
+    make_archive: MakeArchive,  # noqa: F811 - the fixture, imported
+) -> None:
     rows = [f"{a} {b} {c}" for a, b, c in zip(WORDS, WORDS[3:], WORDS[7:], strict=False)] * 8
-    with SQLiteArchive() as bounded, SQLiteArchive(reads_per_hit=10**9) as unbounded:
-        for archive in (bounded, unbounded):
-            archive.index("s", entries(*rows))
-        for query in ("kettle garden", "shipping monday tea", "东京 🎉", "river"):
-            expected = [(h.entry.seq, h.score) for h in unbounded.search("s", query, k=50)]
-            assert [(h.entry.seq, h.score) for h in bounded.search("s", query, k=50)] == expected
+    bounded, unbounded = make_archive(), make_archive(reads_per_hit=10**9)
+    for archive in (bounded, unbounded):
+        archive.index("s", entries(*rows))
+    for query in ("kettle garden", "shipping monday tea", "东京 🎉", "river"):
+        expected = [(h.entry.seq, h.score) for h in unbounded.search("s", query, k=50)]
+        assert [(h.entry.seq, h.score) for h in bounded.search("s", query, k=50)] == expected
+
+
+def test_a_user_wide_search_is_bounded_too(
+    make_archive: MakeArchive,  # noqa: F811 - the fixture, imported
+) -> None:
+    archive = make_archive(reads_per_hit=2)
+    archive.index("s1", chatter(600), user_id="u1")
+    archive.index("s2", [*chatter(600), *entries("the zeppelin note", start=601)], user_id="u1")
+    archive.index("s3", entries("zeppelin of another user"), user_id="u2")
+    hits = archive.search("s1", "zeppelin note", k=50, user_id="u1")
+    assert (hits[0].session_id, hits[0].entry.seq) == ("s2", 601)
+    assert {hit.session_id for hit in hits} <= {"s1", "s2"} and len(hits) == 50
 
 
 def vm_steps(archive: SQLiteArchive, queries: list[str]) -> int:
@@ -257,14 +280,33 @@ def test_replacing_and_forgetting_leave_the_statistics_of_the_survivors(
             assert [(h.entry.seq, h.score) for h in found] == expected
 
 
-def test_other_sessions_never_change_a_sessions_ranking() -> None:
-    with SQLiteArchive() as archive:
-        archive.index("a", entries("zeppelin over the bay", "kettle on the stove", "tea"))
-        before = [(hit.entry.seq, hit.score) for hit in archive.search("a", "kettle zeppelin")]
-        archive.index("b", entries(*(f"zeppelin sighting {i}" for i in range(30))))
-        assert [(hit.entry.seq, hit.score) for hit in archive.search("a", "kettle zeppelin")] == (
-            before
-        )
+def test_replacing_and_forgetting_on_every_backend(
+    make_archive: MakeArchive,  # noqa: F811 - the fixture, imported
+) -> None:
+    archive, fresh = make_archive(), make_archive()
+    first, second, third = entries("kettle garden", "river piano kettle", "tea monday")
+    archive.index("a", [first, second, third])
+    archive.index("b", entries("kettle kettle lisbon"))
+    second.message = {"role": "user", "content": "kettle tea"}
+    assert archive.index("a", [second]) == 1  # replaces it
+    archive.index("b", entries("kettle again"), user_id="u")
+    archive.forget("b")
+    fresh.index("a", entries("kettle garden", "kettle tea", "tea monday"))
+    for query in ("kettle", "tea piano", "river"):
+        expected = [(h.entry.seq, h.score) for h in fresh.search("a", query)]
+        assert [(h.entry.seq, h.score) for h in archive.search("a", query)] == expected
+    assert archive.search("b", "kettle") == [] and archive.search("x", "kettle", user_id="u") == []
+
+
+def test_other_sessions_never_change_a_sessions_ranking(
+    make_archive: MakeArchive,  # noqa: F811 - the fixture, imported
+) -> None:
+    archive = make_archive()
+    archive.index("a", entries("zeppelin over the bay", "kettle on the stove", "tea"))
+    before = [(hit.entry.seq, hit.score) for hit in archive.search("a", "kettle zeppelin")]
+    archive.index("b", entries(*(f"zeppelin sighting {i}" for i in range(30))))
+    after = [(hit.entry.seq, hit.score) for hit in archive.search("a", "kettle zeppelin")]
+    assert after == before
 
 
 # The tokenizer.
@@ -336,3 +378,41 @@ def test_an_archive_of_the_fts5_version_is_indexed_when_opened(tmp_path: Path) -
         assert [h.session_id for h in archive.search("s1", "kettle", user_id="u1")] == ["s2"]
         tables = {name for (name,) in archive._db.execute("SELECT name FROM sqlite_master")}
     assert "ctxwindow_archive_fts" not in tables
+
+
+def test_a_postgres_table_of_the_former_version_is_indexed_when_opened(postgres_url: str) -> None:  # noqa: F811
+    import uuid
+
+    import psycopg
+
+    from ctxwindow.archive import PostgresArchive
+
+    table = f"ctxwindow_archive_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_url, autocommit=True) as db:  # the former version's tables
+        db.execute(
+            f"CREATE TABLE {table} (id bigserial PRIMARY KEY, session_id text NOT NULL,"
+            " entry_id text NOT NULL, user_id text, seq bigint NOT NULL, entry text NOT NULL,"
+            " tsv tsvector NOT NULL, vector real[], UNIQUE (session_id, entry_id))"
+        )
+        db.execute(f"CREATE INDEX {table}_tsv ON {table} USING gin (tsv)")
+        for session, user, batch in (
+            ("s1", None, entries("the parcel ships on monday", "tea in lisbon")),
+            ("s2", "u1", entries("kettle garden")),
+        ):
+            for e in batch:
+                db.execute(
+                    f"INSERT INTO {table} (session_id, entry_id, user_id, seq, entry, tsv)"
+                    " VALUES (%s, %s, %s, %s, %s, to_tsvector('english', %s))",
+                    (session, e.id, user, e.seq, entry_to_json(e), index_text(entry_text(e))),
+                )
+    archive = PostgresArchive(postgres_url, table=table)
+    try:
+        assert [h.entry.message["content"] for h in archive.search("s1", "shipped")] == [
+            "the parcel ships on monday"
+        ]
+        assert [h.session_id for h in archive.search("s1", "kettle", user_id="u1")] == ["s2"]
+        archive.index("s1", entries("monday again", start=3))
+        assert [h.entry.seq for h in archive.search("s1", "monday")] == [3, 1]
+    finally:
+        archive.drop()
+        archive.close()

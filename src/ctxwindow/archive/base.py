@@ -84,6 +84,8 @@ class Document:
     body: str
     """The text to index, already segmented (``text.index_text``)."""
     vector: list[float] | None
+    replaces: bool = False
+    """The session held another version of the entry when ``index`` looked."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +145,7 @@ class Archive(ABC):
             if stored.get(entry.id) != (json, user_id)
         ]
         if changed or through is not None:
-            self._write(session_id, user_id, self._documents(changed), through)
+            self._write(session_id, user_id, self._documents(changed, stored), through)
         return len(changed)
 
     def indexed_through(self, session_id: str) -> int:
@@ -204,13 +206,13 @@ class Archive(ABC):
     ) -> None:
         self.close()
 
-    def _documents(self, changed: list[tuple[Entry, str]]) -> list[Document]:
+    def _documents(self, changed: list[tuple[Entry, str]], stored: Iterable[str]) -> list[Document]:
         if not changed:
             return []
         texts = [entry_text(entry) for entry, _ in changed]
         vectors = self._embed(texts)
         return [
-            Document(entry.id, entry.seq, json, index_text(text), vector)
+            Document(entry.id, entry.seq, json, index_text(text), vector, entry.id in stored)
             for (entry, json), text, vector in zip(changed, texts, vectors, strict=True)
         ]
 

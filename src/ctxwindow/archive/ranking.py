@@ -25,7 +25,7 @@ ranking. A term the query holds twice (``ships shipping``) counts twice.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 K1 = 1.2
@@ -98,3 +98,49 @@ def plan(query: Mapping[str, int], stats: Statistics, budget: int) -> Plan | Non
         fill=budget - total if read < len(found) else 0,
         average_length=stats.length / stats.rows,
     )
+
+
+Found = dict[int, tuple[int, int]]
+"""Rows found: ``key -> (seq, score in units)``."""
+
+
+def best(
+    plan: Plan,
+    depth: int,
+    read: Callable[[Plan, int], Found],
+    fill: Callable[[Plan, Found], set[int]],
+    postings: Callable[[list[str], list[int]], Iterable[tuple[int, str, int, int]]],
+) -> list[tuple[int, int, float]]:
+    """``(key, seq, score)`` of the best ``depth`` rows, best first (ties: seq, key).
+
+    A backend supplies three reads: ``read(plan, depth)``, the best ``depth`` rows holding
+    the terms of ``plan.read``, scored by them; ``fill(plan, found)``, which adds to
+    ``found`` the rows of the newest ``plan.fill`` postings of the first term of
+    ``plan.rescore``, with that term's score, and returns their keys; and
+    ``postings(terms, keys)``, the ``(key, term, tf, length)`` of those rows and terms.
+    """
+    found = read(plan, depth) if plan.read else {}
+    filled = fill(plan, found) if len(found) < depth and plan.fill else set()
+    rows = _best([(key, seq, units) for key, (seq, units) in found.items()], depth)
+    if plan.rescore and rows:
+        first = next(iter(plan.rescore))
+        added: dict[int, dict[str, int]] = {}
+        for key, term, tf, length in postings(list(plan.rescore), [key for key, _, _ in rows]):
+            if term != first or key not in filled:
+                weight = plan.rescore[term]
+                added.setdefault(key, {})[term] = units(weight, tf, length, plan.average_length)
+        rows = _best(
+            [(key, seq, total + sum(added.get(key, {}).values())) for key, seq, total in rows],
+            depth,
+        )
+    return [(key, seq, total / UNITS) for key, seq, total in rows]
+
+
+def units(weight: float, tf: int, length: int, average_length: float) -> int:
+    """``score`` in integer units, as the backends sum it in SQL."""
+    return int(score(weight, tf, length, average_length) * UNITS)
+
+
+def _best(rows: list[tuple[int, int, int]], depth: int) -> list[tuple[int, int, int]]:
+    rows.sort(key=lambda row: (-row[2], row[1], row[0]))
+    return rows[:depth]

@@ -318,14 +318,14 @@ class SQLiteArchive(Archive):
             plan = ranking.plan(query, self._statistics(sids, list(query)), budget)
             if plan is None:
                 return []
-            found = self._read(scope, sids, plan, depth) if plan.read else {}
-            filled: set[int] = set()
-            if len(found) < depth and plan.fill:
-                filled = self._fill(scope, sids, plan, found)
-            rows = _best([(key, seq, units) for key, (seq, units) in found.items()], depth)
-            if plan.rescore and rows:
-                rows = self._rescore(sids, plan, rows, filled)
-        return [Ranked(key, seq, units / ranking.UNITS) for key, seq, units in rows]
+            rows = ranking.best(
+                plan,
+                depth,
+                lambda plan, limit: self._read(scope, sids, plan, limit),
+                lambda plan, found: self._fill(scope, sids, plan, found),
+                lambda terms, keys: self._postings(sids, terms, keys),
+            )
+        return [Ranked(key, seq, score) for key, seq, score in rows]
 
     def _sids(self, scope: Scope) -> list[int]:
         """The sessions searched: the named one, and the user's."""
@@ -362,16 +362,14 @@ class SQLiteArchive(Archive):
             )
         return ranking.Statistics(rows, length, frequencies)
 
-    def _read(
-        self, scope: Scope, sids: list[int], plan: ranking.Plan, depth: int
-    ) -> dict[int, tuple[int, int]]:
-        """``key -> (seq, score in units)`` of the best ``depth`` rows holding a term read."""
+    def _read(self, scope: Scope, sids: list[int], plan: ranking.Plan, depth: int) -> ranking.Found:
+        """The best ``depth`` rows holding a term of ``plan.read`` (``ranking.best``)."""
         t = self._table
         terms = ", ".join(f"(:t{i}, :w{i})" for i in range(len(plan.read)))
         params = self._params(scope, plan.average_length, depth)
         for i, (term, weight) in enumerate(plan.read.items()):
             params[f"t{i}"], params[f"w{i}"] = term, weight
-        found: dict[int, tuple[int, int]] = {}
+        found: ranking.Found = {}
         for batch in _batches(sids, _SESSIONS):
             marks = ", ".join(f":s{i}" for i in range(len(batch)))
             rows = self._db.execute(
@@ -387,10 +385,10 @@ class SQLiteArchive(Archive):
         return found
 
     def _fill(
-        self, scope: Scope, sids: list[int], plan: ranking.Plan, found: dict[int, tuple[int, int]]
+        self, scope: Scope, sids: list[int], plan: ranking.Plan, found: ranking.Found
     ) -> set[int]:
-        """Add the rows of the newest ``plan.fill`` postings of the first term left over (per
-        session) to ``found``, with that term's score; the keys whose score now has it."""
+        """The rows of the newest ``plan.fill`` postings of the first term left over, session
+        by session, added to ``found`` (``ranking.best``)."""
         t = self._table
         term, weight = next(iter(plan.rescore.items()))
         params = self._params(scope, plan.average_length, plan.fill)
@@ -424,30 +422,18 @@ class SQLiteArchive(Archive):
             " AND (e.session_id = :session_id OR e.user_id = :user_id))"
         )
 
-    def _rescore(
-        self,
-        sids: list[int],
-        plan: ranking.Plan,
-        rows: list[tuple[int, int, int]],
-        filled: set[int],
-    ) -> list[tuple[int, int, int]]:
-        """The rows with the scores of the terms left over added (the first one's only where
-        ``_fill`` did not add it)."""
-        t = self._table
-        terms = list(plan.rescore)
-        added: Counter[int] = Counter()
+    def _postings(
+        self, sids: list[int], terms: list[str], keys: list[int]
+    ) -> Iterator[tuple[int, str, int, int]]:
+        """``(key, term, tf, length)`` of these rows' postings of these terms."""
         for batch in _batches(sids, _SESSIONS):
-            for keys in _batches([key for key, _, _ in rows], _BATCH):
-                for key, term, tf, length in self._db.execute(
-                    f"SELECT id, term, tf, length FROM {t}_postings WHERE sid IN ({_marks(batch)})"
-                    f" AND term IN ({_marks(terms)}) AND id IN ({_marks(keys)})",
-                    (*batch, *terms, *keys),
-                ):
-                    if term == terms[0] and key in filled:
-                        continue
-                    score = ranking.score(plan.rescore[term], tf, length, plan.average_length)
-                    added[key] += int(score * ranking.UNITS)
-        return _best([(key, seq, units + added[key]) for key, seq, units in rows], len(rows))
+            for chunk in _batches(keys, _BATCH):
+                yield from self._db.execute(
+                    f"SELECT id, term, tf, length FROM {self._table}_postings"
+                    f" WHERE sid IN ({_marks(batch)}) AND term IN ({_marks(terms)})"
+                    f" AND id IN ({_marks(chunk)})",
+                    (*batch, *terms, *chunk),
+                ).fetchall()
 
     def _vectors(self, scope: Scope) -> list[tuple[int, int, StoredVector]]:
         with self._errors("read the archive's vectors"):
@@ -569,12 +555,6 @@ def _store_error(what: str, exc: sqlite3.Error) -> StoreError:
     ):
         return StoreUnavailableError(f"{what}: {text}")
     return StoreError(f"{what}: {text}")
-
-
-def _best(rows: list[tuple[int, int, int]], depth: int) -> list[tuple[int, int, int]]:
-    """Best first (ties: lower seq, then key), at most ``depth``."""
-    rows.sort(key=lambda row: (-row[2], row[1], row[0]))
-    return rows[:depth]
 
 
 def _marks(batch: Sequence[object]) -> str:
