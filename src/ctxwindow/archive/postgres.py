@@ -68,10 +68,10 @@ SELECT
     (SELECT coalesce(sum(length), 0) FROM {{s}} WHERE sid = ANY(scope.sids)),
     (SELECT coalesce(json_object_agg(lexeme, n), '{{{{}}}}') FROM query),
     (SELECT coalesce(json_object_agg(lexeme, df), '{{{{}}}}') FROM (
-        SELECT p.lexeme, sum(p.tf) AS df FROM {{p}} AS p
-        WHERE p.sid = ANY(scope.sids) AND p.lexeme = ANY(ARRAY(SELECT lexeme FROM query))
-            AND p.id = {COUNT_ID}
-        GROUP BY p.lexeme
+        SELECT query.lexeme, sum(p.tf) AS df FROM unnest(scope.sids) AS s (sid), query,
+            LATERAL (SELECT tf FROM {{p}} AS p WHERE p.sid = s.sid AND p.lexeme = query.lexeme
+                AND p.id = {COUNT_ID} OFFSET 0) AS p
+        GROUP BY query.lexeme
     ) AS frequencies)
 FROM scope
 """
@@ -82,7 +82,10 @@ READ = f"""
 WITH q (lexeme, weight) AS (SELECT * FROM unnest(%(lexemes)s::text[], %(weights)s::float8[]))
 SELECT s.id, s.seq, s.units FROM (
     SELECT p.id, max(p.seq) AS seq, sum({_UNITS}) AS units
-    FROM q JOIN {{p}} AS p ON p.sid = ANY(%(sids)s) AND p.lexeme = q.lexeme AND p.id < {COUNT_ID}
+    FROM q, unnest(%(sids)s::bigint[]) AS scope (sid), LATERAL (
+        SELECT id, seq, tf, length FROM {{p}} AS p
+        WHERE p.sid = scope.sid AND p.lexeme = q.lexeme AND p.id < {COUNT_ID} OFFSET 0
+    ) AS p
     GROUP BY p.id
 ) AS s {{users}}
 ORDER BY s.units DESC, s.seq, s.id LIMIT %(limit)s
@@ -95,6 +98,16 @@ SELECT s.id, s.seq, s.units FROM (
     ORDER BY p.id DESC LIMIT %(limit)s
 ) AS s {{users}}
 """
+
+POSTINGS = """
+SELECT p.id, p.lexeme, p.tf, p.length
+FROM unnest(%s::text[]) AS q (lexeme), unnest(%s::bigint[]) AS s (sid),
+    unnest(%s::bigint[]) AS k (id), LATERAL (
+        SELECT id, lexeme, tf, length FROM {p} AS p
+        WHERE p.sid = s.sid AND p.lexeme = q.lexeme AND p.id = k.id OFFSET 0
+    ) AS p
+"""
+"""The postings of these lexemes in these rows, one primary-key lookup each."""
 
 USERS = (
     "WHERE EXISTS (SELECT 1 FROM {t} AS e WHERE e.id = s.id"
@@ -360,13 +373,7 @@ class PostgresArchive(Archive):
                 return filled
 
             def postings(lexemes: list[str], keys: list[int]) -> list[tuple[int, str, int, int]]:
-                cur.execute(
-                    self._sql(
-                        "SELECT id, lexeme, tf, length FROM {p}"
-                        " WHERE sid = ANY(%s) AND lexeme = ANY(%s) AND id = ANY(%s)"
-                    ),
-                    (sids, lexemes, keys),
-                )
+                cur.execute(self._sql(POSTINGS), (lexemes, sids, keys))
                 return list(cur.fetchall())
 
             best = ranking.best(plan, depth, read, fill, postings)
