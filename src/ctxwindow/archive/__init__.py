@@ -1,8 +1,8 @@
 """Where evicted entries go, and come back from (docs/archive.md).
 
-Lexical search always (SQLite FTS5 or PostgreSQL full text, English
-stemming, Chinese and Japanese by bigrams); dense search when an
-``Embedder`` is given; reciprocal-rank fusion of both.
+Lexical search always (BM25 over the archive's own per-session index, at a
+bounded cost per search; English stemming, Chinese and Japanese by bigrams);
+dense search when an ``Embedder`` is given; reciprocal-rank fusion of both.
 
 >>> from ctxwindow import Entry
 >>> with SQLiteArchive() as archive:
