@@ -25,6 +25,7 @@ ranking. A term the query holds twice (``ships shipping``) counts twice.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -123,17 +124,22 @@ def best(
     filled = fill(plan, found) if len(found) < depth and plan.fill else set()
     rows = _best([(key, seq, units) for key, (seq, units) in found.items()], depth)
     if plan.rescore and rows:
-        first = next(iter(plan.rescore))
-        added: dict[int, dict[str, int]] = {}
-        for key, term, tf, length in postings(list(plan.rescore), [key for key, _, _ in rows]):
-            if term != first or key not in filled:
-                weight = plan.rescore[term]
-                added.setdefault(key, {})[term] = units(weight, tf, length, plan.average_length)
-        rows = _best(
-            [(key, seq, total + sum(added.get(key, {}).values())) for key, seq, total in rows],
-            depth,
-        )
+        added = _rescored(plan, postings(list(plan.rescore), [key for key, _, _ in rows]), filled)
+        rows = _best([(key, seq, total + added[key]) for key, seq, total in rows], depth)
     return [(key, seq, total / UNITS) for key, seq, total in rows]
+
+
+def _rescored(
+    plan: Plan, postings: Iterable[tuple[int, str, int, int]], filled: set[int]
+) -> Counter[int]:
+    """Units to add to each row for the terms left over (the first one's only where the
+    fill did not count it already)."""
+    first = next(iter(plan.rescore))
+    added: Counter[int] = Counter()
+    for key, term, tf, length in postings:
+        if term != first or key not in filled:
+            added[key] += units(plan.rescore[term], tf, length, plan.average_length)
+    return added
 
 
 def units(weight: float, tf: int, length: int, average_length: float) -> int:
