@@ -134,12 +134,15 @@ def postgres_archive(postgres_url: str) -> Iterator[PostgresArchive]:
 
 
 def _drop_tables(tables: list[str]) -> None:
+    """Drop each archive's tables: its entries, watermarks and index."""
     import psycopg
     from psycopg import sql
 
+    parts = ("", "_watermark", "_sessions", "_users", "_postings")
     with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
         for table in tables:
-            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+            names = [sql.Identifier(f"{table}{part}") for part in parts]
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.SQL(", ").join(names)))
 
 
 def entries(*texts: str, start: int = 1) -> list[Entry]:
