@@ -76,12 +76,7 @@ class Background:
         """Start the thread, unless it runs already."""
         with self._guard:
             if self._running is None:
-                stop = threading.Event()
-                thread = threading.Thread(
-                    target=self._run, args=(stop,), name=self._name, daemon=True
-                )
-                self._running = thread, stop
-                thread.start()
+                self._running = _started(self._run, self._name)
 
     def stop(self) -> None:
         with self._guard:
@@ -118,12 +113,7 @@ class Worker:
         with self._guard:
             self._woken.set()
             if self._running is None or not self._running[0].is_alive():  # (or lost in a fork)
-                stop = threading.Event()
-                thread = threading.Thread(
-                    target=self._run, args=(stop,), name=self._name, daemon=True
-                )
-                self._running = thread, stop
-                thread.start()
+                self._running = _started(self._run, self._name)
 
     def stop(self) -> None:
         """Wait for the step under way, if any, and end the thread (``wake()`` starts another)."""
@@ -185,3 +175,13 @@ class SessionLocks:
                     del self._locks[session_id]
                 else:
                     self._locks[session_id] = (lock, users - 1)
+
+
+def _started(
+    run: Callable[[threading.Event], None], name: str
+) -> tuple[threading.Thread, threading.Event]:
+    """A daemon thread running ``run(stop)``, started, and the event that stops it."""
+    stop = threading.Event()
+    thread = threading.Thread(target=run, args=(stop,), name=name, daemon=True)
+    thread.start()
+    return thread, stop
