@@ -31,6 +31,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ctxwindow.errors import StoreError
+from ctxwindow.stores.redis import RedisStore
 from tests.faults.ledger import RECOVERY, Ledger, assert_ready, assert_unavailable
 from tests.faults.servers import PrivatePostgres, PrivateRedis, PrivateServer
 from tests.faults.service import running_service
@@ -108,3 +110,30 @@ def test_postgres_outage(
 ) -> None:
     """PostgreSQL stopped, stalled or restarted under the service (budget ~15 s)."""
     run_outage(private_postgres, fault, upstream, tmp_path)
+
+
+def test_a_lease_asked_for_while_redis_stalls_does_not_outlive_the_stall(
+    private_redis: PrivateRedis,
+) -> None:
+    """A lock taken while Redis is stopped times out; the stalled server still runs that
+    SET when it resumes, so the store deletes the lease it gave up on (by its own token):
+    the session can be locked again at once, not ``lock_ttl`` (30 s here) later."""
+    store = RedisStore(private_redis.url, timeout=1.0, lock_ttl=30.0)
+    try:
+        with store.lock("colis-✅"):
+            pass  # connected, and the lock works
+        private_redis.stall()
+        try:
+            with pytest.raises(StoreError), store.lock("colis-✅", timeout=1.0):
+                pytest.fail("the lock was taken while the server was stopped")
+        finally:
+            private_redis.resume()
+        start = time.monotonic()
+        while True:
+            try:
+                with store.lock("colis-✅", timeout=0.5):
+                    break
+            except StoreError:  # busy: the abandoned lease is there until it is released
+                assert time.monotonic() - start < RECOVERY, "the abandoned lease still holds"
+    finally:
+        store.close()

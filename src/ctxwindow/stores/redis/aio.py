@@ -162,9 +162,16 @@ class AsyncRedisStore(AsyncStore):
     async def _hold(self, session_id: str, deadline: float | None) -> AsyncIterator[None]:
         """A lease on the session, renewed every ``lock_ttl / 3`` until the block ends."""
         key, token = self._layout.lease_key(session_id), secrets.token_hex(16)
-        await poll(
-            functools.partial(self._take_lease, key, token, session_id), deadline, session_id
-        )
+        try:
+            await poll(
+                functools.partial(self._take_lease, key, token, session_id), deadline, session_id
+            )
+        except StoreError:
+            # A SET the client gave up on may still reach a stalled server later: the
+            # lease would then lock the session for ``lock_ttl`` after the server returns.
+            self._orphans.add(key, token, session_id)
+            self._releaser.start()
+            raise
         try:
             renew = functools.partial(self._renew_lease, key, token, session_id)
             async with repeating(renew, self._layout.lock_ttl / 3, "ctxwindow-redis-lease"):

@@ -353,25 +353,27 @@ class Orphans:
     Such a lease would otherwise keep its session locked for up to ``lock_ttl``
     after the server is back, or longer: a server restarted from its snapshot
     restores the lease, and a stalled one still runs the renewals it received
-    while stopped. Shared by the holders' threads and the retrying one.
+    while stopped. A take the client gave up on is one too: the stalled server
+    may still run it when it resumes. Each is deleted only if it still holds its
+    own token, so a later holder of the session is never touched. Shared by the
+    holders' threads and the retrying one.
     """
 
     def __init__(self, url: str) -> None:
         self._url = url
         self._guard = threading.Lock()
-        self._leases: dict[str, tuple[str, str]] = {}  # lease key -> (token, session id)
+        self._leases: dict[tuple[str, str], str] = {}  # (lease key, token) -> session id
 
     def add(self, key: str, token: str, session_id: str) -> None:
         with self._guard:
-            self._leases[key] = (token, session_id)
+            self._leases[key, token] = session_id
 
     def pending(self) -> list[tuple[str, str, str]]:
         """(key, token, session id) of each lease still to release."""
         with self._guard:
-            return [(key, token, session) for key, (token, session) in self._leases.items()]
+            return [(key, token, session) for (key, token), session in self._leases.items()]
 
     def released(self, key: str, token: str, session_id: str) -> None:
         with self._guard:
-            if self._leases.get(key, (None,))[0] == token:
-                del self._leases[key]
+            self._leases.pop((key, token), None)
         logger.info("released the lock of session %r at %s late", session_id, self._url)
