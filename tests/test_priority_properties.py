@@ -60,6 +60,7 @@ def run(program: list[tuple[Any, ...]], budget: int, caps: dict[str, int], reser
                 assert narrowed.total_tokens <= op[1]
                 assert narrowed.total_tokens == count_tokens(narrowed.messages)
                 assert window.messages() == before  # building never changes the window
+                assert narrowed.messages == without(before, next_victims(window, op[1]))
             else:
                 window.resize(op[1])
         except (MessageTooLargeError, PinnedOverBudgetError):
@@ -68,6 +69,34 @@ def run(program: list[tuple[Any, ...]], budget: int, caps: dict[str, int], reser
             assert window.messages() == before, "a refused operation changed the window"
         check(window, added, pinned, evicted)
     return window
+
+
+def next_victims(window: PriorityWindow, max_tokens: int) -> list[dict[str, Any]]:
+    """The messages a narrower budget leaves out: the queue's units in eviction order (every
+    live heap key sorted, then the recent tail, the latest user turn last) until the rest
+    fits. Built eagerly here, to check the window's lazy walk of its heaps."""
+    queue, units = window._queue, window._kept.units
+    latest = queue.latest_user
+
+    def live(key: tuple[int, float, int, int]) -> bool:
+        unit = units.get(key[2])
+        return unit is not None and unit.version == key[3] and unit is not latest
+
+    keys = sorted(key for heap in queue._heaps.values() for key in heap if live(key))
+    order = [units[key[2]] for key in keys] + [u for u in queue._recent if u is not latest]
+    if latest is not None and latest.seq in units:
+        order.append(latest)
+    used, left = window._kept.used, []
+    for unit in order:
+        if used <= max_tokens:
+            break
+        used -= unit.size
+        left += unit.messages()
+    return left
+
+
+def without(messages: list[dict[str, Any]], left: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m for m in messages if m not in left]
 
 
 def check(
@@ -206,3 +235,34 @@ def check_preview(window: PriorityWindow, budget: int) -> None:
     assert preview.messages[-1] == {"role": "user", "content": "what is the code? 代码是什么？"}
     assert preview.messages[:-1] == [m for m in before[0] if m in preview.messages[:-1]]
     assert (window.messages(), window.total_tokens, window.report().evicted_entries) == before
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["user", "assistant"]),
+            st.sampled_from(["ok", "see config.yaml", "订单 A-1042 已发货。", "日本語の文。 🎉"]),
+            st.one_of(st.none(), st.sampled_from(list(Priority)[:3])),
+            st.sampled_from([1.0, 1.0, 0.5, 5.0]),
+        ),
+        min_size=1,
+        max_size=80,
+    ),
+    st.integers(0, 60),
+    st.data(),
+)
+def test_a_narrower_budget_leaves_out_units_in_eviction_order(
+    program: list[Any], reserve: int, data: st.DataObject
+) -> None:
+    """However many units wait in the heaps, a narrowed build leaves out exactly the units
+    that eviction would take next, in its order (the window read lazily, not sorted)."""
+    window = PriorityWindow(10_000, system="sys", reserve_recent=reserve)
+    for step, (role, text, priority, importance) in enumerate(program):
+        message = {"role": role, "content": text, "name": f"s{step}"}
+        window.add(message, priority=priority, metadata={"importance": importance})
+    before = window.messages()
+    floor = window._kept.pinned_used
+    budget = data.draw(st.integers(floor, max(floor, window.report().used)))
+    narrowed = window.build(max_tokens=budget)
+    assert narrowed.messages == without(before, next_victims(window, narrowed.report.budget))
+    assert window.messages() == before

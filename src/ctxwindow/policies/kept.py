@@ -207,13 +207,18 @@ class Kept:
 # -- a narrower budget: what leaves, read-only -----------------------------------------
 
 
-def keep_last(units: list[Unit], keep: Collection[str]) -> list[Unit]:
-    """``units`` in the same order, but those with an entry id in ``keep`` at the end."""
-    if not keep:
-        return units
-    kept = [u for u in units if any(e.id in keep for e in u.entries)]
-    chosen = {id(u) for u in kept}
-    return [u for u in units if id(u) not in chosen] + kept
+def keep_last(units: Iterable[Unit], keep: Collection[str]) -> Iterator[Unit]:
+    """``units`` in the same order, but those with an entry id in ``keep`` at the end.
+
+    Lazy: a caller that stops early (``leave_out``) pays for the units it read.
+    """
+    held = []
+    for unit in units:
+        if keep and any(e.id in keep for e in unit.entries):
+            held.append(unit)
+        else:
+            yield unit
+    yield from held
 
 
 def leave_out(order: Iterable[Unit], excess: int, measure: Callable[[Unit], int]) -> list[Unit]:

@@ -28,7 +28,7 @@ Here: priorities, caps, small talk and the glue; the rest has its own module
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from ctxwindow.errors import PinnedOverBudgetError
@@ -248,8 +248,8 @@ class PriorityWindow(TokenWindow):
     def _untrack(self, unit: Unit) -> None:
         self._queue.untrack_newest(unit)
 
-    def _eviction_order(self) -> list[Unit]:
-        return self._queue.order(unit for unit in self._kept.units.values() if not unit.pinned)
+    def _eviction_order(self) -> Iterator[Unit]:
+        return self._queue.order()
 
     def _remove(self, unit: Unit) -> None:
         super()._remove(unit)

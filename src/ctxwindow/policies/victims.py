@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from ctxwindow.messages import Unit
 from ctxwindow.policies.rules import Priority
@@ -134,19 +134,26 @@ class VictimQueue:
         self._recent_tokens -= unit.size
         return unit
 
-    def order(self, units: Iterable[Unit]) -> list[Unit]:
-        """``units`` (the unpinned ones kept) in the order a narrower budget leaves them out.
+    def order(self) -> Iterator[Unit]:
+        """The unpinned units kept, in the order a narrower budget leaves them out.
 
-        Like eviction, without touching the queue: the older units by priority,
-        then size, then age; then the recent tail, the latest user turn last.
+        The order of eviction, without touching the queue: the heaps' keys
+        smallest first, then the recent tail, the latest user turn last. Lazy:
+        each heap is read in key order by a frontier of its positions (a
+        position's children are pushed when it is taken), so a caller that
+        stops after ``m`` units pays O(m log n), whatever the window holds.
         """
         latest = self.latest_user
-        recent = {id(u) for u in self._recent}
-        order = sorted(
-            (u for u in units if id(u) not in recent and u is not latest),
-            key=lambda u: (u.priority, -u.size, u.seq),
-        )
-        order += [u for u in self._recent if u is not latest]
+        frontier = [(heap[0], 0, heap) for heap in self._heaps.values() if heap]
+        heapq.heapify(frontier)
+        while frontier:
+            key, at, heap = heapq.heappop(frontier)
+            for child in (2 * at + 1, 2 * at + 2):
+                if child < len(heap):
+                    heapq.heappush(frontier, (heap[child], child, heap))
+            unit = self._kept.get(key[2])
+            if unit is not None and unit.version == key[3] and unit is not latest:
+                yield unit  # else stale: gone, re-keyed, or the latest user turn
+        yield from [u for u in self._recent if u is not latest]
         if latest is not None and latest.seq in self._kept:
-            order.append(latest)
-        return order
+            yield latest

@@ -58,7 +58,7 @@ class WindowView(ABC):
             report = Report(max_tokens or tokens, tokens, 0, {}, {})
             messages = self._kept.messages_without((), added) if added else self.messages()
             return Context(messages, tokens + extra, report)
-        units = [u for u in self.units() if not (u.pinned or u.pending)]
+        units = (u for u in self.units() if not (u.pinned or u.pending))
         left = leave_out(keep_last(units, keep), tokens - max_tokens, unit_tokens)
         tokens -= sum(unit_tokens(unit) for unit in left)
         if tokens > max_tokens:
