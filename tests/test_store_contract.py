@@ -303,6 +303,19 @@ def test_get_by_id(case: Case) -> None:
     assert case.store.get(case.sid("unknown"), stored[0].id) is None
 
 
+def test_metadata_and_content_come_back_exactly(case: Case) -> None:
+    """Integers beyond 64 bits stay integers (not floats), and so do the long digit runs,
+    floats and scripts of texts, as stored."""
+    sid = case.sid("exact")
+    metadata = {"big": 2**70, "negative": -(2**64) - 1, "int64": 2**63 - 1, "ratio": 0.1,
+                "id": "SF12345678901234567890", "名前": "テスト 🎉"}  # fmt: skip
+    stored = case.store.append(sid, [entry("订单 12345678901234567890 ✅", metadata=metadata)])
+    loaded = case.store.load(sid)
+    assert loaded == stored
+    assert loaded[0].metadata == metadata
+    assert type(loaded[0].metadata["big"]) is int
+
+
 def test_delete(case: Case) -> None:
     sid, kept = case.sid("gone"), case.sid("kept")
     case.store.append(sid, [entry("a"), entry("b")])

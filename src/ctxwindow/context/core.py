@@ -255,8 +255,20 @@ class Core:
             session.units.update((entry.seq, unit) for entry in unit.entries)
 
     def ranked(self, session: Session, scores: Mapping[int, float]) -> list[tuple[float, Unit]]:
-        """The cached units of the scored seqs, ``(score, unit)`` best first, each once."""
-        units = {id(u): u for seq in scores if (u := session.units.get(seq)) is not None}
+        """The cached units of the scored seqs that could come back, ``(score, unit)`` best
+        first, each once.
+
+        A unit scores as its best entry, and none below ``min_share`` of the best
+        unit's score comes back (``RecallPolicy.choose``): those are not ranked.
+        """
+        cached = session.units
+        top = max((score for seq, score in scores.items() if seq in cached), default=0.0)
+        floor = top * self.recall.min_share
+        units = {
+            id(u): u
+            for seq, score in scores.items()
+            if score >= floor and (u := cached.get(seq)) is not None
+        }
         return rank_units(scores, units.values())
 
     def holds_all(self, session: Session, budget: int) -> bool:

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import orjson
+
 from ctxwindow.errors import StoreInputError
 from ctxwindow.messages import Entry
 
@@ -118,8 +120,22 @@ def entry_to_json(entry: Entry) -> str:
     )
 
 
+_LONG_DIGITS = re.compile(r"[0-9]{19}")
+_LONG_DIGITS_BYTES = re.compile(rb"[0-9]{19}")
+
+
 def entry_from_json(text: str | bytes) -> Entry:
-    data: dict[str, Any] = json.loads(text)
+    """The entry ``entry_to_json`` wrote.
+
+    orjson reads it (stores and archives decode entries on every load and
+    search), unless it holds a run of 19 digits: orjson would turn an integer
+    beyond 64 bits into a float, so such a text is read by ``json``.
+    """
+    if isinstance(text, str):
+        long = _LONG_DIGITS.search(text) is not None
+    else:
+        long = _LONG_DIGITS_BYTES.search(text) is not None
+    data: dict[str, Any] = json.loads(text) if long else orjson.loads(text)
     return Entry(
         message=data["message"],
         tokens=data["tokens"],
