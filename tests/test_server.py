@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -897,6 +898,11 @@ def test_compressions_summary_updates_and_recall_latency_are_exported(
             answered = chat(http, f"Shipment {i}: {i} pallets of tiles to depot {i % 4}.", "m")
             assert answered.status_code == 200
         text = http.get("/metrics").text
+        deadline = time.monotonic() + 10  # the turns wait for the archive's worker, briefly
+        while _metric(http.get("/metrics").text, "ctxwindow_archive_queued") > 0:
+            assert time.monotonic() < deadline, "the archive's backlog never emptied"
+            time.sleep(0.01)
+    assert _metric(text, "ctxwindow_archive_queued") >= 0
     assert _metric(text, "ctxwindow_compressions_total") >= 1
     assert _metric(text, "ctxwindow_summary_updates_total") >= 1
     # a request searches once something has left the window (before, recall can add nothing)
@@ -924,6 +930,7 @@ def test_the_token_window_policy_sends_the_newest_turns_that_fit(upstream: FakeU
     assert count_tokens(upstream.last) <= 512
     assert sent == texts[len(texts) - 1 - len(sent) : -1]  # a suffix: the newest that fit
     assert _metric(metrics, "ctxwindow_compressions_total") == 0
+    assert "ctxwindow_archive_queued" not in metrics  # no archive, no backlog
 
 
 def test_compression_and_summary_can_be_switched_off(upstream: FakeUpstream) -> None:

@@ -3,8 +3,9 @@
 Every turn a session's window sees is archived, so that recall ranks the
 window's turns and the evicted ones alike. A manager queues them here as the
 window sees them; its background worker indexes the queue in batches between
-requests, and a search first indexes whatever its session still has queued,
-so it sees every turn seen before it. ``close`` indexes the rest.
+requests, and a search first indexes what its session still has queued, so
+it sees every turn seen before it (a manager may bound that wait: see
+``search_batches``; the worker indexes the rest). ``close`` indexes the rest.
 
 Each batch is indexed in one transaction with the archive's watermark for
 the session (``through`` = the batch's highest seq): the queue of a session

@@ -73,8 +73,13 @@ class ContextManager:
 
     With an ``archive``, every turn is archived in the background, between
     requests; a search first archives what its session still has queued, so
-    recall sees every turn added before it. The archive is used from a
-    worker thread: it must be safe across threads (both built-in ones are).
+    recall sees every turn added before it. ``search_batches`` bounds that
+    wait to so many batches (of up to 256 turns) instead: a longer backlog —
+    a long session loaded beside an archive that does not hold it yet — is
+    then left to the worker, and searches use what is indexed so far (the
+    service uses 1, so that a session's first request does not wait seconds).
+    The archive is used from a worker thread: it must be safe across threads
+    (both built-in ones are).
     """
 
     def __init__(
@@ -94,14 +99,18 @@ class ContextManager:
         lock_timeout: float | None = None,
         redact: RedactAt = "storage",
         on_event: EventHook | None = None,
+        search_batches: int | None = None,
     ) -> None:
         if isinstance(store, str):
             from ctxwindow.stores.url import open_store
 
             store = open_store(store)
         self.store: Store = store
+        if search_batches is not None and search_batches < 1:
+            raise ValueError(f"search_batches must be None or at least 1, got {search_batches}")
         self.prefetch = prefetch
         self.lock_timeout = lock_timeout
+        self.search_batches = search_batches
         self._core = Core(
             model, policy, archive, summarizer, redactor, budget, reserve_output,
             recall or RecallPolicy(), hot_sessions, redact, on_event,
@@ -109,6 +118,11 @@ class ContextManager:
         self._queue = ArchiveQueue()
         self._archiving = SessionLocks()  # a session's batches, one at a time
         self._worker = Worker(self._archive_next, "ctxwindow-archive")
+
+    @property
+    def queued(self) -> int:
+        """Turns waiting for the archive (0 without one): indexed soon, in the background."""
+        return len(self._queue)
 
     @property
     def budget(self) -> int:
@@ -360,7 +374,8 @@ class ContextManager:
         if session.recall is not None and session.recall[0] == key:
             return session.recall[1]
         self._archive_later(session)
-        self._archive(session_id)  # the search sees every turn queued before it
+        # The search sees every turn queued before it (or the first ``search_batches``).
+        self._archive(session_id, batches=self.search_batches)
         started = time.perf_counter()
         hits = run_blocking(archive.search, session_id, query, k=core.recall.depth)
         scores, missing = core.scored(session, hits)

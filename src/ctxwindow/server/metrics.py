@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ctxwindow.policies.explain import Report
@@ -17,7 +17,11 @@ _TOKEN_BUCKETS = (256, 1024, 4096, 16384, 32768, 65536, 131072, 262144, 1048576)
 class Metrics:
     """What the service counts: context sizes, what eviction saved, upstream health."""
 
-    def __init__(self, redactor: Callable[..., Any] | None = None) -> None:
+    def __init__(
+        self,
+        redactor: Callable[..., Any] | None = None,
+        queued: Callable[[], int] | None = None,
+    ) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.prompt_tokens = Histogram(
@@ -53,6 +57,8 @@ class Metrics:
         )
         if isinstance(getattr(redactor, "counts", None), Mapping):
             r.register(_Redactions(redactor))
+        if queued is not None:
+            r.register(_Queued(queued))
 
     def event(self, name: str, value: float) -> None:
         """The context managers' ``on_event``: work done while building contexts."""
@@ -90,3 +96,17 @@ class _Redactions(Collector):
         for kind, n in sorted(dict(self.redactor.counts).items()):
             family.add_metric([str(kind)], n)
         yield family
+
+
+class _Queued(Collector):
+    """Turns waiting for the archive's background indexing, read at scrape time."""
+
+    def __init__(self, queued: Callable[[], int]) -> None:
+        self.queued = queued
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "ctxwindow_archive_queued",
+            "Turns stored but not yet indexed by the archive (indexed in the background)",
+            value=self.queued(),
+        )

@@ -41,7 +41,8 @@ class Service:
         self.store = store if store is not None else open_async_store(settings.store_url())
         self.redactor = redactor
         self.archive = archive
-        self.metrics = Metrics(redactor)
+        queued = None if archive is None else lambda: sum(m.queued for m in self.managers())
+        self.metrics = Metrics(redactor, queued)
         self.upstream = Upstream(settings, self.metrics, upstream_transport)
         self.tenants = Tenants(
             settings.api_keys, settings.rate_limit_per_minute, _limiter(settings, clock)
@@ -63,7 +64,7 @@ class Service:
                 redactor=self.redactor, budget=budget, reserve_output=0,
                 lock_timeout=self.settings.lock_timeout, hot_sessions=self._sessions,
                 redact="context" if self.settings.redact == "upstream" else "storage",
-                on_event=self.metrics.event,
+                on_event=self.metrics.event, search_batches=1,
             )  # fmt: skip
             self._managers[model] = manager
         return manager
