@@ -288,35 +288,32 @@ def test_a_cold_load_queues_only_what_the_archive_lacks(tmp_path: Path) -> None:
     assert archive.calls == []  # a restart archives nothing again
 
 
-def test_a_search_indexes_one_batch_of_a_long_backlog_and_the_worker_the_rest(
+def test_with_search_batches_a_search_leaves_a_long_backlog_to_the_worker(
     tmp_path: Path,
 ) -> None:
     """With ``search_batches=1`` (the service's), a long session loaded beside an archive
-    that does not hold it: the first search indexes one batch on the request's thread, not
-    the whole session; the worker indexes the rest in the background, in seq order, and
-    nothing is left out."""
+    that does not hold it: the first search does not wait for its indexing (the worker is
+    held at a gate meanwhile); the worker indexes it in the background, in seq order,
+    nothing left out; then a search again indexes its session's few new turns first."""
     store = str(tmp_path / "s.db")
     with ContextManager(SQLiteStore(store), budget=300) as plain:  # no archive yet
         converse(plain)
         chat(lambda m: plain.add("s", m), 300, start=100)
-        last = plain.history("s")[-1].seq
     archive = GatedArchive(str(tmp_path / "a.db"))
-    archive.gate.clear()  # the worker waits at the gate: what the search does is its own
+    archive.gate.clear()
     with ContextManager(SQLiteStore(store), budget=300, archive=archive, search_batches=1) as cm:
-        searching = threading.Thread(
-            target=cm.build, args=("s",), kwargs={"query": "tracking id kettle"}
-        )
-        searching.start()
-        wait_until(lambda: len(archive.calls) >= 1, "indexing started")
+        cm.build("s", query="tracking id kettle")  # returns: the worker waits at the gate
+        assert cm.queued > BATCH
+        assert {thread for thread, _, _ in archive.calls} <= {"ctxwindow-archive"}
         archive.gate.set()
-        searching.join(10)
-        assert not searching.is_alive()
-        ours = [seqs for thread, seqs, _ in archive.calls if thread != "ctxwindow-archive"]
-        assert len(ours) <= 1 and all(len(seqs) <= BATCH for seqs in ours)
         wait_until(lambda: cm.queued == 0, "the worker indexed the backlog")
+        last = cm.history("s")[-1].seq
         wait_until(lambda: archive.indexed_through("s") == last, "the watermark at the end")
         assert archive.indexed() == [e.seq for e in cm.history("s") if e.seq > 1]
         assert FACT in contents(cm.build("s", query="tracking id kettle").messages)
+        chat(lambda m: cm.add("s", m), 1, start=900)
+        cm.build("s", query="tracking id kettle")  # indexes (or waits for) the new turns
+        assert cm.queued == 0 and archive.indexed_through("s") == last + 2
 
 
 def test_search_batches_must_be_none_or_positive() -> None:

@@ -4,8 +4,9 @@ Every turn a session's window sees is archived, so that recall ranks the
 window's turns and the evicted ones alike. A manager queues them here as the
 window sees them; its background worker indexes the queue in batches between
 requests, and a search first indexes what its session still has queued, so
-it sees every turn seen before it (a manager may bound that wait: see
-``search_batches``; the worker indexes the rest). ``close`` indexes the rest.
+it sees every turn seen before it (unless a manager's ``search_batches``
+cannot hold the backlog: then the worker indexes it while searches go on).
+``close`` indexes the rest.
 
 Each batch is indexed in one transaction with the archive's watermark for
 the session (``through`` = the batch's highest seq): the queue of a session
@@ -61,6 +62,11 @@ class ArchiveQueue:
                 self._pending[session_id] = pending[limit:]
             self._held.discard(session_id)
             return pending[:limit]
+
+    def waiting(self, session_id: str) -> int:
+        """How many of the session's entries are queued."""
+        with self._lock:
+            return len(self._pending.get(session_id, ()))
 
     def put_back(self, session_id: str, batch: list[Entry]) -> None:
         """A batch that could not be indexed: first again, and the session held."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from ctxwindow.concurrency.sync import SessionLocks, Worker, run_blocking
 from ctxwindow.context import checkpoints
-from ctxwindow.context.archiving import ArchiveQueue, index_batch, indexed_through
+from ctxwindow.context.archiving import BATCH, ArchiveQueue, index_batch, indexed_through
 from ctxwindow.context.batch import (
     HASH_KEY,
     batch_key,
@@ -73,11 +73,12 @@ class ContextManager:
 
     With an ``archive``, every turn is archived in the background, between
     requests; a search first archives what its session still has queued, so
-    recall sees every turn added before it. ``search_batches`` bounds that
-    wait to so many batches (of up to 256 turns) instead: a longer backlog —
-    a long session loaded beside an archive that does not hold it yet — is
-    then left to the worker, and searches use what is indexed so far (the
-    service uses 1, so that a session's first request does not wait seconds).
+    recall sees every turn added before it. With ``search_batches`` it does
+    so only when what waits fits in so many batches (of up to 256 turns): a
+    longer backlog — a long session loaded beside an archive that does not
+    hold it yet — is left to the worker, and searches use what is indexed so
+    far without waiting (the service uses 1, so that a session's first
+    request does not wait seconds).
     The archive is used from a worker thread: it must be safe across threads
     (both built-in ones are).
     """
@@ -374,8 +375,12 @@ class ContextManager:
         if session.recall is not None and session.recall[0] == key:
             return session.recall[1]
         self._archive_later(session)
-        # The search sees every turn queued before it (or the first ``search_batches``).
-        self._archive(session_id, batches=self.search_batches)
+        # The search sees every turn queued before it, unless ``search_batches`` cannot
+        # hold them: a backlog is the worker's, and the search does not wait for it.
+        limit = self.search_batches
+        whole = limit is None or self._queue.waiting(session_id) <= limit * BATCH
+        if whole:
+            self._archive(session_id)
         started = time.perf_counter()
         hits = run_blocking(archive.search, session_id, query, k=core.recall.depth)
         scores, missing = core.scored(session, hits)
@@ -383,8 +388,9 @@ class ContextManager:
         core.searched(started)
         for entry in core.uncached(session, hits, around):
             core.cache(session, self._whole_unit(session_id, entry))
-        session.recall = (key, core.ranked(session, scores))
-        return session.recall[1]
+        ranked = core.ranked(session, scores)
+        session.recall = (key, ranked) if whole else None  # kept only if it saw every turn
+        return ranked
 
     def _whole_unit(self, session_id: str, entry: Entry) -> Unit:
         """The entry with the rest of its tool unit (call and results), from the store."""

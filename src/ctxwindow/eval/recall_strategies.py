@@ -20,9 +20,10 @@ from ctxwindow.tokens.chat import ChatTokenizer
 class HybridStrategy(Strategy):
     """The whole hybrid: ``ContextManager`` with the hybrid window and recall from an archive.
 
-    History goes through a ``ContextManager`` (in-memory store, SQLite FTS5
-    archive in memory); what the window evicts is archived, and the question
-    recalls archived units into the context as ``ctxwindow.recall`` decides.
+    History goes through a ``ContextManager`` (in-memory store, a
+    ``SQLiteArchive`` in memory: its bounded BM25 over per-session postings);
+    every turn is archived, and the question recalls archived units into the
+    context as ``ctxwindow.recall`` decides.
     ``hybrid_dense`` adds dense embeddings (the ``embeddings`` extra) fused
     with the lexical ranking.
     """
@@ -74,7 +75,7 @@ class HybridDense(HybridStrategy):
 class Retrieval(Strategy):
     """Plain retrieval, the baseline recall must beat: every past turn ranked against the question.
 
-    Each history message is indexed (SQLite FTS5 BM25, the archive's ranking,
+    Each history message is indexed (the ``SQLiteArchive``'s BM25 ranking,
     with no neighbours, window or summary); the best-ranked messages that fit
     the budget, best first, are sent in their original order, then the
     question. A message in a tool unit is sent with its whole unit.
