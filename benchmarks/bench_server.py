@@ -25,7 +25,8 @@ Per store, one service process (archive off) prefills the sessions through
 the sessions API, in batches of 500: alternating user/assistant texts of
 20-60 words, some Chinese or Japanese, from a seeded ``random.Random``, never
 the same text twice. Fresh processes then serve the same sessions: archive
-off, archive on (it indexes the whole session at its first search), archive
+off, archive on (its worker indexes the whole session in the background after
+the first request, which does not wait for it), archive
 on again (it finds the session indexed). The first request each of them
 sends to the largest session is a cold one. Session ids are new in every run
 (Redis db 11, PostgreSQL database ``test``) and are deleted at the end.
@@ -500,9 +501,9 @@ def print_cpu(rows: list[Row], requests: int) -> None:
 
 def print_cold(colds: list[Cold]) -> None:
     rule("2. Cold session: the first request on a session the service process never loaded")
-    print("   'on' = the archive starts empty: the first search indexes one batch, the worker")
-    print("   the rest in the background ('archive caught up': wall from the request's start")
-    print("   until nothing is queued, polled on /metrics; not part of the request);")
+    print("   'on' = the archive starts empty: the worker indexes the session in the background")
+    print("   while the first search uses what is indexed ('archive caught up': wall from the")
+    print("   request's start until nothing is queued, polled on /metrics; not the request's);")
     print("   'on, indexed' = a fresh process whose archive already holds the session")
     print(
         f"   {'store':<11} {'archive':<12} {'session':<12} {'wall':>9} {'service CPU':>12}"
