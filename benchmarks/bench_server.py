@@ -19,7 +19,9 @@ only: CPU time is read from ``/proc``. Three parts, in one run:
    That process has answered a stateless request and the smaller sessions
    first, so what is measured is the session's load, not the process's.
 3. Load: 20 concurrent sessions x 10 turns straight to the fake upstream,
-   then through the service (SQLite store; one process, then ``--workers 2``).
+   then through the minimal proxy (``FLOOR_PROXY``, also measured in part 1:
+   the least a Python proxy on this stack costs), then through the service
+   (SQLite store; one process, then ``--workers 2``).
 
 Per store, one service process (archive off) prefills the sessions through
 the sessions API, in batches of 500: alternating user/assistant texts of
@@ -100,6 +102,45 @@ async def up(request):
 app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/", up)])
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 """
+
+FLOOR_PROXY = r"""
+import sqlite3, sys, orjson, httpx, uvicorn
+from ctxwindow.tokens import chat_tokenizer
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+tokenizer = chat_tokenizer("gpt-4o")  # ctxwindow's offline o200k_base counter
+db = sqlite3.connect(sys.argv[3], check_same_thread=False)
+db.execute("PRAGMA journal_mode=WAL")
+db.execute("PRAGMA synchronous=NORMAL")
+db.execute("CREATE TABLE IF NOT EXISTS m (session TEXT, seq INTEGER, tokens INTEGER, body TEXT)")
+client = httpx.AsyncClient(base_url=sys.argv[2], timeout=60)
+
+def keep(session, message):
+    tokens = tokenizer.message_tokens(message)
+    with db:
+        db.execute("INSERT INTO m VALUES (?, 0, ?, ?)", (session, tokens, orjson.dumps(message)))
+
+async def chat(request):
+    body = orjson.loads(await request.body())
+    session = request.headers.get("x-session-id")
+    if session is not None:
+        keep(session, body["messages"][-1])
+    upstream = await client.post("/chat/completions", content=orjson.dumps(body),
+                                 headers={"content-type": "application/json"})
+    if session is not None:
+        keep(session, orjson.loads(upstream.content)["choices"][0]["message"])
+    return Response(upstream.content, media_type="application/json")
+
+async def up(request):
+    return JSONResponse({})
+
+app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/", up)])
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+"""
+"""The floor: the least a Python proxy does per request (uvicorn + Starlette, orjson,
+httpx to the upstream; with a session, count and insert both messages in SQLite)."""
 
 
 # -- workload ------------------------------------------------------------------------
@@ -221,6 +262,17 @@ def running(
 
 def upstream_process(port: int) -> contextlib.AbstractContextManager[Process]:
     return running([sys.executable, "-c", FAKE_UPSTREAM, str(port)], port, "/", {})
+
+
+@contextlib.contextmanager
+def floor_process(upstream: Process) -> Iterator[Process]:
+    """``FLOOR_PROXY`` in front of ``upstream``, its SQLite file in a temporary folder."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="bench-floor-") as folder:
+        args = [sys.executable, "-c", FLOOR_PROXY, str(port), f"{upstream.url}/v1",
+                str(Path(folder) / "floor.db")]  # fmt: skip
+        with running(args, port, "/", {}, Path(folder) / "floor.log") as proxy:
+            yield proxy
 
 
 def service_process(
@@ -462,6 +514,12 @@ class StoreBench:
 def bench_stores(run: Run, stores: list[str], sizes: tuple[int, ...]) -> Results:
     """Parts 1 and 2 for each store that answers; a store stops at its first error."""
     results = Results(sizes)
+    with floor_process(run.upstream) as proxy:
+        history = run.texts.messages(STATELESS_HISTORY)
+        results.rows.append(Row("floor", "-", None, batch(run, proxy, None, history)))
+        session = f"floor-{run.run_id}"
+        results.rows.append(Row("floor", "-", 10, batch(run, proxy, session, [])))
+        note("floor proxy measured")
     for store in stores:
         with tempfile.TemporaryDirectory(prefix=f"bench-{store}-") as folder:
             url = store_url(store, Path(folder))
@@ -483,6 +541,8 @@ def size_label(size: int | None) -> str:
 def print_cpu(rows: list[Row], requests: int) -> None:
     rule(f"1. CPU per request, {requests} sequential requests per row (+{WARMUP} warm-up)")
     print("   service = utime+stime of the service's processes; upstream = the fake upstream's;")
+    print("   'floor' = a minimal proxy in the service's place (uvicorn + Starlette + orjson +")
+    print("   httpx; with a session it counts and inserts both messages in SQLite, nothing more)")
     print("   x 10 msgs = service CPU / the 10-message row of the same store and archive")
     print(
         f"   {'store':<11} {'archive':<8} {'session':<11} {'service':>9} {'upstream':>9}"
@@ -577,11 +637,14 @@ def load(run: Run, target: Process, service: Process | None, label: str) -> Load
 class LoadResults:
     direct: Load
     served: dict[int, Load]  # by number of workers
+    floor: Load | None = None  # through FLOOR_PROXY
 
 
 def bench_load(run: Run) -> LoadResults:
     """Direct, then through a service of 1 and of 2 workers; one that fails is left out."""
     direct = load(run, run.upstream, None, f"d-{run.run_id}")
+    with floor_process(run.upstream) as proxy:
+        floor = load(run, proxy, proxy, f"f-{run.run_id}")
     served: dict[int, Load] = {}
     for workers in (1, 2):
         with tempfile.TemporaryDirectory(prefix="bench-load-") as folder:
@@ -591,7 +654,7 @@ def bench_load(run: Run) -> LoadResults:
                     served[workers] = load(run, service, service, f"s{workers}-{run.run_id}")
             except (RuntimeError, httpx.HTTPError) as exc:
                 run.problem(f"load, --workers {workers}: stopped: {exc}")
-    return LoadResults(direct, served)
+    return LoadResults(direct, served, floor)
 
 
 def print_load(results: LoadResults) -> None:
@@ -602,6 +665,9 @@ def print_load(results: LoadResults) -> None:
         f" {'up CPU/req':>11}"
     )
     show_load("fake upstream directly", results.direct)
+    if results.floor is not None:
+        show_load("through the minimal proxy (the floor)", results.floor)
+        print(f"     throughput floor/direct {results.floor.rate / results.direct.rate:.0%}")
     for workers, through in results.served.items():
         label = "through ctxwindow serve" + (f" (--workers {workers})" if workers > 1 else "")
         show_load(label, through)
@@ -651,7 +717,8 @@ def size_ratios(rows: list[Row]) -> list[Worst]:
 
 def print_targets(results: Results, load_results: LoadResults) -> None:
     rule("Summary (targets)")
-    rows, colds = results.rows, results.colds
+    colds = results.colds
+    rows = [r for r in results.rows if r.store != "floor"]
     stateless = [(r.batch.service_ms, r.label()) for r in rows if r.size is None]
     session = [(r.batch.service_ms, r.label()) for r in rows if r.size and r.archive == "on"]
     show_target(stateless, "stateless", "service CPU/request without a session", "<= 1 ms")
