@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import math
 import struct
 import zlib
 
@@ -19,6 +20,7 @@ from ctxwindow import (
 from ctxwindow.tokens import CachedCounter, TiktokenCounter, chat_tokenizer, get_encoding
 from ctxwindow.tokens.encodings import SPECS, read_ranks
 from ctxwindow.tokens.images import DEFAULT_IMAGE_SIZE, image_size, patch_count, tile_count
+from ctxwindow.tokens.registry import UNKNOWN_ESTIMATE
 
 # The example of OpenAI's "How to count tokens with tiktoken" guide, with the
 # prompt_tokens the API reported for it.
@@ -257,20 +259,30 @@ def test_unknown_model_lists_known_names_and_the_way_out() -> None:
         count_tokens([{"role": "user", "content": "hi"}], model="gpt-4x")
     message = str(info.value)
     assert "gpt-4x" in message and "gpt-4o" in message and "estimate=True" in message
+    assert "--model-config" in message and "CTXWINDOW_UNKNOWN_MODELS=estimate" in message
     with pytest.raises(UnknownModelError):
-        model_info("claude-3-5-sonnet")
+        model_info("mystery-7b")
 
 
 def test_estimator_only_when_asked_and_it_warns() -> None:
     messages = [{"role": "user", "content": "Hello there, 你好！"}]
     with pytest.warns(EstimateWarning):
-        estimated = count_tokens(messages, model="claude-3-5-sonnet", estimate=True)
-    with pytest.warns(EstimateWarning):
-        tokenizer = chat_tokenizer("claude-3-5-sonnet", estimate=True)
+        estimated = count_tokens(messages, model="mystery-7b", estimate=True)
+    tokenizer = chat_tokenizer("mystery-7b", estimate=True)
     assert not tokenizer.exact
-    # 13 narrow characters / 4 + 3 wide characters, x1.2, rounded up, plus framing.
-    assert tokenizer.text("Hello there, 你好！") == 8
+    # 13 narrow characters and 3 wide ones, by the default estimate for unknown models.
+    e = UNKNOWN_ESTIMATE
+    assert tokenizer.text("Hello there, 你好！") == math.ceil(
+        (3 * e.tokens_per_wide + 13 / e.chars_per_token) * e.margin
+    )
     assert estimated >= count_tokens(messages, model="gpt-4o")
+
+
+def test_catalogued_families_are_estimated_with_a_warning() -> None:
+    with pytest.warns(EstimateWarning, match="claude-sonnet-4-5"):
+        tokenizer = chat_tokenizer("claude-sonnet-4-5")
+    assert not tokenizer.exact
+    assert model_info("claude-sonnet-4-5").estimated
 
 
 def test_known_model_with_estimate_flag_stays_exact() -> None:

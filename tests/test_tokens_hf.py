@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import jinja2
+import jinja2.ext
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 from ctxwindow.errors import EncodingDataError
@@ -24,13 +29,132 @@ from ctxwindow.tokens.hf import (
     hf_chat_tokenizer,
 )
 
-SPECIAL = ["<|im_start|>", "<|im_end|>", "<s>", "</s>"]
+LLAMA3_SPECIAL = [
+    "<|begin_of_text|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|python_tag|>",
+]
+SPECIAL = ["<|im_start|>", "<|im_end|>", "<s>", "</s>", *LLAMA3_SPECIAL]
 CHATML = (
     "{% for message in messages %}"
     "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
+# meta-llama/Llama-3.1-8B-Instruct's chat_template (its tokenizer_config.json), verbatim.
+LLAMA31 = r"""{{- bos_token }}
+{%- if custom_tools is defined %}
+    {%- set tools = custom_tools %}
+{%- endif %}
+{%- if not tools_in_user_message is defined %}
+    {%- set tools_in_user_message = true %}
+{%- endif %}
+{%- if not date_string is defined %}
+    {%- set date_string = "26 Jul 2024" %}
+{%- endif %}
+{%- if not tools is defined %}
+    {%- set tools = none %}
+{%- endif %}
+
+{#- This block extracts the system message, so we can slot it into the right place. #}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+
+{#- System message + builtin tools #}
+{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
+{%- if builtin_tools is defined or tools is not none %}
+    {{- "Environment: ipython\n" }}
+{%- endif %}
+{%- if builtin_tools is defined %}
+    {{- "Tools: " + builtin_tools | reject('equalto', 'code_interpreter') | join(", ") + "\n\n"}}
+{%- endif %}
+{{- "Cutting Knowledge Date: December 2023\n" }}
+{{- "Today Date: " + date_string + "\n\n" }}
+{%- if tools is not none and not tools_in_user_message %}
+    {{- "You have access to the following functions. To call a function, please respond with JSON for a function call." }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\n\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\n\n" }}
+    {%- endfor %}
+{%- endif %}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+
+{#- Custom tools are passed in a user message with some extra guidance #}
+{%- if tools_in_user_message and not tools is none %}
+    {#- Extract the first user message so we can plug it in here #}
+    {%- if messages | length != 0 %}
+        {%- set first_user_message = messages[0]['content']|trim %}
+        {%- set messages = messages[1:] %}
+    {%- else %}
+        {{- raise_exception("Cannot put tools in the first user message when there's no first user message!") }}
+{%- endif %}
+    {{- '<|start_header_id|>user<|end_header_id|>\n\n' -}}
+    {{- "Given the following functions, please respond with a JSON for a function call " }}
+    {{- "with its proper arguments that best answers the given prompt.\n\n" }}
+    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
+    {{- "Do not use variables.\n\n" }}
+    {%- for t in tools %}
+        {{- t | tojson(indent=4) }}
+        {{- "\n\n" }}
+    {%- endfor %}
+    {{- first_user_message + "<|eot_id|>"}}
+{%- endif %}
+
+{%- for message in messages %}
+    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}
+        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
+    {%- elif 'tool_calls' in message %}
+        {%- if not message.tool_calls|length == 1 %}
+            {{- raise_exception("This model only supports single tool-calls at once!") }}
+        {%- endif %}
+        {%- set tool_call = message.tool_calls[0].function %}
+        {%- if builtin_tools is defined and tool_call.name in builtin_tools %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
+            {{- "<|python_tag|>" + tool_call.name + ".call(" }}
+            {%- for arg_name, arg_val in tool_call.arguments | items %}
+                {{- arg_name + '="' + arg_val + '"' }}
+                {%- if not loop.last %}
+                    {{- ", " }}
+                {%- endif %}
+                {%- endfor %}
+            {{- ")" }}
+        {%- else  %}
+            {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
+            {{- '{"name": "' + tool_call.name + '", ' }}
+            {{- '"parameters": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- "}" }}
+        {%- endif %}
+        {%- if builtin_tools is defined %}
+            {#- This means we're in ipython mode #}
+            {{- "<|eom_id|>" }}
+        {%- else %}
+            {{- "<|eot_id|>" }}
+        {%- endif %}
+    {%- elif message.role == "tool" or message.role == "ipython" %}
+        {{- "<|start_header_id|>ipython<|end_header_id|>\n\n" }}
+        {%- if message.content is mapping or message.content is iterable %}
+            {{- message.content | tojson }}
+        {%- else %}
+            {{- message.content }}
+        {%- endif %}
+        {{- "<|eot_id|>" }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+{%- endif %}"""  # noqa: E501 (verbatim: the long lines are the template's)
+LLAMA31_DATE = "26 Jul 2024"  # the template's default date_string; transformers passes none
 SAMPLES = [
     "Hello, world! The bot answers the user.",
     "中文分词测试：你好，世界。",
@@ -57,10 +181,19 @@ CONVERSATIONS = [
 ]
 
 
+# Paragraphs, indentation and runs of spaces, so that the vocabulary has merges
+# such as "\n\n" and "\n  " that can join content to the newline before it.
+LAYOUT = [
+    "first paragraph\n\nsecond paragraph\n\n\nthird",
+    "code:\n    indented line\n        deeper\n\tand a tab",
+    "  two spaces,   three spaces \n \n trailing  ",
+]
+
+
 def _corpus() -> list[str]:
     words = ["user", "hello", "world", "answer", "question", "the"]
     lines = [f"{a} {b}, {c}!" for a in words for b in words for c in ("中文", "日本語", "😀")]
-    return lines + SAMPLES * 20
+    return lines + (SAMPLES + LAYOUT) * 20
 
 
 def train_tiny_bpe() -> Tokenizer:
@@ -101,11 +234,84 @@ def make_model(
     return folder
 
 
+@functools.cache
+def trained_tokenizer_json() -> str:
+    """The tiny BPE as tokenizer.json text, trained once per process."""
+    return train_tiny_bpe().to_str()
+
+
+def write_llama31_model(folder: Path) -> Path:
+    """Write a Llama 3.1 Instruct look-alike into ``folder`` (created if needed) and return it.
+
+    The tiny trained tokenizer.json (Llama 3's special tokens included) and a
+    tokenizer_config.json with the real Llama 3.1 chat template, bos_token
+    and eos_token, as meta-llama/Llama-3.1-8B-Instruct ships them.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tokenizer.json").write_text(trained_tokenizer_json(), "utf-8")
+    config = {
+        "bos_token": "<|begin_of_text|>",
+        "eos_token": "<|eot_id|>",
+        "chat_template": LLAMA31,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+    }
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2), "utf-8")
+    return folder
+
+
+def render_chat_template(
+    template: str, messages: Sequence[Mapping[str, Any]], **special_tokens: str
+) -> str:
+    """``template`` rendered as transformers' ``apply_chat_template`` renders it.
+
+    Same sandbox, block trimming and helpers; ``add_generation_prompt=True``,
+    no tools. Written apart from ``ctxwindow.tokens.hf`` on purpose: the oracle.
+    """
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.TemplateError(message)
+
+    def tojson(
+        value: Any,
+        ensure_ascii: bool = False,
+        indent: int | None = None,
+        separators: tuple[str, str] | None = None,
+        sort_keys: bool = False,
+    ) -> str:
+        return json.dumps(
+            value,
+            ensure_ascii=ensure_ascii,
+            indent=indent,
+            separators=separators,
+            sort_keys=sort_keys,
+        )
+
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+    )
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda format: datetime.now().strftime(format)
+    return env.from_string(template).render(
+        messages=list(messages),
+        tools=None,
+        documents=None,
+        add_generation_prompt=True,
+        **special_tokens,
+    )
+
+
 @pytest.fixture(scope="session")
 def tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("trained") / "tokenizer.json"
-    train_tiny_bpe().save(str(path))
+    path.write_text(trained_tokenizer_json(), "utf-8")
     return path
+
+
+@pytest.fixture(scope="session")
+def llama_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Llama 3.1 Instruct look-alike: the tiny tokenizer and the real chat template."""
+    return write_llama31_model(tmp_path_factory.mktemp("models") / "Llama-3.1-8B-Instruct")
 
 
 @pytest.fixture(scope="session")
@@ -294,23 +500,60 @@ def test_tokenizer_json_path_finds_the_sibling_config(chatml_folder: Path, raw: 
     assert chat.count(CONVERSATIONS[2]) == oracle(raw, chatml(CONVERSATIONS[2]))
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    contents=st.lists(
-        st.text(alphabet="ab 中文日本語😀\n,!", min_size=1).filter(lambda t: not t[0].isspace()),
-        min_size=1,
-        max_size=5,
-    )
+# Text for generated messages: words, CJK, emoji and whitespace anywhere,
+# including at the ends where it can be trimmed or merge with the framing.
+_EDGE = st.text(alphabet=" \n\t", max_size=3)
+EDGY_TEXT = st.one_of(
+    st.builds(
+        "{}{}{}".format,
+        _EDGE,
+        st.text(alphabet="ab X1!,. 中文日本語😀👍🏽\n\t", max_size=10),
+        _EDGE,
+    ),
+    st.text(max_size=12),
 )
+
+
+def conversations(max_turns: int = 5) -> st.SearchStrategy[list[dict[str, str]]]:
+    """An optional system message, then alternating user/assistant messages."""
+
+    def build(system: str | None, turns: list[str]) -> list[dict[str, str]]:
+        head = [] if system is None else [{"role": "system", "content": system}]
+        roles = ["user", "assistant"] * max_turns
+        return head + [{"role": r, "content": c} for r, c in zip(roles, turns, strict=False)]
+
+    return st.builds(
+        build, st.none() | EDGY_TEXT, st.lists(EDGY_TEXT, min_size=1, max_size=max_turns)
+    )
+
+
+@pytest.fixture(scope="session")
+def chatml_chat(chatml_folder: Path) -> ChatTokenizer:
+    return hf_chat_tokenizer(chatml_folder)
+
+
+@settings(max_examples=60, deadline=None)
+@given(messages=conversations())
 def test_chatml_exact_for_generated_content(
-    chatml_folder: Path, raw: Tokenizer, contents: list[str]
+    chatml_chat: ChatTokenizer, raw: Tokenizer, messages: list[dict[str, str]]
 ) -> None:
-    """Exact for content that does not start with whitespace (the documented limit)."""
-    roles = ["system", "user", "assistant", "user", "assistant"]
-    messages = [
-        {"role": r, "content": c} for r, c in zip(roles[: len(contents)], contents, strict=True)
-    ]
-    assert hf_chat_tokenizer(chatml_folder).count(messages) == oracle(raw, chatml(messages))
+    """Exact for any content, whitespace at its ends included."""
+    assert chatml_chat.count(messages) == oracle(raw, chatml(messages))
+
+
+@pytest.mark.parametrize("content", ["", " ", "\n", "\n\nhello", "  two", "\n  中文", "end\n\n"])
+def test_chatml_content_merging_with_the_framing(
+    chatml_chat: ChatTokenizer, raw: Tokenizer, content: str
+) -> None:
+    """A newline or spaces at the start of content merge with the role line's newline.
+
+    The tiny vocabulary has "\\n\\n" and "\\n  " as tokens, as real ones do, so
+    counting the content on its own would be a token off.
+    """
+    assert isinstance(chatml_chat, TemplateChatTokenizer)
+    messages = [{"role": "user", "content": content}]
+    assert chatml_chat.count(messages) == oracle(raw, chatml(messages))
+    assert chatml_chat.layouts["user"].lead == "<|im_start|>user\n"
 
 
 def test_bos_prefix_is_counted_once(tmp_path: Path, tokenizer_json: Path, raw: Tokenizer) -> None:
@@ -523,3 +766,122 @@ def test_llama3_shaped_template(tmp_path: Path, tokenizer_json: Path, raw: Token
         body = "".join(f"<|im_start|>{m['role']}<|im_end|>\n\n{m['content']}</s>" for m in messages)
         expected = "<s>" + body + "<|im_start|>assistant<|im_end|>\n\n"
         assert chat.count(messages) == oracle(raw, expected)
+
+
+# -- Llama 3.1: its real template on the tiny tokenizer -------------------------------
+
+LLAMA_TOKENS = {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}
+
+
+@pytest.fixture(scope="session")
+def llama_chat(llama_folder: Path) -> ChatTokenizer:
+    return hf_chat_tokenizer(llama_folder)
+
+
+def llama31(messages: Sequence[Mapping[str, Any]]) -> str:
+    return render_chat_template(LLAMA31, messages, **LLAMA_TOKENS)
+
+
+def test_llama31_rendering_as_published() -> None:
+    """The oracle renders the template as Meta documents the 3.1 prompt format."""
+    expected = (
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+        f"Cutting Knowledge Date: December 2023\nToday Date: {LLAMA31_DATE}\n\n"
+        "Be brief.<|eot_id|>"
+        "<|start_header_id|>user<|end_header_id|>\n\n你好<|eot_id|>"
+        "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    )
+    messages = [{"role": "system", "content": " Be brief.\n"}, {"role": "user", "content": "你好 "}]
+    assert llama31(messages) == expected
+
+
+def test_write_llama31_model(tmp_path: Path) -> None:
+    """The helper other tests reuse: a folder with tokenizer.json and the template config."""
+    folder = write_llama31_model(tmp_path / "meta-llama" / "Llama-3.1-8B-Instruct")
+    config = json.loads((folder / "tokenizer_config.json").read_text("utf-8"))
+    assert config["chat_template"] == LLAMA31
+    assert config["bos_token"] == "<|begin_of_text|>"
+    assert Tokenizer.from_file(str(folder / "tokenizer.json")).token_to_id("<|eot_id|>") is not None
+
+
+@pytest.mark.parametrize("messages", CONVERSATIONS)
+def test_llama31_counts_equal_the_rendering(
+    llama_chat: ChatTokenizer, raw: Tokenizer, messages: list[dict[str, str]]
+) -> None:
+    """count() is the token count of the full Llama 3.1 rendering, with or without system."""
+    assert llama_chat.count(messages) == oracle(raw, llama31(messages))
+    per_message = sum(llama_chat.message_tokens(m) for m in messages)
+    assert llama_chat.count([]) + per_message == llama_chat.count(messages)
+
+
+@settings(max_examples=100, deadline=None)
+@given(messages=conversations())
+def test_llama31_exact_for_generated_conversations(
+    llama_chat: ChatTokenizer, raw: Tokenizer, messages: list[dict[str, str]]
+) -> None:
+    """Exact for any conversation: trimmed ends, CJK, emoji, newlines, empty messages."""
+    assert llama_chat.count(messages) == oracle(raw, llama31(messages))
+
+
+def test_llama31_system_block_is_always_rendered(
+    llama_chat: ChatTokenizer, hf_counter: HuggingFaceCounter
+) -> None:
+    """The date lines are in the reply priming; a system message adds what it adds there."""
+    assert isinstance(llama_chat, TemplateChatTokenizer)
+    system_block = (
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+        f"Cutting Knowledge Date: December 2023\nToday Date: {LLAMA31_DATE}\n\n<|eot_id|>"
+    )
+    assert llama31([{"role": "user", "content": "hi"}]).startswith(system_block)
+    reply = "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    assert llama_chat.framing.reply_priming == hf_counter.count(system_block + reply)
+    system = {"role": "system", "content": "日本語で答えてください。"}
+    user = {"role": "user", "content": "hi"}
+    added = hf_counter.count(llama31([system, user])) - hf_counter.count(llama31([user]))
+    assert llama_chat.message_tokens(system) == added
+    # its text, and "\n\n" before it no longer one token as before "<|eot_id|>"
+    assert added == hf_counter.count(system["content"]) + 1
+
+
+@pytest.mark.parametrize("content", ["", " ", "\n\n", " 你好\n", "\n\nhello", "emoji 😀 \t"])
+def test_llama31_trims_content(
+    llama_chat: ChatTokenizer, raw: Tokenizer, hf_counter: HuggingFaceCounter, content: str
+) -> None:
+    """Content is counted trimmed, as the template's "| trim" renders it, for every role."""
+    assert isinstance(llama_chat, TemplateChatTokenizer)
+    assert all(layout.lstrip and layout.rstrip for layout in llama_chat.layouts.values())
+    for role in ("system", "user", "assistant"):
+        messages = [{"role": role, "content": content}]
+        assert llama_chat.count(messages) == oracle(raw, llama31(messages))
+    if content.strip():
+        trimmed = {"role": "user", "content": content.strip()}
+        assert llama_chat.message_tokens({"role": "user", "content": content}) == (
+            llama_chat.message_tokens(trimmed)
+        )
+
+
+def test_llama31_text_parts_are_trimmed_at_the_ends(llama_chat: ChatTokenizer) -> None:
+    parts = [{"type": "text", "text": "  first "}, {"type": "text", "text": " last\n"}]
+    trimmed = [{"type": "text", "text": "first "}, {"type": "text", "text": " last"}]
+    assert llama_chat.message_tokens({"role": "user", "content": parts}) == (
+        llama_chat.message_tokens({"role": "user", "content": trimmed})
+    )
+
+
+def test_chatml_does_not_trim(chatml_chat: ChatTokenizer) -> None:
+    assert isinstance(chatml_chat, TemplateChatTokenizer)
+    assert not any(layout.lstrip or layout.rstrip for layout in chatml_chat.layouts.values())
+
+
+def test_quick_start_model_name(tmp_path: Path, raw: Tokenizer) -> None:
+    """The quick-start model, named as on the Hub, counts its whole request exactly."""
+    name = "meta-llama/Llama-3.1-8B-Instruct"
+    chat = hf_chat_tokenizer(write_llama31_model(tmp_path / "llama"), name=name)
+    assert chat.model == name
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Summarise this thread in one line.\n"},
+        {"role": "assistant", "content": "  It is about 日本語 and emoji 🎉."},
+        {"role": "user", "content": "Thanks!"},
+    ]
+    assert chat.count(messages) == oracle(raw, llama31(messages))

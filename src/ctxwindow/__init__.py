@@ -16,6 +16,7 @@ from ctxwindow.errors import (
     IdempotencyConflictError,
     InvalidMessageError,
     MessageTooLargeError,
+    ModelConfigError,
     OrphanToolResultError,
     PinnedOverBudgetError,
     SessionBusyError,
@@ -41,11 +42,13 @@ from ctxwindow.tokens import (
     ChatTokenizer,
     EstimateWarning,
     ModelInfo,
+    ModelRegistry,
     TokenCounter,
     chat_tokenizer,
     count_tokens,
     known_models,
     model_info,
+    use_models,
 )
 
 __version__ = "0.1.0"
@@ -66,7 +69,9 @@ __all__ = [
     "Match",
     "MessageTooLargeError",
     "MessageWindow",
+    "ModelConfigError",
     "ModelInfo",
+    "ModelRegistry",
     "OrphanToolResultError",
     "PinnedOverBudgetError",
     "Priority",
@@ -87,4 +92,5 @@ __all__ = [
     "count_tokens",
     "known_models",
     "model_info",
+    "use_models",
 ]

@@ -7,6 +7,7 @@ starting with ``ctxwindow: error:`` and exit status 2, never a traceback.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -36,25 +37,58 @@ def _root() -> None:
     """Keep LLM conversations inside their token budget."""
 
 
+# How every command is told about models beyond the built-in ones (docs/models.md).
+ModelConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--model-config",
+        help="TOML or JSON file of model entries (window, limits, counter); "
+        "default: $CTXWINDOW_MODEL_CONFIG.",
+    ),
+]
+EstimateOption = Annotated[
+    bool,
+    typer.Option(
+        "--estimate",
+        help="Count a model that no entry matches with the estimator instead of refusing it.",
+    ),
+]
+
+
+def _use_models(config: Path | None, estimate: bool) -> None:
+    """Make the model config and ``--estimate`` the process's (and forked workers')."""
+    from ctxwindow.tokens.registry import use_models
+
+    if config is not None:
+        os.environ["CTXWINDOW_MODEL_CONFIG"] = str(config.expanduser().resolve())
+    if estimate:
+        os.environ["CTXWINDOW_UNKNOWN_MODELS"] = "estimate"
+    if config is not None or estimate:
+        use_models(None)  # read again from the environment, checked now
+
+
 @app.command()
 def count(
     file: Annotated[str, typer.Argument(help="JSON file of chat messages, or - for stdin.")] = "-",
-    model: Annotated[str, typer.Option(help="Model whose tokenizer and framing.")] = "gpt-4o",
+    model: Annotated[
+        str, typer.Option(help="Model whose tokenizer and chat framing count the request.")
+    ] = "gpt-4o",
     tools: Annotated[
         Path | None, typer.Option(help="JSON file with the request's tool definitions.")
     ] = None,
     text: Annotated[bool, typer.Option("--text", help="Plain text, no chat framing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a per-message breakdown.")] = False,
-    estimate: Annotated[
-        bool, typer.Option("--estimate", help="Allow the estimator for an unknown model.")
-    ] = False,
+    estimate: EstimateOption = False,
+    model_config: ModelConfigOption = None,
 ) -> None:
     """Print the prompt tokens a request costs, as a bare integer.
 
     FILE holds a JSON array of chat messages, or a request body object with
-    "messages" (and optionally "tools").
+    "messages" (and optionally "tools"). An estimated count is said on
+    stderr (and as "exact": false with --json).
     """
     try:
+        _use_models(model_config, estimate)
         _count(_read(file), model, tools, text, as_json, estimate)
     except CtxWindowError as exc:
         _fail(str(exc))
@@ -191,6 +225,8 @@ def eval_command(
     llm_model: LLMModelOption = None,
     llm_judge: LLMJudgeOption = False,
     workers: WorkersOption = None,
+    estimate: EstimateOption = False,
+    model_config: ModelConfigOption = None,
 ) -> None:
     """Measure context strategies and budgets; print a table, write a report.
 
@@ -198,6 +234,10 @@ def eval_command(
     """
     from ctxwindow.eval.command import EvalOptions, run_command
 
+    try:
+        _use_models(model_config, estimate)
+    except CtxWindowError as exc:
+        _fail(str(exc))
     options = EvalOptions(
         datasets=dataset or ["builtin:all"],
         strategies=_split(strategies, "--strategies"),
@@ -229,6 +269,8 @@ def serve(
     workers: Annotated[
         int | None, typer.Option(help="Worker processes sharing the store (default 1).")
     ] = None,
+    estimate: EstimateOption = False,
+    model_config: ModelConfigOption = None,
 ) -> None:
     """Run the OpenAI-compatible context service (docs/server.md).
 
@@ -240,7 +282,10 @@ def serve(
     except ImportError as exc:
         _fail(f"the server needs its extra: pip install 'ctxwindow[server]' ({exc})")
     try:
-        serve_command(host, port, store, upstream, config, workers)
+        serve_command(
+            host, port, store, upstream, config, workers,
+            models_file=model_config, unknown_models="estimate" if estimate else None,
+        )  # fmt: skip
     except (ValueError, CtxWindowError) as exc:
         _fail(str(exc))
 

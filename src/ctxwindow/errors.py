@@ -3,6 +3,7 @@
     CtxWindowError
     ├── InvalidMessageError        a message is not valid chat wire format (also ValueError)
     ├── UnknownModelError          a model name the registry does not know (also KeyError)
+    ├── ModelConfigError           a model entry is not valid; names entry and field (ValueError)
     ├── EncodingDataError          the offline encoding files are missing or fail their hash
     ├── BudgetError                a budget cannot be honoured (also ValueError)
     │   ├── MessageTooLargeError   one unit is larger than the whole budget
@@ -35,6 +36,11 @@ class UnknownModelError(CtxWindowError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+class ModelConfigError(CtxWindowError, ValueError):
+    """A model entry (config file, ``CTXWINDOW_*`` variable, flag) is not valid; the text
+    names the entry and the field."""
 
 
 class EncodingDataError(CtxWindowError):

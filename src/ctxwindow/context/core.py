@@ -15,14 +15,14 @@ from ctxwindow.context.session import CACHED_UNITS, HotSessions, Session, waitin
 from ctxwindow.errors import BudgetError, InvalidMessageError, OrphanToolResultError
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
 from ctxwindow.policies import Context
+from ctxwindow.policies.alternate import alternate, is_alternating
 from ctxwindow.policies.base import stored_kind
 from ctxwindow.policies.explain import Decision, Decisions, Report
 from ctxwindow.policies.rules import text_of
 from ctxwindow.recall import Recall, RecallPolicy, is_whole, rank_units
 from ctxwindow.redact.redactor import RedactFn, redacted_preview
 from ctxwindow.stores.base import Checkpoint
-from ctxwindow.tokens.chat import chat_tokenizer
-from ctxwindow.tokens.models import model_info
+from ctxwindow.tokens.registry import ModelRegistry, default_models
 
 
 class Core:
@@ -41,16 +41,20 @@ class Core:
         hot_sessions: int | HotSessions,
         redact: RedactAt = "storage",
         on_event: EventHook | None = None,
+        models: ModelRegistry | None = None,
     ) -> None:
         if redact not in REDACT_AT:
             raise ValueError(f"redact must be one of {REDACT_AT}, got {redact!r}")
         self.model = model
-        self.tokenizer = chat_tokenizer(model)
-        info = model_info(model)
+        models = models or default_models()
+        info = models.resolve(model)
+        self.info = info
+        self.tokenizer = models.tokenizer_of(info)
+        self.strict_roles = info.strict_roles
         self.reserve_output = (
             min(4096, info.max_output) if reserve_output is None else reserve_output
         )
-        self.budget = default_budget(model, budget, self.reserve_output)
+        self.budget = default_budget(model, budget, self.reserve_output, models=models)
         self.policy = policy or hybrid_policy(summarizer)
         self.archive = archive
         self.redactor = redactor
@@ -316,32 +320,60 @@ class Core:
             evicted_entries=report.evicted_entries,
             evicted_tokens=report.evicted_tokens,
             recalled_entries=sum(len(u.entries) for u in recalled),
+            estimated=report.estimated,
         )
 
     def context(
         self, session: Session, budget: int, recalled: Recall, question: Question | None
     ) -> Context:
-        """The context to send; with ``redact="context"``, redacted and still within budget.
+        """The context to send, ``finished`` (redacted, roles alternating) and within budget.
 
         It ends with the ``question`` (see ``context/question.py``), if any.
-        A placeholder can take more tokens than the secret it replaces: then
-        the context is built with less room, the largest room that fits.
+        A placeholder or a bridging message can take more tokens than it
+        saves: then the context is built with less room, the largest room that fits.
         """
         built = self.build_window(session, budget, recalled, question)
-        if not self.redact_context:
+        if not self.redact_context and self.strict_roles is None:
             return built
-        fitted = self.redacted(session, built, budget)
+        fitted = self.finished(session, built, budget)
         if fitted.total_tokens > budget:
             overshoot = fitted.total_tokens - budget
-            fitted = self.fit_redacted(session, budget, recalled, question, budget - overshoot)
-        sent = {id(message) for message in fitted.messages}
-        session.redacted = {k: hit for k, hit in session.redacted.items() if id(hit[1]) in sent}
+            fitted = self.fit_finished(session, budget, recalled, question, budget - overshoot)
+        if self.redact_context:
+            sent = {id(message) for message in fitted.messages}
+            session.redacted = {k: hit for k, hit in session.redacted.items() if id(hit[1]) in sent}
         return fitted
 
-    def fit_redacted(
+    def finished(self, session: Session, built: Context, budget: int) -> Context:
+        """``built`` as it is sent: redacted (``redact="context"``), then with alternating
+        roles (a model whose template wants them: ``ModelInfo.strict_roles``)."""
+        if self.redact_context:
+            built = self.redacted(session, built, budget)
+        if self.strict_roles is not None:
+            built = self.alternated(built)
+        return built
+
+    def alternated(self, built: Context) -> Context:
+        """``built`` with one system message and alternating roles, its tokens recounted.
+
+        Strict templates also take one system message: the system prompt and
+        the rolling summary are joined (a blank line between them).
+        """
+        messages = built.messages
+        systems = sum(1 for m in messages[:2] if m["role"] in SYSTEM_ROLES)
+        if systems < 2 and is_alternating(messages):
+            return built
+        assert self.strict_roles is not None
+        sent = alternate(_one_system(messages), self.strict_roles)
+        count = self.tokenizer.message_tokens
+        extra = sum(map(count, sent)) - sum(map(count, messages))
+        report = replace(built.report, used=built.report.used + extra)
+        return Context(sent, built.total_tokens + extra, report)
+
+    def fit_finished(
         self, session: Session, budget: int, recalled: Recall, question: Question | None, room: int
     ) -> Context:
-        """The redacted context of the largest room up to ``room`` that fits in ``budget``.
+        """The finished context of the largest room up to ``room`` that fits in ``budget``.
 
         ``room`` (the budget less the overshoot) is tried first and usually
         fits; bisection then finds the largest room below the budget that does.
@@ -354,14 +386,14 @@ class Core:
             except BudgetError:  # too little room for what must be kept: try more
                 low = mid + 1
             else:
-                attempt = self.redacted(session, built, budget)
+                attempt = self.finished(session, built, budget)
                 if attempt.total_tokens > budget:
                     high = mid - 1
                 else:
                     best, low = attempt, mid + 1
             mid = (low + high) // 2
         if best is None:
-            raise BudgetError(f"the redacted context does not fit in {budget} tokens")
+            raise BudgetError(f"the finished context does not fit in {budget} tokens")
         return best
 
     def redacted(self, session: Session, built: Context, budget: int) -> Context:
@@ -412,3 +444,15 @@ class Core:
         if recalled.units:
             return self.build_window(session, budget, Recall(), question)
         return with_question(session.window, budget, question[0], self.on_event)
+
+
+def _one_system(messages: list[Message]) -> list[Message]:
+    """``messages`` with their leading system messages joined into the first one."""
+    head = 0
+    while head < len(messages) and messages[head]["role"] in SYSTEM_ROLES:
+        head += 1
+    if head < 2:
+        return messages
+    texts = [text_of(m) for m in messages[:head]]
+    system = {"role": messages[0]["role"], "content": "\n\n".join(t for t in texts if t)}
+    return [system, *messages[head:]]

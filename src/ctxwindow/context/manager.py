@@ -48,6 +48,7 @@ from ctxwindow.policies.rules import text_of
 from ctxwindow.recall import RecallPolicy
 from ctxwindow.redact.redactor import RedactFn
 from ctxwindow.stores.base import Store
+from ctxwindow.tokens.registry import ModelRegistry
 
 logger = logging.getLogger("ctxwindow.context")
 
@@ -68,8 +69,9 @@ class ContextManager:
     the budget they get (``ctxwindow.recall.RecallPolicy``). ``hot_sessions``
     is how many sessions keep their window in memory, or a ``HotSessions`` shared
     with other managers over the same store (one window a session, whichever
-    model asks). ``with`` closes the store (see ``close``). The example is in
-    ``ctxwindow.context``.
+    model asks). ``models`` resolves ``model`` (its window, limits and counter;
+    default: the process's registry, ``ctxwindow.tokens.registry``). ``with``
+    closes the store (see ``close``). The example is in ``ctxwindow.context``.
 
     With an ``archive``, every turn is archived in the background, between
     requests; a search first archives what its session still has queued, so
@@ -101,6 +103,7 @@ class ContextManager:
         redact: RedactAt = "storage",
         on_event: EventHook | None = None,
         search_batches: int | None = None,
+        models: ModelRegistry | None = None,
     ) -> None:
         if isinstance(store, str):
             from ctxwindow.stores.url import open_store
@@ -114,7 +117,7 @@ class ContextManager:
         self.search_batches = search_batches
         self._core = Core(
             model, policy, archive, summarizer, redactor, budget, reserve_output,
-            recall or RecallPolicy(), hot_sessions, redact, on_event,
+            recall or RecallPolicy(), hot_sessions, redact, on_event, models,
         )  # fmt: skip
         self._queue = ArchiveQueue()
         self._archiving = SessionLocks()  # a session's batches, one at a time

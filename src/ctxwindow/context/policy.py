@@ -7,13 +7,15 @@ from typing import Any
 
 from ctxwindow.policies import PriorityWindow, Window
 from ctxwindow.tokens.chat import ChatTokenizer
-from ctxwindow.tokens.models import model_info
+from ctxwindow.tokens.registry import ModelRegistry, default_models
 
 Policy = Callable[[int, ChatTokenizer], Window]
 """Makes a session's window for a budget: ``policy(budget, tokenizer)``."""
 
 
-def default_budget(model: str, budget: int | float, reserve_output: int) -> int:
+def default_budget(
+    model: str, budget: int | float, reserve_output: int, *, models: ModelRegistry | None = None
+) -> int:
     """An int budget as given; a ratio of the model's context window minus the reply reserve."""
     if isinstance(budget, int) and not isinstance(budget, bool):
         if budget < 1:
@@ -21,7 +23,8 @@ def default_budget(model: str, budget: int | float, reserve_output: int) -> int:
         return budget
     if not 0 < budget <= 1:
         raise ValueError(f"a budget ratio must be in (0, 1], got {budget}")
-    return max(1, int(model_info(model).context_window * budget) - reserve_output)
+    window = (models or default_models()).resolve(model).context_window
+    return max(1, int(window * budget) - reserve_output)
 
 
 COMPRESSORS = ("chain", "structured", "extractive", "truncate", "off")

@@ -75,6 +75,7 @@ def run_eval(
         "model": model,
         "dataset": dataset.name,
         "input_price_per_mtok": price,
+        "estimated_counts": not tokenizer.exact,  # the model has no exact tokenizer here
         "budgets": list(budgets),
         "strategies": list(strategies),
         "n_conversations": len(dataset.conversations),

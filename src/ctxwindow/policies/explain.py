@@ -124,6 +124,7 @@ class Report:
     evicted_entries: int = 0  # entries of the history left out of this context
     evicted_tokens: int = 0  # their tokens: what sending the full history would add
     recalled_entries: int = 0  # archived entries brought back into this context
+    estimated: bool = False  # counts are the estimator's, not what the provider bills
 
     @property
     def headroom(self) -> int:
@@ -140,13 +141,15 @@ class Report:
             "evicted_entries": self.evicted_entries,
             "evicted_tokens": self.evicted_tokens,
             "recalled_entries": self.recalled_entries,
+            "estimated": self.estimated,
             "decisions": [asdict(d) for d in self.decisions],
         }
 
     def __str__(self) -> str:
         lines = [
             f"budget {self.budget:,} tokens: {self.used:,} used "
-            f"(reply reserve {self.reserve_output:,}), headroom {self.headroom:,}",
+            f"(reply reserve {self.reserve_output:,}), headroom {self.headroom:,}"
+            + (" (estimated counts)" if self.estimated else ""),
             "by category: " + _pairs(self.tokens_by_category),
             "by priority: " + _pairs(self.tokens_by_priority),
             f"{'seq':>5}  {'action':<10} {'priority':<8} {'kind':<8} {'tokens':>7}  why / what",

@@ -75,6 +75,8 @@ class Journal:
         system: Unit | None,
         units: list[Unit],
         left: Sequence[Unit],
+        *,
+        estimated: bool = False,
     ) -> Report:
         """The report on ``units`` (and ``system``) with the units ``left`` out.
 
@@ -90,6 +92,7 @@ class Journal:
             decisions=self._decisions(system, units, left),
             evicted_entries=self.evicted_entries + sum(len(u.entries) for u in left),
             evicted_tokens=self.evicted_tokens + sum(u.size for u in left),
+            estimated=estimated,
         )
 
     def _decisions(self, system: Unit | None, units: list[Unit], left: Sequence[Unit]) -> Decisions:

@@ -457,5 +457,6 @@ class PriorityWindow(TokenWindow):
     def _report(self, budget: int, left: list[Unit], tokens: int) -> Report:
         units, system = list(self.units()), self._kept.system
         return self._journal.report(
-            budget, tokens, self.reserve_output, self._categories, system, units, left
-        )
+            budget, tokens, self.reserve_output, self._categories, system, units, left,
+            estimated=not self.tokenizer.exact,
+        )  # fmt: skip

@@ -55,7 +55,7 @@ class WindowView(ABC):
         tokens = self._kept.tokens
         extra = sum(map(unit_tokens, added))
         if max_tokens is None or tokens <= max_tokens:
-            report = Report(max_tokens or tokens, tokens, 0, {}, {})
+            report = Report(max_tokens or tokens, tokens, 0, {}, {}, estimated=self._estimated)
             messages = self._kept.messages_without((), added) if added else self.messages()
             return Context(messages, tokens + extra, report)
         units = (u for u in self.units() if not (u.pinned or u.pending))
@@ -64,7 +64,11 @@ class WindowView(ABC):
         if tokens > max_tokens:
             raise BudgetError(f"what the window must keep takes {tokens} tokens, over {max_tokens}")
         messages = self._kept.messages_without(left, added)
-        return Context(messages, tokens + extra, Report(max_tokens, tokens, 0, {}, {}))
+        return Context(
+            messages,
+            tokens + extra,
+            Report(max_tokens, tokens, 0, {}, {}, estimated=self._estimated),
+        )
 
     def preview(self, role_or_message: str | Mapping[str, Any], content: Any = None) -> Context:
         """The context this window would hold if the message were added now; read-only.
@@ -89,7 +93,15 @@ class WindowView(ABC):
         left = leave_out(self._eviction_order(), excess, lambda unit: unit.size)
         tokens = self._kept.tokens + entry.tokens - sum(unit_tokens(unit) for unit in left)
         kept = self._kept.messages_without(left)
-        return Context([*kept, entry.message], tokens, Report(self._budget, tokens, 0, {}, {}))
+        return Context(
+            [*kept, entry.message],
+            tokens,
+            Report(self._budget, tokens, 0, {}, {}, estimated=self._estimated),
+        )
+
+    @property
+    def _estimated(self) -> bool:
+        return not self.tokenizer.exact
 
     def _preview_entry(self, message: Message) -> Entry:
         """The entry ``preview`` would add, checked like ``add`` would check it."""

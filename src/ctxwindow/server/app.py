@@ -74,10 +74,12 @@ def _default_redactor(settings: Settings) -> RedactFn | None:
 def _lifespan(
     service: Service, owned: Any
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """On shutdown, close the service, then the archive the app opened itself (if any)."""
+    """On start-up, load what calibration learnt; on shutdown, close the service, then the
+    archive the app opened itself (if any)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await service.calibration.load()
         yield
         await service.aclose()
         if owned is not None:

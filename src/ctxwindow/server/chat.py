@@ -22,14 +22,13 @@ from fastapi.responses import StreamingResponse
 
 from ctxwindow.context import AsyncContextManager, request_hash
 from ctxwindow.errors import CtxWindowError, InvalidMessageError
-from ctxwindow.messages import Entry, make_message
+from ctxwindow.messages import Entry, make_message, validate_message
 from ctxwindow.policies import Context
 from ctxwindow.server import inputs
 from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.service import Service, check_messages, read_json
 from ctxwindow.server.tenants import scoped
 from ctxwindow.server.upstream import StreamedReply
-from ctxwindow.tokens.chat import count_tokens
 
 REQUEST_SCHEMA = {
     "requestBody": {
@@ -62,15 +61,18 @@ def router(service: Service, tenant: Any) -> APIRouter:
         """An OpenAI chat completion over the session's context (``X-Session-Id``)."""
         body = await read_json(request, service.settings.max_request_bytes)
         inputs.check_completion(body)
-        inputs.check_tools(body.get("tools"))
+        tools = inputs.check_tools(body.get("tools"))
         messages = check_messages(body.get("messages"), service.settings.max_message_chars)
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise APIError(400, "'model' must be a model name", param="model")
+        if service.model(model).estimated:  # its budget depends on the ratios kept
+            await service.calibration.load()
         budget = _budget(service, request, body, model)
         session_id = inputs.session_id(request, body)
         if session_id is None:
             return await _stateless(service, body, messages, model, budget)
+        budget = _less_tools(service, model, budget, tools)
         sid = scoped(tenant, session_id)
         manager = service.manager(model)
         key = inputs.idempotency_key(request)
@@ -111,17 +113,21 @@ async def _exchange(
             return _replay(answered[0], model, bool(body.get("stream")))
     context = await _build(manager, sid, budget)
     evicted, recalled = service.metrics.observe_context(context.report, context.total_tokens)
+    tokenizer = service.tokenizer(model)
     headers = {
         "X-Context-Tokens": str(context.total_tokens),
         "X-Context-Evicted": str(evicted),
         "X-Context-Recalled": str(recalled),
+        "X-Context-Estimated": "false" if tokenizer.exact else "true",
     }
     forward = {**_without_session(body), "messages": context.messages}
+    ours = context.total_tokens + tokenizer.tools_tokens(body.get("tools"))
     if body.get("stream"):
-        return await _stream(service, manager, sid, forward, key, headers)
+        return await _stream(service, manager, sid, forward, key, headers, ours)
     status, data, raw = await service.upstream.complete(forward)
     if status < 400:
         await _store_reply(manager, sid, data["choices"][0].get("message") or {}, key)
+        await service.observe_usage(model, ours, data.get("usage"))
     return Response(raw, status, headers=headers, media_type="application/json")
 
 
@@ -147,10 +153,7 @@ def _budget(service: Service, request: Request, body: dict[str, Any], model: str
     reply = body.get("max_completion_tokens") or body.get("max_tokens") or 0
     if not isinstance(reply, int) or reply < 0:
         raise APIError(400, "'max_tokens' must be a positive integer", param="max_tokens")
-    try:
-        budget = service.settings.budget_for(model, reply)
-    except CtxWindowError as exc:
-        raise from_library(exc) from exc
+    budget = service.budget(model, reply)
     header = inputs.context_max_tokens(request)
     if header is not None:
         budget = min(budget, header)
@@ -160,6 +163,19 @@ def _budget(service: Service, request: Request, body: dict[str, Any], model: str
             code="context_length_exceeded", param="max_tokens",
         )  # fmt: skip
     return budget
+
+
+def _less_tools(
+    service: Service, model: str, budget: int, tools: list[dict[str, Any]] | None
+) -> int:
+    """The budget left for the session's messages beside the request's tool definitions."""
+    room = budget - service.tokenizer(model).tools_tokens(tools)
+    if room < 1:
+        raise APIError(
+            400, f"the tool definitions alone take the whole budget of {budget} tokens",
+            code="context_length_exceeded", param="tools",
+        )  # fmt: skip
+    return room
 
 
 def _without_session(body: dict[str, Any]) -> dict[str, Any]:
@@ -177,10 +193,13 @@ def _without_session(body: dict[str, Any]) -> dict[str, Any]:
 async def _stateless(
     service: Service, body: dict[str, Any], messages: list[dict[str, Any]], model: str, budget: int
 ) -> Response:
+    tokenizer = service.tokenizer(model)
     try:
         if service.redactor is not None:  # nothing is stored: what goes upstream is masked
             messages = [service.redactor(dict(make_message(m))) for m in messages]
-        tokens = count_tokens(messages, model, inputs.check_tools(body.get("tools")))
+        for i, message in enumerate(messages):
+            validate_message(message, where=f"messages[{i}]")
+        tokens = tokenizer.count(messages, inputs.check_tools(body.get("tools")))
     except (CtxWindowError, ValueError) as exc:
         raise from_library(exc) from exc
     if tokens > budget:
@@ -189,17 +208,37 @@ async def _stateless(
             code="context_length_exceeded", param="messages",
         )  # fmt: skip
     forward = {**_without_session(body), "messages": messages}
-    headers = {"X-Context-Tokens": str(tokens), "X-Context-Evicted": "0", "X-Context-Recalled": "0"}
+    headers = {
+        "X-Context-Tokens": str(tokens), "X-Context-Evicted": "0", "X-Context-Recalled": "0",
+        "X-Context-Estimated": "false" if tokenizer.exact else "true",
+    }  # fmt: skip
     if body.get("stream"):
+        reply = _with_usage(forward)
         upstream = await service.upstream.stream(forward)
         if upstream.status_code >= 400:
             return _unchanged(upstream, headers)
+
+        async def observe() -> None:
+            await service.observe_usage(model, tokens, reply.usage)
+
         return StreamingResponse(
-            service.upstream.relay(upstream, StreamedReply()), headers=headers,
+            service.upstream.relay(upstream, reply, observe), headers=headers,
             media_type="text/event-stream",
         )  # fmt: skip
-    status, _, raw = await service.upstream.complete(forward)
+    status, data, raw = await service.upstream.complete(forward)
+    if status < 400:
+        await service.observe_usage(model, tokens, data.get("usage"))
     return Response(raw, status, headers=headers, media_type="application/json")
+
+
+def _with_usage(forward: dict[str, Any]) -> StreamedReply:
+    """Ask the upstream for usage at the end of the stream (calibration reads it); if the
+    client did not ask for it, its chunk is not passed on (``StreamedReply.hide_usage``)."""
+    reply = StreamedReply()
+    if "stream_options" not in forward:
+        forward["stream_options"] = {"include_usage": True}
+        reply.hide_usage = True
+    return reply
 
 
 async def _store_turns(
@@ -260,15 +299,17 @@ async def _stream(
     forward: dict[str, Any],
     key: str | None,
     headers: dict[str, str],
+    ours: int,
 ) -> Response:
+    reply = _with_usage(forward)
     upstream = await service.upstream.stream(forward)
     if upstream.status_code >= 400:
         return _unchanged(upstream, headers)
-    reply = StreamedReply()
 
     async def store() -> None:
         if not reply.empty:
             await _store_reply(manager, sid, reply.message(), key)
+            await service.observe_usage(forward["model"], ours, reply.usage)
 
     def done() -> Awaitable[None]:
         response.storing = asyncio.ensure_future(store())

@@ -94,6 +94,9 @@ def serve_command(
     upstream: str | None = None,
     config: str | Path | None = None,
     workers: int | None = None,
+    *,
+    models_file: str | Path | None = None,
+    unknown_models: str | None = None,
 ) -> None:
     """``ctxwindow serve``: the config file, then environment, then these flags win.
 
@@ -102,8 +105,9 @@ def serve_command(
     one line and exit code 2 (``refuse``).
     """
     settings = load_settings(
-        config, host=host, port=port, store=store, upstream=upstream, workers=workers
-    )
+        config, host=host, port=port, store=store, upstream=upstream, workers=workers,
+        models_file=models_file, unknown_models=unknown_models,
+    )  # fmt: skip
     serve(settings)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -55,10 +55,19 @@ class Metrics:
         self.upstream_errors = Counter(
             "ctxwindow_upstream_errors", "Upstream failures by kind", ["kind"], registry=r
         )
+        self.count_ratios = Gauge(
+            "ctxwindow_count_ratio",
+            "Upstream usage.prompt_tokens over ctxwindow's count (median of recent replies)",
+            ["model"], registry=r,
+        )  # fmt: skip
         if isinstance(getattr(redactor, "counts", None), Mapping):
             r.register(_Redactions(redactor))
         if queued is not None:
             r.register(_Queued(queued))
+
+    def count_ratio(self, model: str, ratio: float) -> None:
+        """Calibration's ratio for ``model`` (an entry's name or glob, or an unknown name)."""
+        self.count_ratios.labels(model).set(ratio)
 
     def event(self, name: str, value: float) -> None:
         """The context managers' ``on_event``: work done while building contexts."""

@@ -13,6 +13,7 @@ from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import Entry
 from ctxwindow.policies import TokenWindow
 from ctxwindow.redact import RedactFn
+from ctxwindow.server.calibration import Calibration, calibration_key
 from ctxwindow.server.errors import from_library
 from ctxwindow.server.inputs import check_messages as check_messages  # chat.py reads them here
 from ctxwindow.server.inputs import read_json as read_json
@@ -22,6 +23,10 @@ from ctxwindow.server.tenants import Limiter, LocalLimiter, RedisLimiter, Tenant
 from ctxwindow.server.upstream import Upstream
 from ctxwindow.stores.base import AsyncStore
 from ctxwindow.stores.url import open_async_store
+from ctxwindow.tokens.chat import ChatTokenizer
+from ctxwindow.tokens.models import ModelInfo
+
+REBUDGET = 0.02  # how far calibration moves a budget before the windows follow
 
 
 class Service:
@@ -47,30 +52,65 @@ class Service:
         self.tenants = Tenants(
             settings.api_keys, settings.rate_limit_per_minute, _limiter(settings, clock)
         )
-        self._managers: dict[str, AsyncContextManager] = {}
+        self.models = settings.model_registry
+        self.calibration = Calibration(self.store, self.metrics.count_ratio)
+        self._managers: dict[str, tuple[AsyncContextManager, float]] = {}
+        self._retired: list[AsyncContextManager] = []  # replaced by a recalibrated one
         self._sessions = HotSessions()  # one window a session, whichever model asks
         self._policy = window_policy(settings)
 
+    def model(self, model: str) -> ModelInfo:
+        """The entry of ``model`` (a 400 ``model_not_found`` for a name nothing matches)."""
+        try:
+            return self.models.resolve(model)
+        except CtxWindowError as exc:
+            raise from_library(exc) from exc
+
+    def tokenizer(self, model: str) -> ChatTokenizer:
+        return self.models.tokenizer_of(self.model(model))
+
+    def budget(self, model: str, reply: int = 0) -> int:
+        """The prompt budget of ``model`` in ctxwindow's counts: the settings' budget, for an
+        estimated model scaled by what calibration learnt (see ``calibration.py``)."""
+        info = self.model(model)
+        budget = self.settings.budget_for(model, reply)
+        return int(budget * self._factor(info, model))
+
+    def _factor(self, info: ModelInfo, model: str) -> float:
+        if not (self.settings.calibrate and info.estimated):
+            return 1.0
+        return self.calibration.factor(calibration_key(info, model))
+
     def manager(self, model: str) -> AsyncContextManager:
-        """The manager of ``model``; all share one window cache (a session keeps one window)."""
-        manager = self._managers.get(model)
-        if manager is None:
-            try:
-                budget = self.settings.budget_for(model)
-            except CtxWindowError as exc:
-                raise from_library(exc) from exc
-            manager = AsyncContextManager(
-                self.store, model, policy=self._policy, archive=self.archive,
-                redactor=self.redactor, budget=budget, reserve_output=0,
-                lock_timeout=self.settings.lock_timeout, hot_sessions=self._sessions,
-                redact="context" if self.settings.redact == "upstream" else "storage",
-                on_event=self.metrics.event, search_batches=1,
-            )  # fmt: skip
-            self._managers[model] = manager
+        """The manager of ``model``; all share one window cache (a session keeps one window).
+
+        An estimated model's manager is made again when calibration moved its
+        budget by more than ``REBUDGET`` (its sessions' windows reload once)."""
+        made = self._managers.get(model)
+        info = self.model(model)
+        factor = self._factor(info, model)
+        if made is not None and abs(made[1] - factor) <= REBUDGET * made[1]:
+            return made[0]
+        manager = AsyncContextManager(
+            self.store, model, policy=self._policy, archive=self.archive,
+            redactor=self.redactor, budget=self.budget(model), reserve_output=0,
+            lock_timeout=self.settings.lock_timeout, hot_sessions=self._sessions,
+            redact="context" if self.settings.redact == "upstream" else "storage",
+            on_event=self.metrics.event, search_batches=1, models=self.models,
+        )  # fmt: skip
+        if made is not None:
+            self._retired.append(made[0])
+        self._managers[model] = (manager, factor)
         return manager
 
+    async def observe_usage(self, model: str, ours: int, usage: Any) -> None:
+        """Calibrate with an upstream reply's ``usage`` (if it has one) for ``ours`` counted."""
+        if isinstance(usage, dict):
+            info = self.model(model)
+            await self.calibration.observe(info, model, ours, usage.get("prompt_tokens"))
+
     def managers(self) -> list[AsyncContextManager]:
-        return list(self._managers.values())
+        return [*self._retired, *(m for m, _ in self._managers.values())]
 
     async def session_size(self, session_id: str) -> int:
         """Entries stored so far (sequence numbers start at 1 and have no gaps)."""
@@ -82,6 +122,7 @@ class Service:
         then close the limiter, the upstream client and the store."""
         for manager in self.managers():
             await manager.drain()
+        await self.calibration.save()
         if isinstance(self.tenants.limiter, RedisLimiter):
             await self.tenants.limiter.aclose()
         await self.upstream.aclose()

@@ -93,7 +93,7 @@ def _add_context(api: APIRouter, service: Service, tenant: Any) -> None:
             raise APIError(400, f"query {bad[1]}", code="invalid_parameter", param="query")
         sid = await _existing(service, session_id, tenant)
         manager = service.manager(model)  # a 400 for an unknown model
-        budget = service.settings.budget_for(model)
+        budget = service.budget(model)
         try:
             built = await manager.build(
                 sid, query=query, max_tokens=min(max_tokens or budget, budget)

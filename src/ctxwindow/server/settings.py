@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import ipaddress
 import json
 import sys
@@ -18,6 +19,7 @@ from typing import Any, Literal
 from pydantic import (
     AliasChoices,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -25,9 +27,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ctxwindow.errors import UnknownModelError
 from ctxwindow.stores.base import redact_url
-from ctxwindow.tokens.models import model_info
+from ctxwindow.tokens.registry import ModelRegistry, is_glob, read_config_file
 
 LOOPBACK_NAMES = ("localhost",)
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -56,9 +57,24 @@ class Settings(BaseSettings):
     # any process sharing the store) is being answered; then 409 session_busy.
     lock_timeout: float = Field(default=90.0, ge=0)
     budget_ratio: float = Field(default=0.75, gt=0, le=1)
-    # Per model: a ratio of its context window (0 < r <= 1) or a number of
-    # prompt tokens (> 1), instead of budget_ratio.
+    # Per model (a name or a glob of model entries): a ratio of its context
+    # window (0 < r <= 1) or a number of prompt tokens (> 1), instead of budget_ratio.
     budgets: dict[str, float] = {}
+    # Models beyond the built-in ones (docs/models.md): a TOML or JSON file of
+    # model entries (CTXWINDOW_MODEL_CONFIG, --model-config), entries given
+    # here by name or glob (they win over the file's), and what a name nothing
+    # matches gets: "refuse" (a 400 naming the way out) or "estimate" (the
+    # estimator, X-Context-Estimated: true).
+    # Default: the file's `unknown`, else "refuse".
+    models_file: Path | None = Field(
+        default=None,
+        validation_alias=AliasChoices("models_file", "model_config", "CTXWINDOW_MODEL_CONFIG"),
+    )
+    models: dict[str, dict[str, Any]] = {}
+    unknown_models: Literal["refuse", "estimate"] | None = None
+    # Estimated models: correct counts by the ratio of the upstream's
+    # usage.prompt_tokens to ours, learnt per model and kept in the store.
+    calibrate: bool = True
     # The window: "hybrid" (priorities, compression, rolling summary, recall)
     # or "token_window" (the newest turns that fit, oldest out; recall too).
     policy: Literal["hybrid", "token_window"] = "hybrid"
@@ -89,6 +105,8 @@ class Settings(BaseSettings):
     # when the store is Redis, else local.
     rate_limit_url: str | None = None
 
+    _registry: ModelRegistry = PrivateAttr()
+
     @field_validator("upstream")
     @classmethod
     def _http_url(cls, value: str) -> str:
@@ -113,20 +131,38 @@ class Settings(BaseSettings):
             raise ValueError(f"rate_limit_url must be a redis:// URL or 'local', got {shown!r}")
         return value
 
-    @field_validator("budgets")
-    @classmethod
-    def _budgets(cls, value: dict[str, float]) -> dict[str, float]:
-        for model, budget in value.items():
-            try:
-                model_info(model)
-            except UnknownModelError as exc:
-                raise ValueError(f"budgets: {exc}") from None
+    @model_validator(mode="after")
+    def _models(self) -> Settings:
+        """The model registry (every tokenizer file loaded now), then the budgets against it."""
+        data: dict[str, Any] = {}
+        base, where = None, None
+        if self.models_file is not None:
+            path = self.models_file.expanduser()
+            data, base, where = read_config_file(path), path.resolve().parent, str(path)
+        if self.models:
+            data = {**data, "models": {**data.get("models", {}), **self.models}}
+        registry = ModelRegistry.from_config(
+            data, base=base, where=where, unknown=self.unknown_models
+        )
+        for model, budget in self.budgets.items():
+            if not registry.matches(model):
+                kind = "glob" if is_glob(model) else "name"
+                raise ValueError(
+                    f"budgets[{model!r}]: the {kind} matches no model entry (configured:"
+                    f" {', '.join(registry.configured) or 'none'}; see docs/models.md)"
+                )
             if not budget > 0 or (budget > 1 and budget != int(budget)):
                 raise ValueError(
                     f"budgets[{model!r}] must be a ratio in (0, 1] or a whole number of"
                     f" tokens, got {budget!r}"
                 )
-        return value
+        self._registry = registry
+        return self
+
+    @property
+    def model_registry(self) -> ModelRegistry:
+        """The models these settings serve: the built-ins and the configured entries."""
+        return self._registry
 
     @field_validator("api_keys")
     @classmethod
@@ -197,11 +233,22 @@ class Settings(BaseSettings):
         window minus ``max_tokens``; a number of tokens in ``budgets`` as
         given, but never more than the window minus ``max_tokens``.
         """
-        window = model_info(model).context_window
-        budget = self.budgets.get(model, self.budget_ratio)
+        window = self.model_registry.resolve(model).context_window
+        budget = self._budget_setting(model)
         if budget > 1:
             return min(int(budget), window - max_tokens)
         return int(window * budget) - max_tokens
+
+    def _budget_setting(self, model: str) -> float:
+        """``budgets`` of ``model``: its name, else the longest glob matching it, else the ratio."""
+        if model in self.budgets:
+            return self.budgets[model]
+        globs = [
+            g for g in self.budgets if is_glob(g) and fnmatch.fnmatchcase(model.lower(), g.lower())
+        ]
+        if globs:
+            return self.budgets[max(globs, key=len)]
+        return self.budget_ratio
 
     def is_loopback(self) -> bool:
         if self.host in LOOPBACK_NAMES:
@@ -228,16 +275,36 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     """
     data: dict[str, Any] = {}
     if path is not None:
-        data = _read_config(Path(path))
+        data = _relative_to(Path(path).expanduser().resolve().parent, _read_config(Path(path)))
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return Settings(**data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in error['loc']) or 'settings'}: {error['msg']}"
-            for error in exc.errors()
-        )
+        problems = "; ".join(_problem(error) for error in exc.errors())
         raise ValueError(f"invalid settings: {problems}") from None
+
+
+def _problem(error: Any) -> str:
+    """One validation error: ``field: what is wrong`` (a check of several fields: the check's
+    own words, which name them)."""
+    message = str(error["msg"]).removeprefix("Value error, ")
+    where = ".".join(str(p) for p in error["loc"])
+    return f"{where}: {message}" if where else message
+
+
+def _relative_to(folder: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """A settings file's relative model paths (its model config, tokenizers) read from its
+    folder, not from wherever the service was started."""
+    for key in ("models_file", "model_config"):
+        if isinstance(data.get(key), str) and not Path(data[key]).expanduser().is_absolute():
+            data[key] = str(folder / data[key])
+    for entry in (
+        (data.get("models") or {}).values() if isinstance(data.get("models"), dict) else ()
+    ):
+        tokenizer = entry.get("tokenizer") if isinstance(entry, dict) else None
+        if isinstance(tokenizer, str) and not Path(tokenizer).expanduser().is_absolute():
+            entry["tokenizer"] = str(folder / tokenizer)
+    return data
 
 
 def _read_config(path: Path) -> dict[str, Any]:

@@ -155,10 +155,18 @@ class StreamedReply:
     def __init__(self) -> None:
         self.text: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
+        self.usage: dict[str, Any] | None = None  # from the chunk that reports it
+        self.hide_usage = False  # the service asked for usage, not the client: drop its chunk
+
+    def hides(self, chunk: dict[str, Any]) -> bool:
+        """Whether ``chunk`` is the usage chunk the client did not ask for."""
+        return self.hide_usage and chunk.get("usage") is not None and not chunk.get("choices")
 
     def add(self, chunk: dict[str, Any]) -> None:
         """Add one ``chat.completion.chunk`` (its first choice's delta); ``StreamFault`` if
         its tool call deltas are not objects with an int ``index`` and string parts."""
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
         choices = chunk.get("choices")
         first = choices[0] if isinstance(choices, list) and choices else None
         delta = first.get("delta") if isinstance(first, dict) else None
@@ -263,6 +271,8 @@ async def _checked(
                 done = True
             elif event is not None:
                 into.add(event)
+                if into.hides(event):
+                    continue
             ready.append(line + b"\n")
         if ready:
             yield b"".join(ready)

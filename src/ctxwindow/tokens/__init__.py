@@ -11,23 +11,28 @@ from ctxwindow.tokens.counter import (
 )
 from ctxwindow.tokens.encodings import get_encoding
 from ctxwindow.tokens.hf import HuggingFaceCounter, hf_chat_tokenizer
-from ctxwindow.tokens.models import ModelInfo, known_models, model_info
+from ctxwindow.tokens.models import Estimate, ModelInfo, known_models, model_info
+from ctxwindow.tokens.registry import ModelRegistry, default_models, use_models
 
 __all__ = [
     "BpeOpenAICounter",
     "CachedCounter",
     "ChatFraming",
     "ChatTokenizer",
+    "Estimate",
     "EstimateCounter",
     "EstimateWarning",
     "HuggingFaceCounter",
     "ModelInfo",
+    "ModelRegistry",
     "TiktokenCounter",
     "TokenCounter",
     "chat_tokenizer",
     "count_tokens",
+    "default_models",
     "get_encoding",
     "hf_chat_tokenizer",
     "known_models",
     "model_info",
+    "use_models",
 ]

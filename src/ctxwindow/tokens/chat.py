@@ -19,17 +19,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxwindow.errors import UnknownModelError
 from ctxwindow.messages import validate_message
-from ctxwindow.tokens.counter import (
-    CachedCounter,
-    EstimateCounter,
-    EstimateWarning,
-    TiktokenCounter,
-    TokenCounter,
-)
+from ctxwindow.tokens.counter import CachedCounter, EstimateWarning, TokenCounter
 from ctxwindow.tokens.images import image_tokens
-from ctxwindow.tokens.models import ImagePricing, ToolFraming, model_info
+from ctxwindow.tokens.models import ImagePricing, ToolFraming
 
 # OpenAI does not publish how tool calls are rendered; measured request sizes
 # sit within a few tokens of name + arguments + 3 per call.
@@ -140,49 +133,30 @@ def _strip_period(text: str) -> str:
     return text[:-1] if text.endswith(".") else text
 
 
-@functools.lru_cache(maxsize=64)
-def _openai_tokenizer(family: str) -> ChatTokenizer:
-    info = model_info(family)
-    framing = ChatFraming(
-        per_message=info.per_message,
-        per_name=info.per_name,
-        reply_priming=info.reply_priming,
-        tools=info.tools,
-        images=info.images,
-    )
-    return ChatTokenizer(_shared_counter(info.encoding), framing, model=family)
-
-
-@functools.lru_cache(maxsize=8)
-def _shared_counter(encoding: str) -> CachedCounter:
-    return CachedCounter(TiktokenCounter(encoding))
-
-
-@functools.lru_cache(maxsize=8)
-def _estimator(margin: float) -> ChatTokenizer:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # warned once per model in chat_tokenizer
-        counter = EstimateCounter(margin=margin)
-    return ChatTokenizer(counter, ChatFraming(tools=ToolFraming(func_init=10)), model="estimate")
-
-
 def chat_tokenizer(model: str = "gpt-4o", *, estimate: bool = False) -> ChatTokenizer:
-    """The ``ChatTokenizer`` for a model name (shared per process).
+    """The ``ChatTokenizer`` for a model name (shared per process), from the process's
+    model registry (built-ins and configured entries, see ``ctxwindow.tokens.registry``).
 
-    ``estimate=True`` allows the character-based estimator for a model the
-    registry does not know; it warns, because its counts are not billed counts.
+    ``estimate=True`` allows the estimator for a name nothing matches. An
+    estimated model warns once per name, because its counts are not billed counts.
     """
-    try:
-        return _openai_tokenizer(model_info(model).name)
-    except UnknownModelError:
-        if not estimate:
-            raise
+    from ctxwindow.tokens.registry import default_models
+
+    models = default_models()
+    info = models.resolve(model, estimate=estimate)
+    if info.estimated:
+        _warn_estimated(model, info.estimate.margin if info.estimate else 1.0)
+    return models.tokenizer_of(info)
+
+
+@functools.lru_cache(maxsize=256)
+def _warn_estimated(model: str, margin: float) -> None:
     warnings.warn(
-        f"model {model!r} has no known tokenizer: token counts are estimated (x1.2 margin)",
+        f"model {model!r} has no exact tokenizer here: token counts are estimated"
+        f" (x{margin} margin)",
         EstimateWarning,
-        stacklevel=2,
+        stacklevel=3,
     )
-    return _estimator(1.2)
 
 
 def count_tokens(

@@ -90,20 +90,25 @@ class EstimateCounter:
     """A character-based estimate for models whose tokenizer is not public (e.g. Claude).
 
     Never chosen silently: constructing one warns. Each CJK or emoji character
-    counts as one token, every other run of four characters as one token, and
-    the sum is multiplied by ``margin`` (default 1.2) so that budgets built on
-    it err on the safe side. ``encode`` returns placeholder ids (one per
-    estimated token) so it fits the protocol; ``decode`` cannot invert them.
+    counts as ``tokens_per_wide`` tokens (default 1), every other run of
+    ``chars_per_token`` characters (default 4) as one token, and the sum is
+    multiplied by ``margin`` (default 1.2) so that budgets built on it err on
+    the safe side (per-family values, measured: ``ctxwindow.tokens.models``).
+    ``encode`` returns placeholder ids (one per estimated token) so it fits the
+    protocol; ``decode`` cannot invert them.
     """
 
     exact = False
 
-    def __init__(self, margin: float = 1.2, chars_per_token: float = 4.0) -> None:
-        if margin < 1.0 or chars_per_token <= 0:
-            raise ValueError("margin must be >= 1.0 and chars_per_token > 0")
+    def __init__(
+        self, margin: float = 1.2, chars_per_token: float = 4.0, tokens_per_wide: float = 1.0
+    ) -> None:
+        if margin < 1.0 or chars_per_token <= 0 or tokens_per_wide <= 0:
+            raise ValueError("margin must be >= 1.0, chars_per_token and tokens_per_wide > 0")
         self.name = f"estimate(margin={margin})"
         self.margin = margin
         self.chars_per_token = chars_per_token
+        self.tokens_per_wide = tokens_per_wide
         warnings.warn(
             "ctxwindow is estimating token counts (no exact tokenizer for this model); "
             f"counts include a x{margin} safety margin",
@@ -114,7 +119,8 @@ class EstimateCounter:
     def count(self, text: str) -> int:
         wide = sum(1 for ch in text if _is_wide(ch))
         narrow = len(text) - wide
-        return math.ceil((wide + narrow / self.chars_per_token) * self.margin)
+        raw = wide * self.tokens_per_wide + narrow / self.chars_per_token
+        return math.ceil(raw * self.margin)
 
     def encode(self, text: str) -> list[int]:
         return [0] * self.count(text)

@@ -20,20 +20,32 @@ content; ``u``, ``a``, ``s`` = one user, assistant, system message):
   per conversation (BOS, a default system prompt), so messages plus priming
   add up to the full rendering with ``add_generation_prompt=True``;
 - names: if a probe ``name`` changes nothing, the template drops names and
-  they count 0; otherwise ``per_name`` is what the name adds minus its text.
+  they count 0; otherwise ``per_name`` is what the name adds minus its text;
+- content (``ContentLayout``, per role): if ``" \n\tx"`` (``"x \n\t"``)
+  renders as ``x``, the template trims that end and content is counted
+  trimmed. Then a set of edge contents (empty, whitespace, leading newlines
+  and spaces...) is rendered; if counting them alone misses any, content is
+  counted inside the text around it up to the nearest added token on each
+  side (``<|im_start|>user\n`` ... ``<|im_end|>``), minus what that text
+  adds around ``x``: a newline starting the content can merge with the one
+  before it, and tokenization never crosses an added token.
 
 Limits: counts are exact for templates that frame every message the same way
-whatever its neighbours and keep content apart from the framing with added
-tokens or newlines (ChatML; Llama 3's layout), as long as the content does
-not start with whitespace (which can merge with the newline before it) and
-the template does not change it (Llama 3 trims it). Where content is joined
-to the framing with spaces (Llama 2, Mistral), a message can be a token or
-two off. Roles other than system/user/assistant (tool, developer) get the
-user framing, and ``tool_call_id`` is counted as text even where a template
-drops it. A template that injects a default system prompt when there is none
-(Qwen2.5) gives the system role a negative per-message value: a system
-message replaces the default, so totals stay exact but that one message's
-``message_tokens`` can be small or negative.
+whatever its neighbours, with any text content: ChatML (Qwen) and Llama 3.1,
+whose system block with the date lines is emitted even without a system
+message (it lands in the reply priming; a system message costs what its
+trimmed text adds inside it) and whose ``| trim`` is measured, not assumed.
+A list of parts is counted part by part, trimmed at the ends of the whole.
+Where a template moves content elsewhere, counts can be a few tokens off:
+Llama 2 glues the system message into the first user turn (without one it
+is exact), and Llama 3.1 counts a later system message like the first, a
+header short. Roles other than system/user/assistant (tool, developer) get
+the user framing and their content is counted as it is, though Llama 3.1
+renders a tool result as JSON; ``tool_call_id`` is counted as text even
+where a template drops it. A template that injects a default system prompt
+when there is none (Qwen2.5) gives the system role a negative per-message
+value: a system message replaces the default, so totals stay exact but that
+one message's ``message_tokens`` can be small or negative.
 
 Tool definitions use ``ChatFraming``'s default constants and tool calls
 ``TOOL_CALL_OVERHEAD``: OpenAI's formula, an approximation for open models.
@@ -47,7 +59,8 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import suppress
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -71,6 +84,13 @@ _TEMPLATE_FILE = "chat_template.jinja"
 _SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "pad_token")
 _PROBE = "X"
 _PROBE_NAME = "N"
+_SENTINEL = "\ue000"  # a private-use character: found again in the rendering
+_EDGE = " \n\t"
+# Contents whose edges may merge with the framing or be trimmed by the template.
+_EDGE_PROBES = (
+    *("", " ", "\n", "\n\n", "\t", " X", "  X", "\nX", "\n\nX", "\n X", "\tX"),
+    *("X ", "X\n", "X\n\n", " X\n", "1", "!", "中", "😀", "X!"),
+)
 
 
 class HuggingFaceCounter:
@@ -128,6 +148,42 @@ class HuggingFaceCounter:
         """Number of tokens of ``text``, without BOS/EOS."""
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
 
+    def added_tokens(self) -> list[str]:
+        """The added tokens (``<|im_start|>``...): texts always tokenized alone, as one token."""
+        return [token.content for token in self._tokenizer.get_added_tokens_decoder().values()]
+
+
+@dataclass(frozen=True)
+class ContentLayout:
+    """How a chat template lays one role's content into the rendering, as measured.
+
+    ``lstrip``/``rstrip``: the template trims that end of the content (Llama 3's
+    ``| trim``), so that whitespace costs nothing. ``lead`` and ``trail``: the
+    rendered text around the content up to and including the nearest added
+    token on each side, set only when probing showed that content can merge
+    with it (a leading newline joining the newline before it); the content is
+    then counted inside them, minus ``cost``, what they add around the probe.
+    """
+
+    lstrip: bool = False
+    rstrip: bool = False
+    lead: str = ""
+    trail: str = ""
+    cost: int = 0
+
+    def text(self, content: str) -> str:
+        """The content as the template renders it."""
+        if self.lstrip:
+            content = content.lstrip()
+        return content.rstrip() if self.rstrip else content
+
+    def tokens(self, counter: TokenCounter, content: str) -> int:
+        """Tokens ``content`` adds to a message with this layout."""
+        text = self.text(content)
+        if not (self.lead or self.trail):
+            return counter.count(text)
+        return counter.count(self.lead + text + self.trail) - self.cost
+
 
 class TemplateChatTokenizer(ChatTokenizer):
     """A ``ChatTokenizer`` whose framing was measured from a chat template.
@@ -135,7 +191,9 @@ class TemplateChatTokenizer(ChatTokenizer):
     ``per_role`` maps each probed role to its per-message cost (the template
     may frame roles differently); other roles cost ``framing.per_message``.
     With ``names_rendered=False`` a message's ``name`` costs nothing, because
-    the template drops it.
+    the template drops it. ``layouts`` says, per probed role, how its text
+    content is rendered (trimmed, merging with the framing); other roles'
+    content is counted as it is.
     """
 
     def __init__(
@@ -146,19 +204,49 @@ class TemplateChatTokenizer(ChatTokenizer):
         *,
         per_role: Mapping[str, int] | None = None,
         names_rendered: bool = True,
+        layouts: Mapping[str, ContentLayout] | None = None,
     ) -> None:
         super().__init__(counter, framing, model)
         self.per_role = dict(per_role or {})
         self.names_rendered = names_rendered
+        self.layouts = dict(layouts or {})
 
     def message_tokens(self, message: Mapping[str, Any]) -> int:
         """Tokens one message adds to the rendered conversation."""
-        if not self.names_rendered and "name" in message:
-            message = {key: value for key, value in message.items() if key != "name"}
+        dropped = ("content",) if self.names_rendered else ("content", "name")
+        fields = {key: value for key, value in message.items() if key not in dropped}
         default = self.framing.per_message
         role = message.get("role")
-        role_cost = self.per_role.get(role, default) if isinstance(role, str) else default
-        return super().message_tokens(message) - default + role_cost
+        role = role if isinstance(role, str) else ""
+        framing = super().message_tokens(fields) - default + self.per_role.get(role, default)
+        return framing + self._content_tokens(message.get("content"), self.layouts.get(role))
+
+    def _content_tokens(self, content: Any, layout: ContentLayout | None) -> int:
+        if layout is None:
+            return self.content_tokens(content)
+        if isinstance(content, str):
+            return layout.tokens(self.counter, content)
+        if isinstance(content, list):
+            return self.content_tokens(_trim_parts(content, layout))
+        return self.content_tokens(content)
+
+
+def _trim_parts(parts: list[Any], layout: ContentLayout) -> list[Any]:
+    """Text parts with the ends of the whole text trimmed as the layout trims a string."""
+    texts = [
+        i
+        for i, part in enumerate(parts)
+        if isinstance(part, Mapping) and part.get("type") == "text"
+    ]
+    if not texts:
+        return parts
+    trimmed = list(parts)
+    first, last = texts[0], texts[-1]
+    if layout.lstrip:
+        trimmed[first] = dict(trimmed[first], text=str(trimmed[first]["text"]).lstrip())
+    if layout.rstrip:
+        trimmed[last] = dict(trimmed[last], text=str(trimmed[last]["text"]).rstrip())
+    return trimmed
 
 
 def hf_chat_tokenizer(path: str | Path, *, name: str | None = None) -> ChatTokenizer:
@@ -336,16 +424,26 @@ def _message(role: str, **extra: str) -> dict[str, str]:
     return {"role": role, "content": _PROBE, **extra}
 
 
+def _conversation(role: str, content: str = _PROBE) -> list[dict[str, str]]:
+    """The probe conversation that ends (system: starts) with the measured ``role`` message."""
+    measured = {"role": role, "content": content}
+    if role == "system":
+        return [measured, _message("user")]
+    if role == "assistant":
+        return [_message("user"), measured]
+    return [_message("user"), _message("assistant"), measured]
+
+
 # -- measuring the framing ------------------------------------------------------------
 
 
 def _measure(renderer: _Renderer) -> TemplateChatTokenizer:
     """Probe the template and build the tokenizer whose counts add up to its renderings."""
     count = renderer.counter.count
-    user, assistant = _message("user"), _message("assistant")
+    user = _message("user")
     one = renderer.tokens([user])
-    two = renderer.tokens([user, assistant])
-    three = renderer.tokens([user, assistant, user])
+    two = renderer.tokens(_conversation("assistant"))
+    three = renderer.tokens(_conversation("user"))
     per_role = {
         "user": three - two - count(_PROBE) - count("user"),
         "assistant": two - one - count(_PROBE) - count("assistant"),
@@ -365,6 +463,7 @@ def _measure(renderer: _Renderer) -> TemplateChatTokenizer:
         model=renderer.counter.name,
         per_role=per_role,
         names_rendered=names_rendered,
+        layouts={role: _layout(renderer, role) for role in per_role},
     )
 
 
@@ -372,7 +471,7 @@ def _system_cost(renderer: _Renderer, user_only: int) -> int | None:
     """Per-message cost of a system message; ``None`` (with a warning) if the template refuses."""
     count = renderer.counter.count
     try:
-        with_system = renderer.tokens([_message("system"), _message("user")])
+        with_system = renderer.tokens(_conversation("system"))
     except _Unprobeable as exc:
         warnings.warn(
             f"the chat template of {renderer.counter.name!r} rejects a system message ({exc}); "
@@ -395,3 +494,64 @@ def _name_cost(renderer: _Renderer, user_only: int) -> tuple[int, bool]:
         return 0, False
     named = renderer.counter.count(named_text)
     return named - user_only - renderer.counter.count(_PROBE_NAME), True
+
+
+# -- measuring how content is laid into the framing -------------------------------------
+
+
+def _layout(renderer: _Renderer, role: str) -> ContentLayout:
+    """How ``role``'s content renders: trimmed ends, and whether it merges with the framing.
+
+    Content is counted on its own (and cached as such) unless that misses the
+    rendering of some ``_EDGE_PROBES`` content and counting it in context
+    misses fewer.
+    """
+
+    def rendered(content: str) -> str:
+        return renderer.text(_conversation(role, content))
+
+    counter = renderer.counter
+    try:
+        plain = rendered(_PROBE)
+        trimmed = ContentLayout(
+            lstrip=rendered(_EDGE + _PROBE) == plain, rstrip=rendered(_PROBE + _EDGE) == plain
+        )
+        context = _in_context(counter, trimmed, rendered(_SENTINEL))
+    except _Unprobeable:
+        return ContentLayout()
+    base = counter.count(plain) - counter.count(_PROBE)
+    truth: dict[str, int] = {}
+    for content in _EDGE_PROBES:
+        with suppress(_Unprobeable):  # a template may reject, say, empty content
+            truth[content] = counter.count(rendered(content)) - base
+    misses = _misses(counter, trimmed, truth)
+    if misses and context is not None and _misses(counter, context, truth) < misses:
+        return context
+    return trimmed
+
+
+def _in_context(
+    counter: HuggingFaceCounter, layout: ContentLayout, text: str
+) -> ContentLayout | None:
+    """``layout`` counting content inside the text around ``_SENTINEL`` in ``text``.
+
+    The text around reaches to the nearest added token on each side (included):
+    tokenization never crosses an added token, so nothing further can merge.
+    """
+    at = text.find(_SENTINEL)
+    if at < 0:  # the template changed the content beyond trimming
+        return None
+    before, after = text[:at], text[at + len(_SENTINEL) :]
+    added = counter.added_tokens()
+    start = max((before.rfind(token) for token in added), default=-1)
+    lead = before[max(start, 0) :]
+    ends = [after.find(token) + len(token) for token in added if token in after]
+    trail = after[: min(ends)] if ends else after
+    if not (lead or trail):
+        return None
+    cost = counter.count(lead + _PROBE + trail) - counter.count(_PROBE)
+    return replace(layout, lead=lead, trail=trail, cost=cost)
+
+
+def _misses(counter: HuggingFaceCounter, layout: ContentLayout, truth: Mapping[str, int]) -> int:
+    return sum(layout.tokens(counter, content) != n for content, n in truth.items())

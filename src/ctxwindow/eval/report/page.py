@@ -130,6 +130,7 @@ def _summary(results: Mapping[str, Any]) -> str:
         f"{results['n_conversations']} conversations" if "n_conversations" in results else "",
         f"{results['n_questions']} questions" if "n_questions" in results else "",
         f"input price {_price(results)}" if "input_price_per_mtok" in results else "",
+        "token counts estimated (no exact tokenizer)" if results.get("estimated_counts") else "",
     ]
     return " · ".join(part for part in parts if part)
 
