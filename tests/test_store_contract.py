@@ -140,6 +140,9 @@ class Blocking:
     def delete(self, session_id: Any) -> Any:
         return self.run(self.store.delete(session_id))
 
+    def truncate(self, session_id: Any, after: Any) -> Any:
+        return self.run(self.store.truncate(session_id, after))
+
     def sessions(self, *, prefix: Any = None) -> Any:
         return self.run(self.store.sessions(prefix=prefix))
 
@@ -585,6 +588,7 @@ SESSION_OPERATIONS: list[Callable[[Any, Any], Any]] = [
     lambda store, session_id: store.tail(session_id, 1),
     lambda store, session_id: store.get(session_id, "id"),
     lambda store, session_id: store.delete(session_id),
+    lambda store, session_id: store.truncate(session_id, 0),
 ]
 
 
@@ -642,6 +646,13 @@ BAD_CALLS: dict[str, Callable[[Any], Any]] = {
     "a prefix that is not a string": lambda s: s.sessions(prefix=1),
     "a replay key that is not a string": lambda s: s.replayed("s", 42),
     "a replay with both bad": lambda s: s.replayed(None, None),
+    "a truncate cut that is negative": lambda s: s.truncate("s", -1),
+    "a truncate cut that is a string": lambda s: s.truncate("s", "3"),
+    "a truncate cut that is None": lambda s: s.truncate("s", None),
+    "a truncate cut that is a bool": lambda s: s.truncate("s", True),
+    "a truncate cut that is a float": lambda s: s.truncate("s", 2.0),
+    "a truncate cut too large": lambda s: s.truncate("s", 2**63),
+    "a truncate of a bad session": lambda s: s.truncate("", 0),
     **{f"a batch with {what}": (lambda s, w=what: s.append("s", BAD_BATCHES[w]())) for what in [
         "a dict, not an Entry", "negative tokens", "an empty id", "a repeated id",
         "one entry, not a list", "a string",
@@ -1629,3 +1640,257 @@ def test_the_largest_counts_and_deepest_metadata_are_accepted(case: Case) -> Non
     assert texts(case.store.load(sid, limit=2**63 - 1)) == ["hello"]
     assert texts(case.store.tail(sid, 2**63 - 1)) == ["hello"]
     assert case.store.load(sid)[0].metadata == {"k": nested(98)}
+
+
+# --- truncate: the one removal -------------------------------------------------------------
+
+
+def numbered(case: Case, sid: str, count: int) -> list[Entry]:
+    return case.store.append(sid, [entry(f"entry {n} 第{n}条 🧾") for n in range(1, count + 1)])
+
+
+def test_truncate_removes_the_entries_past_the_cut_and_returns_them(case: Case) -> None:
+    sid = case.sid()
+    stored = numbered(case, sid, 8)
+    removed = case.store.truncate(sid, 5)
+    assert removed == stored[5:]  # oldest first, exactly as stored
+    assert case.store.load(sid) == stored[:5]
+    assert case.store.tail(sid, 3) == stored[2:5]
+    assert case.store.load(sid, after=4) == stored[4:5]
+    assert [case.store.get(sid, e.id) for e in stored] == [*stored[:5], None, None, None]
+    assert seqs(case.store.append(sid, [entry("next")])) == [6]  # contiguous from the cut
+    assert seqs(case.store.load(sid)) == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_removed_entry_id_can_be_stored_again(case: Case) -> None:
+    sid = case.sid()
+    stored = case.store.append(sid, [entry("a", id="a"), entry("b", id="b")])
+    assert case.store.truncate(sid, 1) == stored[1:]
+    again = case.store.append(sid, [entry("b again", id="b")])
+    assert seqs(again) == [2] and case.store.get(sid, "b") == again[0]
+
+
+def test_truncate_at_or_past_the_end_removes_nothing(case: Case) -> None:
+    sid = case.sid()
+    stored = numbered(case, sid, 3)
+    case.store.save_checkpoint(sid, 3, b"state")
+    assert case.store.truncate(sid, 3) == []
+    assert case.store.truncate(sid, 1000) == []
+    assert case.store.truncate(case.sid("unknown"), 0) == []
+    assert case.store.load(sid) == stored
+    assert case.store.checkpoint(sid) == (3, b"state")
+    assert case.store.sessions(prefix=case.prefix) == [sid]
+
+
+def test_truncate_to_zero_empties_the_session(case: Case) -> None:
+    sid = case.sid()
+    stored = numbered(case, sid, 4)
+    keyed = case.store.append(sid, [entry("keyed")], idempotency_key="k")
+    case.store.save_checkpoint(sid, 2, b"state")
+    assert case.store.truncate(sid, 0) == [*stored, *keyed]
+    assert case.store.load(sid) == [] and case.store.tail(sid, 1) == []
+    assert case.store.sessions(prefix=case.prefix) == []
+    assert case.store.checkpoint(sid) is None and case.store.replayed(sid, "k") is None
+    assert case.store.delete(sid) is False  # nothing left to delete
+    assert seqs(case.store.append(sid, [entry("anew")])) == [1]
+
+
+def test_truncate_forgets_the_idempotency_keys_of_removed_entries(case: Case) -> None:
+    sid = case.sid()
+    kept = case.store.append(sid, [entry("a"), entry("b")], idempotency_key="kept")
+    split = case.store.append(sid, [entry("c"), entry("d")], idempotency_key="split")
+    gone = case.store.append(sid, [entry("e")], idempotency_key="gone")
+    assert case.store.truncate(sid, 3) == [split[1], *gone]
+    assert case.store.replayed(sid, "kept") == kept
+    assert case.store.replayed(sid, "split") is None  # half its batch is gone: no ghost replay
+    assert case.store.replayed(sid, "gone") is None
+    retried = case.store.append(sid, [entry("e")], idempotency_key="gone")
+    assert seqs(retried) == [4] and texts(retried) == ["e"]  # stored again, not a ghost
+    assert case.store.append(sid, [entry("x")], idempotency_key="kept") == kept
+    assert case.store.replayed(sid, "gone") == retried
+
+
+def test_truncate_drops_a_checkpoint_past_the_cut(case: Case) -> None:
+    sid = case.sid()
+    numbered(case, sid, 6)
+    case.store.save_checkpoint(sid, 5, b"through 5")
+    case.store.truncate(sid, 5)
+    assert case.store.checkpoint(sid) == (5, b"through 5")  # covers only what is left
+    case.store.truncate(sid, 4)
+    assert case.store.checkpoint(sid) is None
+    assert case.store.load_from_checkpoint(sid) == (None, case.store.load(sid))
+    numbered(case, sid, 3)
+    case.store.save_checkpoint(sid, 6, b"through 6")  # a checkpoint saves again after the cut
+    assert case.store.checkpoint(sid) == (6, b"through 6")
+
+
+def test_truncate_keeps_unicode_exactly(case: Case) -> None:
+    sid = case.sid("上下文-🎉")
+    stored = case.store.append(
+        sid, [entry(text, metadata={name: text}) for name, text in UNICODE.items()]
+    )
+    removed = case.store.truncate(sid, 2)
+    assert removed == stored[2:] and texts(removed) == list(UNICODE.values())[2:]
+    assert case.store.load(sid) == stored[:2]
+    assert sid in case.store.sessions(prefix=case.prefix)
+
+
+def test_bad_truncate_arguments_remove_nothing(case: Case) -> None:
+    sid = case.sid()
+    stored = numbered(case, sid, 3)
+    for bad in [-1, None, "1", 1.0, True, 2**63]:
+        with pytest.raises(StoreError):
+            case.store.truncate(sid, bad)
+    assert case.store.load(sid) == stored
+
+
+def check_log(loaded: list[Entry], appended: dict[str, int], removed: list[Entry]) -> None:
+    """Every appended entry is either still stored at the seq it got, or was removed by
+    exactly one truncate at that seq; the log is contiguous from 1."""
+    assert seqs(loaded) == list(range(1, len(loaded) + 1))
+    kept = {stored.id: stored.seq for stored in loaded}
+    gone = {stored.id: stored.seq for stored in removed}
+    assert len(gone) == len(removed)  # nothing removed twice
+    assert not kept.keys() & gone.keys()
+    assert {**kept, **gone} == appended
+
+
+def truncating(case: Case, sid: str, stop: threading.Event) -> list[Entry]:
+    """Cut a few entries off the session's end, again and again, until ``stop``."""
+    removed: list[Entry] = []
+    n = 0
+    while not stop.is_set():
+        last = case.store.tail(sid, 1)
+        if last:
+            n += 1
+            removed += case.store.truncate(sid, max(0, last[0].seq - 1 - n % 4))
+        time.sleep(0.002)
+    return removed
+
+
+def test_truncates_racing_appends_leave_no_gap_and_no_duplicate(case: Case) -> None:
+    sid = case.sid()
+
+    def appends(worker: int) -> list[Entry]:
+        return [case.store.append(sid, [entry(f"{worker}-{n}")])[0] for n in range(40)]
+
+    async def cutting(stop: asyncio.Event) -> list[Entry]:
+        removed: list[Entry] = []
+        n = 0
+        while not stop.is_set():
+            last = await case.raw.tail(sid, 1)
+            if last:
+                n += 1
+                removed += await case.raw.truncate(sid, max(0, last[0].seq - 1 - n % 4))
+            await asyncio.sleep(0.001)
+        return removed
+
+    async def all_async() -> tuple[list[list[Entry]], list[Entry]]:
+        stop = asyncio.Event()
+        cutter = asyncio.ensure_future(cutting(stop))
+
+        async def worker(w: int) -> list[Entry]:
+            stored = []
+            for n in range(40):
+                stored += await case.raw.append(sid, [entry(f"{w}-{n}")])
+                await asyncio.sleep(0)  # the memory store never waits: let the cutter in
+            return stored
+
+        results = await asyncio.gather(*(worker(w) for w in range(6)))
+        stop.set()
+        return list(results), await cutter
+
+    if case.flavour == "sync":
+        stop = threading.Event()
+        with ThreadPoolExecutor(7) as pool:
+            cutter = pool.submit(truncating, case, sid, stop)
+            results = list(pool.map(appends, range(6)))
+            stop.set()
+            removed = cutter.result()
+    else:
+        results, removed = case.run(all_async())
+    appended = {stored.id: stored.seq for result in results for stored in result}
+    assert len(appended) == 240
+    assert removed, "no truncate raced the appends"
+    check_log(case.store.load(sid), appended, removed)
+    assert seqs(case.store.append(sid, [entry("last")])) == [len(case.store.load(sid))]
+
+
+def test_truncates_racing_appends_from_many_processes(case: Case) -> None:
+    durable(case)
+    sid = case.sid()
+    stop = threading.Event()
+    with contextlib.ExitStack() as stack, ThreadPoolExecutor(1) as pool:
+        workers = [
+            stack.enter_context(spawn(case, sid, "--count", "40", "--wait")) for _ in range(3)
+        ]
+        cutter = pool.submit(truncating, case, sid, stop)
+        try:
+            outputs = run_together(workers)
+        finally:
+            stop.set()
+        removed = cutter.result()
+    assert all(worker.returncode == 0 for worker in workers), [err for _, err in outputs]
+    appended = {
+        entry_id: int(seq)
+        for out, _ in outputs
+        for seq, entry_id in map(str.split, out.splitlines())
+    }
+    assert len(appended) == 120
+    check_log(case.store.load(sid), appended, removed)
+
+
+def test_a_redis_truncate_leaves_no_key_of_removed_entries() -> None:
+    with redis_with_client() as (store, client, prefix):
+        stored = store.append("s", [entry("a"), entry("b")], idempotency_key="k1")
+        store.append("s", [entry("c")], idempotency_key="k2")
+        store.save_checkpoint("s", 3, b"x")
+        store.truncate("s", 2)
+        assert sorted(client.hkeys(f"{prefix}:i:s")) == sorted(e.id.encode() for e in stored)
+        assert client.hkeys(f"{prefix}:k:s") == [b"k1"]
+        assert not client.exists(f"{prefix}:c:s")
+        store.truncate("s", 0)
+        assert list(client.scan_iter(match=f"{prefix}:*")) == []
+
+
+def test_a_stale_redis_copy_is_dropped_by_a_fill_that_disagrees() -> None:
+    with redis_with_client(ttl=60) as (store, _, _):
+        old = [dataclasses.replace(entry(t), seq=n) for n, t in enumerate("abc", 1)]
+        assert store.fill("s", old)
+        new = [*old[:1], *(dataclasses.replace(entry(t), seq=n) for n, t in enumerate("xy", 2))]
+        assert store.fill("s", new) is False  # another entry at seq 2: the copy is stale
+        assert store.load("s") == []
+        assert store.fill("s", new) and store.load("s") == new
+
+
+def test_tiered_copies_in_other_processes_follow_a_truncate(tmp_path: Path) -> None:
+    """Two tiered stores (as two processes would) over one SQLite file and one Redis: what
+    one truncates, and writes anew past the other's cached end, the other reads right."""
+    url = require_server("redis")
+    from ctxwindow.stores.redis import RedisStore
+    from ctxwindow.stores.tiered import TieredStore
+
+    prefix = f"ctxw-test-{uuid.uuid4().hex[:12]}"
+
+    def tiered() -> Any:
+        warm = RedisStore(url, prefix=prefix, ttl=60)
+        return TieredStore(SQLiteStore(tmp_path / "s.db"), warm=warm, hot_size=4)
+
+    first, second = tiered(), tiered()
+    try:
+        first.append("s", [entry(f"old {n}") for n in range(6)])
+        assert texts(second.load("s")) == [f"old {n}" for n in range(6)]
+        first.truncate("s", 3)
+        assert texts(second.load("s")) == ["old 0", "old 1", "old 2"]
+        assert texts(first.warm.load("s")) == ["old 0", "old 1", "old 2"]  # type: ignore[union-attr]
+        first.truncate("s", 2)
+        first.append("s", [entry(f"new {n} 新") for n in range(5)])
+        expected = first.durable.load("s")
+        assert seqs(expected) == [1, 2, 3, 4, 5, 6, 7]
+        assert second.load("s") == expected and second.tail("s", 2) == expected[-2:]
+        assert second.get("s", expected[-1].id) == expected[-1]
+        assert first.load("s") == expected and first.warm.load("s") == expected  # type: ignore[union-attr]
+    finally:
+        first.delete("s")
+        first.close()
+        second.close()

@@ -45,7 +45,7 @@ from ctxwindow.policies import Context
 from ctxwindow.policies.rules import text_of
 from ctxwindow.recall import RecallPolicy
 from ctxwindow.redact.redactor import RedactFn
-from ctxwindow.stores.base import AsyncStore
+from ctxwindow.stores.base import AsyncStore, check_after, check_session_id
 from ctxwindow.tokens.registry import ModelRegistry
 
 logger = logging.getLogger("ctxwindow.context")
@@ -251,14 +251,36 @@ class AsyncContextManager:
                     await run_blocking(self._core.archive.forget, session_id)
             return await self.store.delete(session_id)
 
+    async def truncate(self, session_id: str, after: int) -> list[Entry]:
+        """Remove the session's entries past seq ``after`` (every one for 0); returns them,
+        oldest first (``[]`` if there were none).
+
+        The removal is the store's (``AsyncStore.truncate``: atomic, durable,
+        sequence numbers contiguous after it). The window is forgotten and
+        reloaded from the store on next use, and the archive forgets the
+        session, which is then archived again from what remains: recall never
+        brings back a removed entry. Holds the session's turn, like ``delete``.
+        """
+        async with self.turn(session_id):
+            return await self._truncate(session_id, after)
+
+    async def pop(self, session_id: str) -> Entry | None:
+        """Remove the session's last entry and return it (None if it has none): ``truncate``
+        of that one entry (what an agent framework's ``pop_item`` needs)."""
+        async with self.turn(session_id):
+            last = await self.store.tail(session_id, 1)
+            removed = await self._truncate(session_id, last[0].seq - 1) if last else []
+            return removed[-1] if removed else None
+
     @asynccontextmanager
     async def turn(self, session_id: str, *, timeout: float | None = None) -> AsyncIterator[None]:
         """Hold the session for several calls: nobody else adds to it meanwhile.
 
         Other tasks and threads, and other processes sharing the store, wait
         (up to ``timeout``, default ``lock_timeout``; then ``SessionBusyError``).
-        The window first catches up with what they stored. ``add``, ``build``
-        and ``delete`` hold a turn of their own unless the caller holds one.
+        The window first catches up with what they stored. ``add``, ``build``,
+        ``delete``, ``truncate`` and ``pop`` hold a turn of their own unless the
+        caller holds one.
         Tasks started inside the block act within the turn (they inherit it).
         """
         held = HELD.get()
@@ -318,6 +340,21 @@ class AsyncContextManager:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    async def _truncate(self, session_id: str, after: int) -> list[Entry]:
+        """``truncate`` within the turn. The archive forgets the session first: should the
+        store then fail, nothing was removed and the next load archives it all again."""
+        check_session_id(session_id)
+        check_after(after)
+        last = await self.store.tail(session_id, 1)
+        if not last or last[0].seq <= after:
+            return []
+        self._core.forget(session_id)
+        if self._core.archive is not None:
+            async with self._archiving.hold(session_id, None):  # after a batch under way
+                self._queue.discard(session_id)
+                await run_blocking(self._core.archive.forget, session_id)
+        return await self.store.truncate(session_id, after)
+
     async def _session(self, session_id: str) -> Session:
         """The session's window: in memory, else loaded (see ``_load``)."""
         cached = self._core.cached(session_id)
@@ -350,6 +387,9 @@ class AsyncContextManager:
         archive = self._core.archive
         assert archive is not None
         through = await run_blocking(indexed_through, archive, session.id)
+        if through > session.last_seq:  # archived entries the session has lost (truncated)
+            await run_blocking(archive.forget, session.id)
+            through = 0
         covered = session.checkpointed  # what the checkpoint covered was not replayed here
         if through < covered:
             missed = await self.store.load(session.id, after=through, limit=covered - through)

@@ -89,6 +89,24 @@ class MemoryStore(Store):
             self._checkpoints.pop(session_id, None)
             return self._data.pop(session_id, None) is not None
 
+    def _truncate(self, session_id: str, after: int) -> list[Entry]:
+        with self._lock:
+            session = self._data.get(session_id)
+            if session is None or after >= len(session.documents):
+                return []
+            removed = session.documents[after:]
+            del session.documents[after:]
+            session.seq_by_id = {i: seq for i, seq in session.seq_by_id.items() if seq <= after}
+            session.seqs_by_key = {
+                key: seqs for key, seqs in session.seqs_by_key.items() if seqs[1] <= after
+            }
+            checkpoint = self._checkpoints.get(session_id)
+            if checkpoint is not None and checkpoint[0] > after:
+                del self._checkpoints[session_id]
+            if not session.documents:  # a session is its entries: none left, none listed
+                del self._data[session_id]
+        return _decode(removed)
+
     def _sessions(self, prefix: str) -> list[str]:
         with self._lock:
             return sorted(s for s in self._data if s.startswith(prefix))
@@ -169,6 +187,9 @@ class AsyncMemoryStore(AsyncStore):
 
     async def _delete(self, session_id: str) -> bool:
         return self._store._delete(session_id)
+
+    async def _truncate(self, session_id: str, after: int) -> list[Entry]:
+        return self._store._truncate(session_id, after)
 
     async def _sessions(self, prefix: str) -> list[str]:
         return self._store._sessions(prefix)

@@ -1,8 +1,8 @@
 """The store contract: sessions kept as append-only, sequenced lists of entries.
 
-A store keeps every entry a session ever had (eviction moves an entry out of
-a window, never out of the store). Sync and async flavours are separate
-classes; neither blocks on the other.
+A store keeps every entry a session ever had, until ``truncate`` or ``delete``
+removes it (eviction moves an entry out of a window, never out of the store).
+Sync and async flavours are separate classes; neither blocks on the other.
 
 - ``append(session_id, entries, idempotency_key=None) -> list[Entry]``: the
   store assigns each entry the next sequence number of the session (1, 2, …)
@@ -14,6 +14,10 @@ classes; neither blocks on the other.
   order; ``tail(session_id, n)``: the last ``n``; ``get(session_id, id)``;
   ``delete(session_id) -> bool``; ``sessions(prefix=None)``; ``health()``;
   ``close()`` and context-manager support.
+- ``truncate(session_id, after) -> list[Entry]``: the one removal (what an
+  adapter's "pop" needs): the entries past ``after`` go, atomically, with
+  their idempotency keys and a checkpoint past ``after``; sequence numbers
+  stay contiguous (the next append gets ``after + 1``); returns what went.
 - ``replayed(session_id, idempotency_key)``: the entries an earlier append
   with that key stored, or None (the key's append never happened).
 - ``save_checkpoint(session_id, seq, data)``: keep ``data`` (bytes, at most
@@ -47,6 +51,7 @@ from ctxwindow.stores.base.checks import (
     MAX_CHECKPOINT,
     MAX_SESSION_ID,
     Checkpoint,
+    check_after,
     check_checkpoint,
     check_count,
     check_entries,
@@ -70,6 +75,7 @@ __all__ = [
     "Checkpoint",
     "Store",
     "busy",
+    "check_after",
     "check_checkpoint",
     "check_count",
     "check_entries",

@@ -240,6 +240,13 @@ def check_count(name: str, value: int | None) -> None:
         raise StoreInputError(f"{name} must be at most 2**63 - 1, got {value!r}")
 
 
+def check_after(after: int) -> None:
+    """A ``truncate`` cut: an int >= 0 (``check_count`` also lets None through)."""
+    if after is None:
+        raise StoreInputError("after must be a non-negative int, got None")
+    check_count("after", after)
+
+
 def check_checkpoint(seq: int, data: bytes) -> bytes:
     """A ``save_checkpoint`` argument pair: ``seq`` a count, ``data`` at most 64 MiB of bytes.
 

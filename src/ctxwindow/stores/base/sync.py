@@ -7,8 +7,8 @@ every backend: open, session id, then the other arguments), answer the
 trivial cases (nothing to append, ``limit=0``) and call the backend's
 primitives with arguments known to be valid. A backend is its primitives and
 nothing else: ``_append``, ``_load``, ``_tail``, ``_get``, ``_delete``,
-``_sessions``, ``_replayed``, ``_health``, ``_save_checkpoint`` and
-``_checkpoint``, and optionally ``_load_from_checkpoint`` (one round trip),
+``_sessions``, ``_replayed``, ``_health``, ``_truncate``, ``_save_checkpoint``
+and ``_checkpoint``, and optionally ``_load_from_checkpoint`` (one round trip),
 ``_hold`` (the lock across processes) and ``_close``. The sync twin,
 ``stores/base/sync.py``, is generated from this file by ``tools/unasync.py``.
 """
@@ -27,6 +27,7 @@ from ctxwindow.errors import StoreError, StoreInputError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base.checks import (
     Checkpoint,
+    check_after,
     check_checkpoint,
     check_count,
     check_entries,
@@ -89,6 +90,23 @@ class Store(ABC):
         self._check_open()
         check_session_id(session_id)
         return self._delete(session_id)
+
+    def truncate(self, session_id: str, after: int) -> list[Entry]:
+        """Remove the session's entries with ``seq > after`` (all of them for ``after=0``),
+        atomically; return them, oldest first (``[]`` if there were none).
+
+        The log stays honest: the next append gets seq ``after + 1``; the
+        idempotency keys of removed entries are forgotten (a retry is stored
+        again, not answered from a ghost); a checkpoint past ``after`` is
+        deleted. An append racing the truncate lands wholly before it (and is
+        removed if past ``after``) or wholly after it. ``after`` at or past the
+        last seq removes nothing. ``StoreInputError`` unless ``after`` is an
+        int >= 0.
+        """
+        self._check_open()
+        check_session_id(session_id)
+        check_after(after)
+        return self._truncate(session_id, after)
 
     def sessions(self, *, prefix: str | None = None) -> list[str]:
         """Session ids, sorted."""
@@ -207,6 +225,13 @@ class Store(ABC):
 
     @abstractmethod
     def _health(self) -> dict[str, Any]: ...
+
+    # A store written before truncate removes nothing: it says so rather than pretend.
+
+    def _truncate(self, session_id: str, after: int) -> list[Entry]:
+        """Remove the entries past ``after`` (>= 0), the idempotency keys that cover any of
+        them and a checkpoint past ``after``, atomically; the removed entries, oldest first."""
+        raise StoreError(f"{type(self).__name__} at {self.url} cannot remove entries (truncate)")
 
     # A store written before checkpoints keeps none: saves are dropped and a cold load
     # replays every entry, as it did then. Every store of ctxwindow keeps them.

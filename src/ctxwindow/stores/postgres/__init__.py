@@ -20,7 +20,10 @@ idempotency key, and commits before returning, so an acknowledged append is
 on disk (with the server's default ``synchronous_commit = on``). Saving a
 checkpoint takes the same session lock and upserts it only if its seq is
 within ``ctxwindow_sessions.last_seq`` and not below the stored one; a cold
-load reads the checkpoint and the entries after it in one statement.
+load reads the checkpoint and the entries after it in one statement. A
+truncate takes the same session lock and, in one statement of one
+transaction, deletes the entries past its cut, the idempotency keys covering
+any of them and a checkpoint past it, and moves ``last_seq`` back.
 
 Timeouts. Every call is bounded by the store's ``timeout`` (5 s by default),
 a stalled server included (stopped, or a network that drops packets without

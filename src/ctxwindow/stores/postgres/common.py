@@ -120,6 +120,23 @@ DELETE = (
     "DELETE FROM {s}ctxwindow_sessions WHERE session_id = %s",
     "DELETE FROM {s}ctxwindow_checkpoints WHERE session_id = %s",
 )
+# After the session lock (as STATE): one statement removes what is past %(after)s — the
+# entries, the keys covering any of them, a checkpoint past it — and moves the session's
+# last seq back (the row goes when no entry is left); it returns what it removed.
+TRUNCATE = """WITH removed AS (
+    DELETE FROM {s}ctxwindow_entries
+    WHERE session_id = %(session)s AND seq > %(after)s RETURNING seq, doc
+), keys AS (
+    DELETE FROM {s}ctxwindow_idempotency WHERE session_id = %(session)s AND last_seq > %(after)s
+), checkpoint AS (
+    DELETE FROM {s}ctxwindow_checkpoints WHERE session_id = %(session)s AND seq > %(after)s
+), moved AS (
+    UPDATE {s}ctxwindow_sessions SET last_seq = %(after)s
+    WHERE session_id = %(session)s AND last_seq > %(after)s AND %(after)s > 0
+), gone AS (
+    DELETE FROM {s}ctxwindow_sessions WHERE session_id = %(session)s AND %(after)s = 0
+)
+SELECT doc::text FROM removed ORDER BY seq"""
 SESSIONS = "SELECT session_id FROM {s}ctxwindow_sessions WHERE starts_with(session_id, %s)"
 REPLAYED = """SELECT e.doc::text FROM {s}ctxwindow_idempotency AS k
     JOIN {s}ctxwindow_entries AS e

@@ -40,6 +40,7 @@ from ctxwindow.stores.postgres.common import (
     SESSIONS,
     STATE,
     TAIL,
+    TRUNCATE,
     TRY_LOCK,
     UNLOCK,
     VERSION_TABLE,
@@ -132,6 +133,13 @@ class PostgresStore(Store):
                 cursor = conn.execute(self._q(statement), (session_id,))
                 counts.append(cursor.rowcount)
         return counts[0] > 0 or counts[2] > 0  # entries, or a session whose entries are gone
+
+    def _truncate(self, session_id: str, after: int) -> list[Entry]:
+        params = {"session": session_id, "after": after}
+        with self._transaction(f"truncate session {session_id!r}") as conn:
+            conn.execute(LOCK_SESSION, (session_id,))
+            cursor = conn.execute(self._q(TRUNCATE), params)
+            return entries_of(cursor.fetchall())
 
     def _sessions(self, prefix: str) -> list[str]:
         rows = self._fetch("list sessions", SESSIONS, (prefix,))

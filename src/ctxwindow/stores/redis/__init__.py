@@ -14,6 +14,10 @@ processes never collide, and a retried key returns the first call's entries.
 With ``ttl`` (seconds), every append refreshes the expiry of the session's
 keys: the store is then a cache (the warm tier of a ``TieredStore``).
 
+A truncate is one script too: it cuts the list, drops the ids of the entries it
+removes, the idempotency keys covering any of them and a checkpoint past the
+cut, so no other client ever sees it half done.
+
 A checkpoint is saved by a script too: only if its seq is within the list's
 length and not below the stored one; with ``ttl`` it refreshes every key of
 the session, so it never outlives its entries. A checkpoint found past the end

@@ -62,12 +62,22 @@ return {1, first}
 """
 
 # A cache fill: the entries carry the durable store's sequence numbers and
-# continue (or overlap) the list; a gap would misplace them, so it is refused.
+# continue (or overlap) the list; a gap would misplace them, so it is refused. An
+# overlapping entry must be the one held at its seq: another one means the copy is of
+# entries the durable store has since removed (truncated, deleted), and it is dropped.
 FILL = """
 local entries, ids = KEYS[1], KEYS[2]
 local ttl, seq = tonumber(ARGV[1]), tonumber(ARGV[2])
 local length = redis.call('LLEN', entries)
 if seq > length + 1 then return -1 end
+for i = 3, #ARGV, 2 do
+  if seq <= length and tonumber(redis.call('HGET', ids, ARGV[i]) or '0') ~= seq then
+    redis.call('DEL', unpack(KEYS))
+    return -1
+  end
+  seq = seq + 1
+end
+seq = tonumber(ARGV[2])
 for i = 3, #ARGV, 2 do
   if seq > length then
     redis.call('RPUSH', entries, ARGV[i + 1])
@@ -99,6 +109,36 @@ DELETE = """
 local had = redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 redis.call('DEL', KEYS[4])
 return had
+"""
+
+# Everything past ARGV[2] goes: the entries, their ids, the idempotency keys covering any of
+# them ("first:last" with last past it) and a checkpoint past it. The reply: what was removed.
+TRUNCATE = """
+local entries, ids, keys = KEYS[1], KEYS[2], KEYS[3]
+local ttl, after = tonumber(ARGV[1]), tonumber(ARGV[2])
+if after >= redis.call('LLEN', entries) then return {} end
+local removed = redis.call('LRANGE', entries, after, -1)
+for _, doc in ipairs(removed) do
+  redis.call('HDEL', ids, cjson.decode(doc)['id'])
+end
+local done = redis.call('HGETALL', keys)
+for i = 1, #done, 2 do
+  if tonumber(string.match(done[i + 1], ':(%d+)$')) > after then
+    redis.call('HDEL', keys, done[i])
+  end
+end
+if tonumber(redis.call('HGET', KEYS[4], 'seq') or '-1') > after then
+  redis.call('DEL', KEYS[4])
+end
+if after == 0 then
+  redis.call('DEL', entries)
+else
+  redis.call('LTRIM', entries, 0, after - 1)
+end
+if ttl > 0 then
+  for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ttl) end
+end
+return removed
 """
 
 # A checkpoint never moves backwards, nor past the entries; with a ttl, saving one
@@ -172,6 +212,7 @@ class Scripts:
         self.get = client.register_script(GET)
         self.replayed = client.register_script(REPLAYED)
         self.delete = client.register_script(DELETE)
+        self.truncate = client.register_script(TRUNCATE)
         self.save_checkpoint = client.register_script(SAVE_CHECKPOINT)
         self.checkpoint = client.register_script(CHECKPOINT)
         self.load_from_checkpoint = client.register_script(LOAD_FROM_CHECKPOINT)

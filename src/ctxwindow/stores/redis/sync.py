@@ -67,14 +67,16 @@ class RedisStore(Store):
 
         Entries the session already holds are skipped; the rest are added at
         their own positions. Returns False, writing nothing, if they would
-        leave a gap (the cached copy is missing or behind: fill from seq 1).
+        leave a gap (the cached copy is missing or behind: fill from seq 1),
+        or, dropping the cached copy, if it holds another entry at one of their
+        seqs (it is of entries since removed: truncated or deleted).
         """
         self._check_open()
         check_session_id(session_id)
         check_entries(entries)
         if not entries:
             return True
-        keys, args = self._layout.keys(session_id)[:2], self._layout.fill_args(entries)
+        keys, args = self._layout.keys(session_id), self._layout.fill_args(entries)
         with self._layout.errors(f"fill session {session_id!r}"):
             length = self._scripts.fill(keys=keys, args=args)
         return int(length) >= 0
@@ -111,6 +113,12 @@ class RedisStore(Store):
     def _delete(self, session_id: str) -> bool:
         with self._layout.errors(f"delete session {session_id!r}"):
             return int(self._scripts.delete(keys=self._layout.keys(session_id))) > 0
+
+    def _truncate(self, session_id: str, after: int) -> list[Entry]:
+        keys, args = self._layout.keys(session_id), [self._layout.ttl_ms, after]
+        with self._layout.errors(f"truncate session {session_id!r}"):
+            docs = self._scripts.truncate(keys=keys, args=args)
+        return [entry_from_json(doc) for doc in docs]
 
     def _sessions(self, prefix: str) -> list[str]:
         match = self._layout.match(prefix)

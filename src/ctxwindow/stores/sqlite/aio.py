@@ -68,6 +68,9 @@ class AsyncSQLiteStore(AsyncStore):
     async def _delete(self, session_id: str) -> bool:
         return await self._run(lambda s: s._delete(session_id))
 
+    async def _truncate(self, session_id: str, after: int) -> list[Entry]:
+        return await self._run(lambda s: s._truncate(session_id, after))
+
     async def _sessions(self, prefix: str) -> list[str]:
         return await self._run(lambda s: s._sessions(prefix))
 

@@ -32,6 +32,11 @@ SAVE_CHECKPOINT = """INSERT INTO checkpoints VALUES (?, ?, ?) ON CONFLICT (sessi
     DO UPDATE SET seq = excluded.seq, data = excluded.data WHERE checkpoints.seq <= excluded.seq"""
 
 
+# What a truncate removes past ``after``: entries, the keys covering any of them (a
+# retry of a removed request is stored again), and a checkpoint of removed entries.
+TRUNCATED = (("entries", "seq"), ("idempotency", "last_seq"), ("checkpoints", "seq"))
+
+
 class SQLiteStore(Store):
     """A durable store in one SQLite file (WAL mode; see the module docs for the guarantees).
 
@@ -115,6 +120,21 @@ class SQLiteStore(Store):
             conn.execute("DELETE FROM idempotency WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM checkpoints WHERE session_id = ?", (session_id,))
             return deleted.rowcount > 0
+
+    def _truncate(self, session_id: str, after: int) -> list[Entry]:
+        """One write transaction: the entries, the keys covering any of them, a checkpoint."""
+        with self._writing() as conn:
+            rows = conn.execute(
+                "SELECT json FROM entries WHERE session_id = ? AND seq > ? ORDER BY seq",
+                (session_id, after),
+            ).fetchall()
+            if rows:
+                for table, column in TRUNCATED:
+                    conn.execute(
+                        f"DELETE FROM {table} WHERE session_id = ? AND {column} > ?",
+                        (session_id, after),
+                    )
+        return [entry_from_json(text) for (text,) in rows]
 
     def _sessions(self, prefix: str) -> list[str]:
         # A range on the primary key, not LIKE: '%' and '_' in a prefix are plain text.

@@ -69,12 +69,17 @@ def _end(known: Sequence[Doc] | Floor) -> int:
 
 
 class HotTier:
-    """The hot tier: whole sessions in an LRU (thread-safe)."""
+    """The hot tier: whole sessions in an LRU (thread-safe).
+
+    ``epoch`` counts the truncates this process made: a read or an append that
+    started before one may hold removed entries, so it is not cached.
+    """
 
     def __init__(self, size: int) -> None:
         if size < 0:
             raise ValueError(f"hot_size must be >= 0, got {size}")
         self.size = size
+        self.epoch = 0
         self._data: OrderedDict[str, list[Doc] | Floor] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -90,19 +95,25 @@ class HotTier:
             self._data.move_to_end(session_id)
             return value
 
-    def loaded(self, session_id: str, docs: list[Doc]) -> None:
-        """Cache a session read from a lower tier, unless an append overtook the read."""
+    def loaded(self, session_id: str, docs: list[Doc], epoch: int, replace: bool = False) -> None:
+        """Cache a session read from a lower tier, unless an append overtook the read (or,
+        with ``replace``, the cached copy is known stale) or a truncate came after it."""
         with self._lock:
+            if epoch != self.epoch:
+                return
             known = self._data.get(session_id)
-            if known is None or _end(known) <= _end(docs):
+            if replace or known is None or _end(known) <= _end(docs):
                 self._set(session_id, docs)
 
-    def appended(self, session_id: str, stored: Sequence[Entry]) -> None:
+    def appended(self, session_id: str, stored: Sequence[Entry], epoch: int) -> None:
         """Extend a cached session; mark one that is not cached, so a slower read can't win."""
         if not self.size:
             return
         new = docs_of(stored)
         with self._lock:
+            if epoch != self.epoch:  # a truncate raced the append: read it afresh
+                self._data.pop(session_id, None)
+                return
             known = self._data.get(session_id)
             if new[0].seq == 1:
                 merged: list[Doc] | None = new
@@ -114,6 +125,12 @@ class HotTier:
 
     def pop(self, session_id: str) -> None:
         with self._lock:
+            self._data.pop(session_id, None)
+
+    def truncated(self, session_id: str) -> None:
+        """Drop the session: reads and appends under way when it was truncated cache nothing."""
+        with self._lock:
+            self.epoch += 1
             self._data.pop(session_id, None)
 
     def _set(self, session_id: str, value: list[Doc] | Floor) -> None:
@@ -171,6 +188,13 @@ def find(docs: list[Doc], entry_id: str) -> Entry | None:
 def is_current(cached: list[Doc], last: list[Entry]) -> bool:
     """Whether ``last`` (a store's ``tail(…, 1)``) is the newest entry of ``cached``."""
     return bool(last) and last[0].seq == cached[-1].seq and last[0].id == cached[-1].id
+
+
+def extends(docs: list[Doc], cached: list[Doc]) -> bool:
+    """Whether ``docs`` (a whole session) still hold the newest entry of ``cached`` where it
+    was: False once the session was truncated (or deleted) and maybe written anew."""
+    end = cached[-1]
+    return len(docs) >= end.seq and docs[end.seq - 1].id == end.id
 
 
 def report(durable: dict[str, Any], hot: HotTier) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from ctxwindow.stores.tiered.common import (
     WarmState,
     decode,
     docs_of,
+    extends,
     find,
     is_current,
     load_window,
@@ -72,9 +73,10 @@ class TieredStore(Store):
     def _append(
         self, session_id: str, entries: list[Entry], idempotency_key: str | None
     ) -> list[Entry]:
+        epoch = self._hot.epoch
         stored = self.durable.append(session_id, entries, idempotency_key=idempotency_key)
         if stored:
-            self._hot.appended(session_id, stored)
+            self._hot.appended(session_id, stored, epoch)
             self._update_warm(session_id, stored)
         return stored
 
@@ -93,6 +95,15 @@ class TieredStore(Store):
         self._hot.pop(session_id)
         self._warm_delete(session_id)
         return existed
+
+    def _truncate(self, session_id: str, after: int) -> list[Entry]:
+        removed = self.durable.truncate(session_id, after)
+        if removed:
+            self._hot.truncated(session_id)
+            with self._warm_tier(written=session_id) as warm:
+                if warm is not None:
+                    warm.truncate(session_id, after)
+        return removed
 
     def _sessions(self, prefix: str) -> list[str]:
         return self.durable.sessions(prefix=prefix)
@@ -139,13 +150,14 @@ class TieredStore(Store):
 
     def _session(self, session_id: str) -> list[Doc]:
         """The whole session, from the highest tier that has it current."""
-        cached = self._hot.get(session_id)
+        epoch, cached = self._hot.epoch, self._hot.get(session_id)
         if cached is not None and self.single_writer:
             return cached
         docs = self._warm_refresh(session_id, cached)
         if docs is None:
             docs = self._durable_docs(session_id, cached)
-        self._hot.loaded(session_id, docs)
+        stale = bool(cached) and not extends(docs, cached or [])  # truncated by another process
+        self._hot.loaded(session_id, docs, epoch, replace=stale)
         return docs
 
     def _durable_docs(self, session_id: str, cached: list[Doc] | None) -> list[Doc]:
@@ -248,8 +260,13 @@ def _refresh(store: Store, session_id: str, cached: list[Doc] | None) -> list[Do
     if is_current(cached, last):
         return cached
     if not last or last[0].seq <= cached[-1].seq:
-        return None  # behind the cache (a stale warm copy), or deleted and written anew
-    return merge(cached, docs_of(store.load(session_id, after=cached[-1].seq)))
+        return None  # behind the cache (a stale warm copy), or truncated or deleted
+    # Read from the cache's newest entry: if it is not there any more, the session was
+    # truncated (or deleted) and written anew past the cache, which is then no prefix of it.
+    newer = store.load(session_id, after=cached[-1].seq - 1)
+    if not newer or newer[0].seq != cached[-1].seq or newer[0].id != cached[-1].id:
+        return None
+    return merge(cached, docs_of(newer))
 
 
 def _fill(warm: Store, session_id: str, entries: Sequence[Entry]) -> bool:
