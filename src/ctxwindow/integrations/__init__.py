@@ -1,0 +1,15 @@
+"""Adapters for the frameworks people already use (docs/integrations.md).
+
+Each lives in its own module and needs its extra; importing one without it
+raises ``ImportError`` with the install command:
+
+- ``ctxwindow.integrations.langchain`` (``pip install 'ctxwindow[langchain]'``):
+  ``CtxWindowChatMessageHistory``, ``trim_messages``, ``CtxWindowMiddleware``;
+- ``ctxwindow.integrations.llamaindex`` (``'ctxwindow[llamaindex]'``):
+  ``CtxWindowMemory``;
+- ``ctxwindow.integrations.openai_agents`` (``'ctxwindow[openai-agents]'``):
+  ``CtxWindowSession``.
+
+All are made the same way: ``session_id``, ``store=`` (a store URL or a
+store object), ``model=`` and ``max_tokens=`` (see ``_common.managers``).
+"""
