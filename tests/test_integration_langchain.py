@@ -622,16 +622,13 @@ def test_a_system_prompt_over_the_budget_is_an_error() -> None:
 
 
 def _doc_examples() -> list[str]:
-    """The code blocks under "## LangChain": docs/integrations.md, or the draft beside it."""
-    docs = Path(__file__).parent.parent / "docs" / "integrations.md"
-    text = docs.read_text("utf-8") if docs.exists() else ""
-    if "\n## LangChain" not in text:
-        draft = Path("/tmp/helper-lc/docs.md")
-        text = draft.read_text("utf-8") if draft.exists() else ""
-    if "## LangChain" not in text:
-        pytest.skip("no '## LangChain' section in docs/integrations.md")
-    section = text.split("## LangChain", 1)[1].split("\n## ", 1)[0]
-    return [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
+    """The code blocks under "## LangChain" in docs/integrations.md."""
+    text = (Path(__file__).parent.parent / "docs" / "integrations.md").read_text("utf-8")
+    assert "\n## LangChain" in text, "docs/integrations.md has no '## LangChain' section"
+    section = text.split("\n## LangChain", 1)[1].split("\n## ", 1)[0]
+    examples = [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
+    assert len(examples) >= 3  # history, trim_messages, middleware
+    return examples
 
 
 def test_the_documented_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -567,11 +567,9 @@ def test_without_llama_index_the_import_says_what_to_install(
 
 
 def docs_examples() -> list[str]:
-    """The code blocks under '## LlamaIndex' in docs/integrations.md, else the draft's."""
-    shipped = ROOT / "docs" / "integrations.md"
-    text = shipped.read_text() if shipped.exists() else ""
-    if not re.search(r"^## LlamaIndex", text, re.M):
-        text = Path("/tmp/helper-li/docs.md").read_text()
+    """The code blocks under '## LlamaIndex' in docs/integrations.md."""
+    text = (ROOT / "docs" / "integrations.md").read_text("utf-8")
+    assert re.search(r"^## LlamaIndex", text, re.M), "no '## LlamaIndex' in docs/integrations.md"
     section = re.split(r"^## LlamaIndex.*$", text, maxsplit=1, flags=re.M)[1]
     section = re.split(r"^## ", section, maxsplit=1, flags=re.M)[0]
     return re.findall(r"```python\n(.*?)```", section, re.S)
