@@ -64,6 +64,7 @@ class Calibration:
         self.on_ratio = on_ratio
         self.clock = clock
         self.ratios: dict[str, deque[float]] = {}
+        self._factors: dict[str, float] = {}
         self._warned: set[str] = set()
         self._loaded = False
         self._saved_at = clock()
@@ -90,23 +91,25 @@ class Calibration:
             kept = [float(r) for r in ratios if isinstance(r, (int, float)) and r > 0]
             if kept and len(self.ratios) < MAX_MODELS:
                 self.ratios[model] = deque(kept[-WINDOW:], maxlen=WINDOW)
+                median = self._learnt(model)
                 if self.on_ratio is not None:
-                    self.on_ratio(model, statistics.median(kept[-WINDOW:]))
-
-    def ratio(self, model: str) -> float | None:
-        """The model's median ratio (upstream over ours), or None before any reply."""
-        seen = self.ratios.get(model)
-        return statistics.median(seen) if seen else None
+                    self.on_ratio(model, median)
 
     def factor(self, model: str) -> float:
-        """What to multiply an estimated model's budget by: 1 until ``MIN_SAMPLES`` replies."""
-        seen = self.ratios.get(model)
-        if not seen or len(seen) < MIN_SAMPLES:
-            return 1.0
+        """What to multiply an estimated model's budget by: 1 until ``MIN_SAMPLES`` replies.
+
+        Worked out when a reply is observed (or the ratios loaded), read per request."""
+        return self._factors.get(model, 1.0)
+
+    def _learnt(self, model: str) -> float:
+        """The model's median ratio, after its factor is worked out again."""
+        seen = self.ratios[model]
         median = statistics.median(seen)
-        spread = statistics.median(abs(r - median) for r in seen)
-        low, high = FACTOR_RANGE
-        return min(high, max(low, 1.0 / (median + 2 * spread)))
+        if len(seen) >= MIN_SAMPLES:
+            spread = statistics.median(abs(r - median) for r in seen)
+            low, high = FACTOR_RANGE
+            self._factors[model] = min(high, max(low, 1.0 / (median + 2 * spread)))
+        return median
 
     async def observe(self, info: ModelInfo, model: str, ours: int, upstream: Any) -> None:
         """Take note of one reply: ``upstream`` prompt tokens for ``ours`` counted."""
@@ -120,7 +123,7 @@ class Calibration:
                 return
             seen = self.ratios[key] = deque(maxlen=WINDOW)
         seen.append(upstream / ours)
-        median = statistics.median(seen)
+        median = self._learnt(key)
         if self.on_ratio is not None:
             self.on_ratio(key, median)
         drifts = len(seen) >= MIN_SAMPLES and abs(median - 1) > DRIFT
