@@ -2,6 +2,9 @@
 
 ``POST /v1/chat/completions`` records every body and answers according to
 ``mode``; ``GET /v1/models`` always answers (the service's readiness probe).
+``POST /v1/responses`` and ``POST /v1/messages`` answer as the fakes of
+``tests/protocol_upstreams.py`` do (mode "500" fails them too; the other
+faults are chat completions' only).
 Real sockets make the faults real: a reset is a TCP RST, a timeout is a
 server that stops talking, a truncated body is a connection closed early.
 
@@ -33,6 +36,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.protocol_upstreams import FakeMessages, FakeResponses, ProtocolFake
+
 MODES = ("ok", "500", "timeout", "reset", "eof", "garbage", "slow")
 GATE_LIMIT = 60.0  # seconds a gated request waits at most: a forgotten gate cannot hang a test
 
@@ -52,6 +57,8 @@ class FaultyUpstream:
         self.gate: threading.Event | None = None
         self.arrived = threading.Semaphore(0)  # released once per request received
         self.base_url = ""
+        self.protocols: dict[str, ProtocolFake] = {"responses": FakeResponses(),
+                                                   "messages": FakeMessages()}  # fmt: skip
 
     def completion(self, body: dict[str, Any]) -> bytes:
         message = {"role": "assistant", "content": self.reply(body)}
@@ -103,12 +110,22 @@ def _handler(fake: FaultyUpstream) -> type[BaseHTTPRequestHandler]:
             fake.arrived.release()
             if fake.gate is not None:
                 fake.gate.wait(GATE_LIMIT)
+            protocol = fake.protocols.get(self.path.rsplit("/", 1)[-1])
             if fake.mode == "500":
                 self._send(500, b'{"error": {"message": "boom", "type": "server_error"}}')
+            elif protocol is not None:
+                self._answer(protocol, body)
             elif body.get("stream"):
                 self._stream(body)
             else:
                 self._complete(body)
+
+        def _answer(self, protocol: ProtocolFake, body: dict[str, Any]) -> None:
+            answer = protocol.answer(body)
+            if body.get("stream"):
+                self._send(200, protocol.events(answer), "text/event-stream")
+            else:
+                self._send(200, json.dumps(answer).encode())
 
         def _complete(self, body: dict[str, Any]) -> None:
             data = fake.completion(body)

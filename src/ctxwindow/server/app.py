@@ -20,7 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ctxwindow.context import ArchiveLike
 from ctxwindow.redact import RedactFn
-from ctxwindow.server import chat, openapi, sessions
+from ctxwindow.server import chat, messages, openapi, responses, sessions
 from ctxwindow.server.errors import install
 from ctxwindow.server.service import Service
 from ctxwindow.server.settings import Settings
@@ -56,6 +56,8 @@ def create_app(
     install(app)
     tenant = _tenant(service)
     app.include_router(chat.router(service, tenant))
+    app.include_router(responses.router(service, tenant))
+    app.include_router(messages.router(service, tenant))
     app.include_router(sessions.router(service, tenant))
     _add_probes(app, service)
     openapi.install(app, settings)

@@ -11,20 +11,17 @@ Without a session id the request passes through, checked against the budget.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+from collections.abc import Awaitable
 from typing import Any
 
-import httpx
 import orjson
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import StreamingResponse
 
-from ctxwindow.context import AsyncContextManager, request_hash
-from ctxwindow.errors import CtxWindowError, InvalidMessageError
+from ctxwindow.context import AsyncContextManager
+from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import Entry, make_message, validate_message
-from ctxwindow.policies import Context
-from ctxwindow.server import inputs
+from ctxwindow.server import exchange, inputs
 from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.service import Service, check_messages, read_json
 from ctxwindow.server.tenants import scoped
@@ -72,20 +69,16 @@ def router(service: Service, tenant: Any) -> APIRouter:
         session_id = inputs.session_id(request, body)
         if session_id is None:
             return await _stateless(service, body, messages, model, budget)
-        budget = _less_tools(service, model, budget, tools)
+        tools_tokens = service.tokenizer(model).tools_tokens(tools)
+        budget = exchange.less(budget, tools_tokens, "tools", "the tool definitions")
         sid = scoped(tenant, session_id)
         manager = service.manager(model)
         key = inputs.idempotency_key(request)
-        async with AsyncExitStack() as turn:
-            # The whole exchange holds the session (against other requests, in
-            # any process sharing the store) until the reply is stored.
-            await turn.enter_async_context(manager.turn(sid))
-            response = await _exchange(service, manager, sid, body, messages, budget, key)
-            if isinstance(response, _HeldStream):  # held until the stream ends
-                response.release = turn.pop_all().aclose
-                response.turn = (manager, sid)
-                manager.hand_over(sid)
-            return response
+        # The whole exchange holds the session (against other requests, in any
+        # process sharing the store) until the reply is stored.
+        return await exchange.in_turn(
+            manager, sid, lambda: _exchange(service, manager, sid, body, messages, budget, key)
+        )
 
     return api
 
@@ -106,27 +99,21 @@ async def _exchange(
     body is a 422, checked first.
     """
     model = body["model"]
-    await _store_turns(service, manager, sid, messages, key, body)
+    await exchange.store_turns(service, manager, sid, messages, key, body)
     if key is not None:
         answered = await service.store.replayed(sid, f"{key}:reply")
         if answered:
             return _replay(answered[0], model, bool(body.get("stream")))
-    context = await _build(manager, sid, budget)
+    context = await exchange.build(manager, sid, budget)
     evicted, recalled = service.metrics.observe_context(context.report, context.total_tokens)
-    tokenizer = service.tokenizer(model)
-    headers = {
-        "X-Context-Tokens": str(context.total_tokens),
-        "X-Context-Evicted": str(evicted),
-        "X-Context-Recalled": str(recalled),
-        "X-Context-Estimated": "false" if tokenizer.exact else "true",
-    }
+    headers = exchange.context_headers(service, model, context.total_tokens, evicted, recalled)
     forward = {**_without_session(body), "messages": context.messages}
-    ours = context.total_tokens + tokenizer.tools_tokens(body.get("tools"))
+    ours = context.total_tokens + service.tokenizer(model).tools_tokens(body.get("tools"))
     if body.get("stream"):
         return await _stream(service, manager, sid, forward, key, headers, ours)
     status, data, raw = await service.upstream.complete(forward)
     if status < 400:
-        await _store_reply(manager, sid, data["choices"][0].get("message") or {}, key)
+        await exchange.store_reply(manager, sid, data["choices"][0].get("message") or {}, key)
         await service.observe_usage(model, ours, data.get("usage"))
     return Response(raw, status, headers=headers, media_type="application/json")
 
@@ -153,29 +140,7 @@ def _budget(service: Service, request: Request, body: dict[str, Any], model: str
     reply = body.get("max_completion_tokens") or body.get("max_tokens") or 0
     if not isinstance(reply, int) or reply < 0:
         raise APIError(400, "'max_tokens' must be a positive integer", param="max_tokens")
-    budget = service.budget(model, reply)
-    header = inputs.context_max_tokens(request)
-    if header is not None:
-        budget = min(budget, header)
-    if budget < 1:
-        raise APIError(
-            400, f"max_tokens={reply} leaves no room for the prompt in {model}'s budget",
-            code="context_length_exceeded", param="max_tokens",
-        )  # fmt: skip
-    return budget
-
-
-def _less_tools(
-    service: Service, model: str, budget: int, tools: list[dict[str, Any]] | None
-) -> int:
-    """The budget left for the session's messages beside the request's tool definitions."""
-    room = budget - service.tokenizer(model).tools_tokens(tools)
-    if room < 1:
-        raise APIError(
-            400, f"the tool definitions alone take the whole budget of {budget} tokens",
-            code="context_length_exceeded", param="tools",
-        )  # fmt: skip
-    return room
+    return exchange.budget_of(service, request, model, reply, "max_tokens")
 
 
 def _without_session(body: dict[str, Any]) -> dict[str, Any]:
@@ -208,15 +173,12 @@ async def _stateless(
             code="context_length_exceeded", param="messages",
         )  # fmt: skip
     forward = {**_without_session(body), "messages": messages}
-    headers = {
-        "X-Context-Tokens": str(tokens), "X-Context-Evicted": "0", "X-Context-Recalled": "0",
-        "X-Context-Estimated": "false" if tokenizer.exact else "true",
-    }  # fmt: skip
+    headers = exchange.context_headers(service, model, tokens)
     if body.get("stream"):
         reply = _with_usage(forward)
         upstream = await service.upstream.stream(forward)
         if upstream.status_code >= 400:
-            return _unchanged(upstream, headers)
+            return exchange.unchanged(upstream, headers)
 
         async def observe() -> None:
             await service.observe_usage(model, tokens, reply.usage)
@@ -241,57 +203,6 @@ def _with_usage(forward: dict[str, Any]) -> StreamedReply:
     return reply
 
 
-async def _store_turns(
-    service: Service,
-    manager: AsyncContextManager,
-    sid: str,
-    messages: list[dict[str, Any]],
-    key: str | None,
-    body: dict[str, Any],
-) -> None:
-    """Store the request's messages, all or none, within the limit (a retry: nothing).
-
-    The key is bound to the body, less how the answer is delivered (``stream``,
-    ``stream_options``): the same request may be retried streamed or not.
-    """
-    asked = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-    try:
-        await manager.extend(
-            sid, messages, metadata={"request": key} if key else None, idempotency_key=key,
-            max_messages=service.settings.max_messages_per_session,
-            request_hash=request_hash(asked) if key else None,
-        )  # fmt: skip
-    except CtxWindowError as exc:
-        raise from_library(exc) from exc
-
-
-async def _build(manager: AsyncContextManager, sid: str, budget: int) -> Context:
-    try:
-        return await manager.build(sid, max_tokens=budget)
-    except CtxWindowError as exc:
-        raise from_library(exc) from exc
-
-
-async def _store_reply(
-    manager: AsyncContextManager, sid: str, message: dict[str, Any], key: str | None
-) -> None:
-    """Store the upstream's reply; one that is not a valid assistant message is a 502."""
-    reply: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
-    if message.get("tool_calls"):
-        reply["tool_calls"] = message["tool_calls"]
-    try:
-        await manager.add(
-            sid, reply, metadata={"request": key} if key else None,
-            idempotency_key=f"{key}:reply" if key else None,
-        )  # fmt: skip
-    except InvalidMessageError as exc:
-        raise APIError(
-            502, f"upstream returned an invalid reply: {exc}", code="bad_gateway"
-        ) from exc
-    except CtxWindowError as exc:
-        raise from_library(exc) from exc
-
-
 async def _stream(
     service: Service,
     manager: AsyncContextManager,
@@ -304,60 +215,19 @@ async def _stream(
     reply = _with_usage(forward)
     upstream = await service.upstream.stream(forward)
     if upstream.status_code >= 400:
-        return _unchanged(upstream, headers)
+        return exchange.unchanged(upstream, headers)
 
     async def store() -> None:
         if not reply.empty:
-            await _store_reply(manager, sid, reply.message(), key)
+            await exchange.store_reply(manager, sid, reply.message(), key)
             await service.observe_usage(forward["model"], ours, reply.usage)
 
     def done() -> Awaitable[None]:
         response.storing = asyncio.ensure_future(store())
         return response.storing
 
-    response = _HeldStream(
+    response = exchange.HeldStream(
         service.upstream.relay(upstream, reply, done), headers=headers,
         media_type="text/event-stream",
     )  # fmt: skip
     return response
-
-
-class _HeldStream(StreamingResponse):
-    """A streamed reply that releases the session once it is sent (or the client left).
-
-    Releasing here, not in the body's generator, also covers a client gone
-    before the first chunk: the generator then never starts, so its
-    ``finally`` would never run.
-    """
-
-    release: Callable[[], Awaitable[Any]] | None = None
-    turn: tuple[AsyncContextManager, str] | None = None  # the session's turn it carries on
-    storing: asyncio.Future[None] | None = None  # the reply being stored
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            if self.turn is None:
-                await super().__call__(scope, receive, send)
-            else:
-                manager, sid = self.turn
-                with manager.carry_on(sid):  # storing the reply must not wait for itself
-                    await super().__call__(scope, receive, send)
-        finally:
-            await asyncio.shield(asyncio.ensure_future(self._finish()))
-
-    async def _finish(self) -> None:
-        """Release the session only once the reply is stored: the next turn must see it."""
-        try:
-            if self.storing is not None:
-                await self.storing
-        except APIError:
-            pass  # the reply could not be stored: the client was sent it as an error event
-        finally:
-            if self.release is not None:
-                await self.release()
-
-
-def _unchanged(upstream: httpx.Response, headers: dict[str, str]) -> Response:
-    """An upstream error answer (already read), passed on as it came."""
-    media = upstream.headers.get("content-type", "application/json")
-    return Response(upstream.content, upstream.status_code, headers=headers, media_type=media)

@@ -113,17 +113,16 @@ class Route:
     answers: tuple[str, ...] = ()  # headers of its 200 answer
 
 
+EXCHANGE = Route(  # a call of the model over a session's context, in any protocol
+    ("X-Session-Id", "Idempotency-Key", "X-Context-Max-Tokens"),
+    (400, 409, 413, 422, 502, 503, 504),
+    answers=("X-Context-Tokens", "X-Context-Evicted", "X-Context-Recalled", "X-Context-Replayed"),
+)
+
 ROUTES = {
-    ("post", "/v1/chat/completions"): Route(
-        ("X-Session-Id", "Idempotency-Key", "X-Context-Max-Tokens"),
-        (400, 409, 413, 422, 502, 503, 504),
-        answers=(
-            "X-Context-Tokens",
-            "X-Context-Evicted",
-            "X-Context-Recalled",
-            "X-Context-Replayed",
-        ),
-    ),
+    ("post", "/v1/chat/completions"): EXCHANGE,
+    ("post", "/v1/responses"): EXCHANGE,
+    ("post", "/v1/messages"): EXCHANGE,
     ("post", "/v1/sessions/{session_id}/messages"): Route(
         ("Idempotency-Key",), (400, 409, 413, 422, 503)
     ),
@@ -224,5 +223,5 @@ def _constrain(operation: dict[str, Any]) -> None:
     properties = content.get("application/json", {}).get("schema", {}).get("properties", {})
     if "model" in properties:
         properties["model"] = {**properties["model"], **MODEL}
-    if "messages" in properties:
+    if "messages" in properties and "minItems" not in properties["messages"]:  # not Anthropic's
         properties["messages"] = {**properties["messages"], **MESSAGES}

@@ -32,11 +32,13 @@ class Upstream:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if settings.upstream_api_key is not None:
-            headers["Authorization"] = f"Bearer {settings.upstream_api_key.get_secret_value()}"
+        self._key = settings.upstream_api_key
+        if self._key is not None:
+            headers["Authorization"] = f"Bearer {self._key.get_secret_value()}"
         self._transport = transport or httpx.AsyncHTTPTransport()
         # Completions go straight to the transport (its connection pool): the client's
         # redirects, cookies and URL merging cost ~0.25 ms a request and do nothing here.
+        self._base = settings.upstream
         self._url = httpx.URL(settings.upstream + "/chat/completions")
         self._headers = headers
         self._timeout = httpx.Timeout(settings.upstream_timeout).as_dict()
@@ -46,10 +48,15 @@ class Upstream:
         )  # fmt: skip
         self.metrics = metrics
 
-    async def _send(self, body: dict[str, Any]) -> httpx.Response:
+    async def _send(
+        self,
+        body: dict[str, Any],
+        url: httpx.URL | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
         """An open response to a completion request (its body not read yet)."""
         request = httpx.Request(
-            "POST", self._url, headers=self._headers, content=_encoded(body),
+            "POST", url or self._url, headers=headers or self._headers, content=_encoded(body),
             extensions={"timeout": self._timeout},
         )  # fmt: skip
         response = await self._transport.handle_async_request(request)
@@ -94,6 +101,65 @@ class Upstream:
         self.metrics.upstream_latency.observe(time.perf_counter() - started)
         self._check_status(response.status_code)
         return response
+
+    def headers(
+        self, extra: dict[str, str] | None = None, *, key: str = "bearer"
+    ) -> dict[str, str]:
+        """Request headers with ``extra``; the API key as ``Authorization: Bearer`` or, with
+        ``key="x-api-key"``, in ``x-api-key`` (Anthropic's header)."""
+        headers = {**self._headers, **(extra or {})}
+        if key == "x-api-key" and self._key is not None:
+            del headers["Authorization"]
+            headers["x-api-key"] = self._key.get_secret_value()
+        return headers
+
+    async def post(
+        self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> tuple[int, Any, bytes]:
+        """(status, JSON body, raw body) of a POST to ``path`` of the upstream (not chat
+        completions: the caller checks the body's shape); a 4xx is passed on unchanged."""
+        started = time.perf_counter()
+        try:
+            response = await self._send(body, httpx.URL(f"{self._base}/{path}"), headers)
+            try:
+                content = await response.aread()
+            finally:
+                await response.aclose()
+        except httpx.HTTPError as exc:
+            raise self._failed(exc) from exc
+        self.metrics.upstream_latency.observe(time.perf_counter() - started)
+        self._check_status(response.status_code)
+        try:
+            return response.status_code, orjson.loads(content), content
+        except ValueError as exc:
+            raise self.malformed("upstream returned a malformed body") from exc
+
+    async def open(
+        self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> httpx.Response:
+        """``stream`` for a POST to ``path``: an open streaming response, or a read 4xx."""
+        started = time.perf_counter()
+        try:
+            response = await self._send(body, httpx.URL(f"{self._base}/{path}"), headers)
+            if response.status_code >= 400:
+                try:
+                    await response.aread()
+                finally:
+                    await response.aclose()
+        except httpx.HTTPError as exc:
+            raise self._failed(exc) from exc
+        self.metrics.upstream_latency.observe(time.perf_counter() - started)
+        self._check_status(response.status_code)
+        return response
+
+    def malformed(self, message: str) -> APIError:
+        """A 502 for an upstream body that is not what its protocol answers (counted)."""
+        self.metrics.upstream_errors.labels("malformed").inc()
+        return APIError(502, message, code="bad_gateway")
+
+    def broken(self, fault: StreamFault) -> None:
+        """Count a stream that did not end properly (``failed`` of ``sse_reply``)."""
+        self._broken(fault)
 
     async def relay(
         self,
@@ -332,3 +398,9 @@ def _call_delta(piece: Any) -> tuple[int, dict[str, Any]]:
             if all(part is None or isinstance(part, str) for part in parts):
                 return index, function
     raise StreamFault("malformed", "the upstream stream sent a malformed tool call delta")
+
+
+def event_of(line: bytes) -> dict[str, Any] | None:
+    """One line of an event stream read as ``sse_reply`` reads it (see ``_event``); for the
+    relays of the other protocols (``events.py``). ``data: [DONE]`` is an empty dict."""
+    return _event(line)

@@ -1,0 +1,389 @@
+"""``POST /v1/messages``: the Anthropic Messages API over a session's context.
+
+The session is named by ``X-Session-Id`` (Anthropic's ``metadata`` holds only
+``user_id``); without it the request passes through statelessly, checked
+against the budget. ``messages`` are the session's new turns: a user
+message's ``tool_result`` blocks are stored as tool results of the
+assistant's ``tool_use`` (one unit in the windows). ``system`` is this
+request's system prompt: sent first, counted, not stored (the session's own
+system messages follow it). The budget is the model's, less ``max_tokens``
+(required, as Anthropic's), the tool definitions and ``system``.
+
+Upstream, the request goes to ``{upstream}/messages`` with the API key in
+``x-api-key`` and the client's ``anthropic-version`` (default
+``2023-06-01``) and ``anthropic-beta``. Clients authenticate to the service
+with ``Authorization: Bearer`` or ``x-api-key`` (what the Anthropic SDK sends).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Depends, Header, Request, Response
+
+from ctxwindow.errors import CtxWindowError
+from ctxwindow.messages import Entry, Message, validate_message
+from ctxwindow.server import exchange, inputs
+from ctxwindow.server.errors import APIError, from_library
+from ctxwindow.server.protocols import (
+    LEFT_OUT,
+    anthropic_blocks,
+    anthropic_reply,
+    anthropic_usage,
+    chat_text,
+    from_anthropic,
+    to_anthropic,
+)
+from ctxwindow.server.service import Service, read_json
+from ctxwindow.server.tenants import scoped
+from ctxwindow.server.upstream import StreamFault
+from ctxwindow.stores.base.checks import MAX_COUNT
+
+ANTHROPIC_VERSION = "2023-06-01"  # sent upstream when the client sends none
+PASSED_ON = ("anthropic-version", "anthropic-beta")  # request headers sent upstream
+ERROR_TYPES = {504: "timeout_error", 503: "overloaded_error"}  # Anthropic's, else api_error
+
+REQUEST_SCHEMA = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["model", "messages", "max_tokens"],
+                    "properties": {
+                        "model": {"type": "string", "minLength": 1},
+                        "messages": {
+                            "type": "array", "minItems": 1,
+                            "items": {
+                                "type": "object", "required": ["role", "content"],
+                                "properties": {"role": {"enum": ["user", "assistant"]}},
+                            },
+                        },
+                        "max_tokens": {"type": "integer", "minimum": 1},
+                        "system": {
+                            "anyOf": [
+                                {"type": "string"},
+                                {"type": "array", "items": {"type": "object"}},
+                            ]
+                        },
+                        "stream": {"type": "boolean"},
+                        "tools": {"type": "array", "items": {"type": "object"}},
+                        "metadata": {"type": "object"},
+                    },
+                    "additionalProperties": True,
+                }
+            }
+        },
+    }
+}  # fmt: skip
+
+
+def router(service: Service, tenant: Any) -> APIRouter:
+    """The route; ``tenant`` is not used: Anthropic's SDK sends its key as ``x-api-key``."""
+    api = APIRouter()
+
+    @api.post("/v1/messages", openapi_extra=REQUEST_SCHEMA, tags=["messages"])
+    async def messages(request: Request, tenant: str = Depends(_tenant(service))) -> Response:
+        """An Anthropic message over the session's context (``X-Session-Id``)."""
+        body = await read_json(request, service.settings.max_request_bytes)
+        _check(body)
+        model = body["model"]
+        if service.model(model).estimated:
+            await service.calibration.load()
+        turns = from_anthropic(body.get("messages"), service.settings.max_message_chars)
+        system = _system(service, body.get("system"))
+        tokenizer = service.tokenizer(model)
+        extra = tokenizer.tools_tokens(_tools(body.get("tools")))
+        extra += tokenizer.message_tokens({"role": "system", "content": _text_of(system)})
+        extra += tokenizer.message_tokens(LEFT_OUT)  # kept free for it (``to_anthropic``)
+        budget = exchange.budget_of(service, request, model, body["max_tokens"], "max_tokens")
+        wire = _wire(service, request, body, system, extra)
+        session_id = inputs.header_text(request, "X-Session-Id")
+        if session_id is None:
+            return await _stateless(service, wire, body, turns, system, budget)
+        sid = scoped(tenant, session_id)
+        room = exchange.less(budget, extra, "system", "the system prompt and tools")
+        manager = service.manager(model)
+        key = inputs.idempotency_key(request)
+
+        async def exchanged() -> Response:
+            return await exchange.converse(service, manager, sid, wire, turns, room, key, body)
+
+        return await exchange.in_turn(manager, sid, exchanged)
+
+    return api
+
+
+def _tenant(service: Service) -> Any:
+    """The tenant of ``Authorization: Bearer KEY`` or ``x-api-key: KEY``, once admitted."""
+
+    async def tenant(
+        authorization: str | None = Header(None), x_api_key: str | None = Header(None)
+    ) -> str:
+        if authorization is None and x_api_key is not None:
+            authorization = f"Bearer {x_api_key}"
+        name = service.tenants.authenticate(authorization)
+        await service.tenants.admit(name)
+        return name
+
+    return tenant
+
+
+def _check(body: dict[str, Any]) -> None:
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise APIError(400, "'model' must be a model name", param="model")
+    value = body.get("max_tokens")
+    if type(value) is not int or not 1 <= value <= MAX_COUNT:
+        raise APIError(
+            400, "'max_tokens' is required: a whole number from 1 to 2**63 - 1",
+            code="invalid_value", param="max_tokens",
+        )  # fmt: skip
+    if body.get("stream") is not None and not isinstance(body["stream"], bool):
+        raise APIError(400, "'stream' must be true or false", code="invalid_value", param="stream")
+    if body.get("metadata") is not None and not isinstance(body["metadata"], dict):
+        raise APIError(400, "'metadata' must be an object", code="invalid_value", param="metadata")
+
+
+def _system(service: Service, system: Any) -> list[dict[str, Any]]:
+    """``system`` as text blocks (a string is one), masked when a redactor runs."""
+    if system is None:
+        return []
+    blocks = [{"type": "text", "text": system}] if isinstance(system, str) else system
+    if not isinstance(blocks, list):
+        raise APIError(400, "'system' must be a string or an array of text blocks", param="system")
+    for i, block in enumerate(blocks):
+        if not isinstance(block, dict) or block.get("type") != "text":
+            raise APIError(400, f"system.{i} must be a text block", param=f"system.{i}")
+        if not isinstance(block.get("text"), str):
+            raise APIError(400, f"system.{i}.text must be a string", param=f"system.{i}.text")
+    if service.redactor is None:
+        return blocks
+    return [{**b, "text": _masked(service, b["text"])} for b in blocks]
+
+
+def _masked(service: Service, text: str) -> str:
+    assert service.redactor is not None
+    return chat_text(service.redactor({"role": "system", "content": text})["content"])
+
+
+def _text_of(system: list[dict[str, Any]]) -> str:
+    return "\n".join(block["text"] for block in system)
+
+
+def _tools(tools: Any) -> list[dict[str, Any]] | None:
+    """Anthropic tool definitions as chat tools, checked (their tokens are counted)."""
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        raise APIError(400, "tools must be an array of tools", code="invalid_tools", param="tools")
+    chat: list[dict[str, Any]] = []
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise APIError(
+                400, f"tools.{i} must be an object", code="invalid_tools", param=f"tools.{i}"
+            )
+        function = {k: tool[k] for k in ("name", "description") if k in tool}
+        if "input_schema" in tool:
+            function["parameters"] = tool["input_schema"]
+        try:
+            inputs.check_tools([{"type": "function", "function": function}])
+        except APIError as exc:
+            where = (exc.param or "").replace("tools.0.function", f"tools.{i}")
+            where = where.replace(".parameters", ".input_schema")
+            raise APIError(400, f"{where} {str(exc).split(' ', 1)[1]}", code=exc.code,
+                           param=where) from exc  # fmt: skip
+        chat.append({"type": "function", "function": function})
+    return chat
+
+
+def _wire(
+    service: Service,
+    request: Request,
+    body: dict[str, Any],
+    system: list[dict[str, Any]],
+    extra: int,
+) -> exchange.Wire:
+    model = body["model"]
+    passed = {name: request.headers[name] for name in PASSED_ON if name in request.headers}
+    headers = service.upstream.headers(
+        {"anthropic-version": ANTHROPIC_VERSION, **passed}, key="x-api-key"
+    )
+
+    def forward(context: list[Message]) -> dict[str, Any]:
+        stored, turns = to_anthropic(context)
+        return _upstream_body(body, system + stored, turns)
+
+    return exchange.Wire(
+        model=model, path="messages", headers=headers, forward=forward, reply=anthropic_reply,
+        usage=lambda data: anthropic_usage(data.get("usage")) if isinstance(data, dict) else None,
+        answer=orjson.dumps, collector=MessagesStream,
+        replay=lambda entry, stream: _replay(entry, stream, model),
+        stream=bool(body.get("stream")), param="messages", extra=extra,
+    )  # fmt: skip
+
+
+def _upstream_body(
+    body: dict[str, Any], system: list[dict[str, Any]], turns: list[Message]
+) -> dict[str, Any]:
+    out = {**body, "messages": turns}
+    if system:
+        out["system"] = system
+    else:
+        out.pop("system", None)
+    return out
+
+
+async def _stateless(
+    service: Service,
+    wire: exchange.Wire,
+    body: dict[str, Any],
+    turns: list[Message],
+    system: list[dict[str, Any]],
+    budget: int,
+) -> Response:
+    sent = exchange.redacted(service, turns)
+    try:
+        for i, message in enumerate(sent):
+            validate_message(message, where=f"messages[{i}]")
+        tokens = service.tokenizer(wire.model).count(sent) + wire.extra
+    except (CtxWindowError, ValueError) as exc:
+        raise from_library(exc) from exc
+    if tokens > budget:
+        raise exchange.over_budget(tokens, budget, "messages")
+    if service.redactor is None:  # sent as the client wrote it (cache_control and all)
+        forward = body
+    else:
+        stored, converted = to_anthropic(sent)
+        forward = _upstream_body(body, system + stored, converted)
+    return await exchange.stateless(service, wire, forward, tokens)
+
+
+class MessagesStream:
+    """The reply an Anthropic event stream adds up to: its text and tool_use blocks."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.usage: dict[str, Any] | None = None
+        self._usage: dict[str, Any] = {}
+
+    def add(self, event: dict[str, Any]) -> bytes | None:
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message")
+            self._count(message.get("usage") if isinstance(message, dict) else None)
+        elif kind == "message_delta":
+            self._count(event.get("usage"))
+        elif kind == "content_block_start":
+            block = event.get("content_block")
+            if not isinstance(block, dict):
+                raise _malformed(kind)
+            self.blocks[_index(event)] = {**block, "parts": [str(block.get("text") or "")]}
+        elif kind == "content_block_delta":
+            self._delta(event)
+        return None
+
+    def _count(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            self._usage.update({k: v for k, v in usage.items() if isinstance(v, int)})
+            self.usage = anthropic_usage(self._usage)
+
+    def _delta(self, event: dict[str, Any]) -> None:
+        block, delta = self.blocks.get(_index(event)), event.get("delta")
+        if block is None or not isinstance(delta, dict):
+            raise _malformed("content_block_delta")
+        piece = delta.get("text", delta.get("partial_json"))
+        if delta.get("type") in ("text_delta", "input_json_delta"):
+            if not isinstance(piece, str):
+                raise _malformed("content_block_delta")
+            block["parts"].append(piece)
+
+    def ends(self, event: dict[str, Any]) -> bool:
+        return event.get("type") == "message_stop"
+
+    def message(self) -> Message | None:
+        content = [self._block(self.blocks[i]) for i in sorted(self.blocks)]
+        message = anthropic_reply({"content": content})
+        if message is None:
+            raise _malformed("tool_use")
+        if message["content"] is None and not message.get("tool_calls"):
+            return None
+        return message
+
+    @staticmethod
+    def _block(block: dict[str, Any]) -> dict[str, Any]:
+        joined = "".join(block["parts"])
+        if block.get("type") == "tool_use":
+            try:
+                arguments = json.loads(joined) if joined else block.get("input") or {}
+            except ValueError as exc:
+                raise _malformed("input_json_delta") from exc
+            return {"type": "tool_use", "id": block.get("id"), "name": block.get("name"),
+                    "input": arguments}  # fmt: skip
+        return {"type": block.get("type"), "text": joined}
+
+    def error_event(self, error: APIError) -> bytes:
+        """An ``error`` event, which the Anthropic SDKs raise on (they skip unnamed events)."""
+        body = {
+            "type": "error",
+            "error": {"type": ERROR_TYPES.get(error.status, "api_error"),
+                      "message": error.message, "code": error.code},
+        }  # fmt: skip
+        return b"\nevent: error\ndata: " + orjson.dumps(body) + b"\n\n"
+
+
+def _index(event: dict[str, Any]) -> int:
+    index = event.get("index")
+    if type(index) is not int:
+        raise _malformed(str(event.get("type")))
+    return index
+
+
+def _malformed(kind: str) -> StreamFault:
+    return StreamFault("malformed", f"the upstream stream sent a malformed {kind} event")
+
+
+def _replayed(entry: Entry, model: str) -> dict[str, Any]:
+    """The stored reply of a retried request as a Messages body."""
+    calls = entry.message.get("tool_calls")
+    return {
+        "id": f"msg_{entry.id}", "type": "message", "role": "assistant", "model": model,
+        "content": anthropic_blocks(entry.message),
+        "stop_reason": "tool_use" if calls else "end_turn",
+        "stop_sequence": None, "usage": {"input_tokens": 0, "output_tokens": 0},
+    }  # fmt: skip
+
+
+def _replay(entry: Entry, stream: bool, model: str) -> Response:
+    headers = {"X-Context-Replayed": "true"}
+    message = _replayed(entry, model)
+    if not stream:
+        return Response(orjson.dumps(message), headers=headers, media_type="application/json")
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {**message, "content": [], "stop_reason": None}}
+    ]
+    for i, block in enumerate(message["content"]):
+        if block["type"] == "tool_use":
+            start = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        else:
+            start, delta = (
+                {"type": "text", "text": ""},
+                {"type": "text_delta", "text": block["text"]},
+            )
+        events += [
+            {"type": "content_block_start", "index": i, "content_block": start},
+            {"type": "content_block_delta", "index": i, "delta": delta},
+            {"type": "content_block_stop", "index": i},
+        ]
+    events += [
+        {"type": "message_delta", "delta": {"stop_reason": message["stop_reason"],
+         "stop_sequence": None}, "usage": {"output_tokens": 0}},
+        {"type": "message_stop"},
+    ]  # fmt: skip
+    sse = b"".join(
+        b"event: " + e["type"].encode() + b"\ndata: " + orjson.dumps(e) + b"\n\n" for e in events
+    )
+    return Response(sse, headers=headers, media_type="text/event-stream")

@@ -1,0 +1,510 @@
+"""Responses items and Anthropic messages, to and from the chat messages sessions keep.
+
+The store keeps OpenAI chat messages. A request's new turns are converted to
+them before they are stored, and a built context back to the request's
+protocol before it goes upstream:
+
+======================================  =========================================
+Responses / Anthropic                   chat
+======================================  =========================================
+message item / message (text, image)    ``user``, ``assistant``, ``system``... message
+``function_call`` / ``tool_use``        ``tool_calls`` of an assistant message
+``function_call_output`` / ``tool_result``  a ``tool`` message
+======================================  =========================================
+
+A call and its result are one unit in the windows either way. Refusals are
+400s naming the field (``input.2.content.0.type``), before anything is stored.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ctxwindow.server.errors import APIError
+
+Message = dict[str, Any]
+
+
+def bad(where: str, what: str, code: str = "invalid_message") -> APIError:
+    return APIError(400, f"{where} {what}", code=code, param=where)
+
+
+def too_large(where: str, max_chars: int) -> APIError:
+    return APIError(
+        413, f"{where} has over {max_chars} characters", code="message_too_large", param=where
+    )
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise bad(where, "must be a string")
+    return value
+
+
+# --- Responses ---------------------------------------------------------------------------
+
+RESPONSES_ITEMS = ("message", "function_call", "function_call_output")
+_ROLES = ("user", "assistant", "system", "developer")
+
+
+def from_responses(input_: Any, max_chars: int) -> list[Message]:
+    """The chat messages of a Responses ``input``: a string, or a list of items.
+
+    Consecutive ``function_call`` items join the assistant message before
+    them (one turn, several calls), as a reply's output has them.
+    """
+    if isinstance(input_, str):
+        return [{"role": "user", "content": _checked_size(input_, "input", max_chars)}]
+    if not isinstance(input_, list) or not input_:
+        raise bad("input", "must be a string or a non-empty array of items")
+    out: list[Message] = []
+    for i, item in enumerate(input_):
+        where = f"input.{i}"
+        if not isinstance(item, dict):
+            raise bad(where, "must be an object")
+        kind = item.get("type", "message")
+        if kind == "message":
+            out.append(_message_item(item, where, max_chars))
+        elif kind == "function_call":
+            _add_call(out, _function_call(item, where))
+        elif kind == "function_call_output":
+            out.append(_call_output(item, where, max_chars))
+        else:
+            raise bad(
+                f"{where}.type", f"is {kind!r}: ctxwindow keeps items of the types"
+                f" {', '.join(RESPONSES_ITEMS)} (leave out reasoning and built-in tool items)",
+            )  # fmt: skip
+    return out
+
+
+def _checked_size(text: str, where: str, max_chars: int) -> str:
+    if len(text) > max_chars:
+        raise too_large(where, max_chars)
+    return text
+
+
+def _message_item(item: dict[str, Any], where: str, max_chars: int) -> Message:
+    role = item.get("role")
+    if role not in _ROLES:
+        raise bad(f"{where}.role", f"must be one of {', '.join(_ROLES)}")
+    content = item.get("content")
+    if isinstance(content, str):
+        return {"role": role, "content": _checked_size(content, f"{where}.content", max_chars)}
+    if not isinstance(content, list):
+        raise bad(f"{where}.content", "must be a string or an array of content parts")
+    parts = [_part(p, f"{where}.content.{j}") for j, p in enumerate(content)]
+    if sum(len(p.get("text", p.get("refusal", ""))) for p in parts) > max_chars:
+        raise too_large(f"{where}.content", max_chars)
+    if role == "assistant":  # an assistant's content: its text
+        return {"role": role, "content": _joined(parts, f"{where}.content")}
+    return {"role": role, "content": parts}
+
+
+def _part(part: Any, where: str) -> dict[str, Any]:
+    if not isinstance(part, dict):
+        raise bad(where, "must be an object")
+    kind = part.get("type")
+    if kind in ("input_text", "output_text", "text"):
+        return {"type": "text", "text": _text(part.get("text"), f"{where}.text")}
+    if kind == "refusal":
+        return {"type": "refusal", "refusal": _text(part.get("refusal"), f"{where}.refusal")}
+    if kind == "input_image":
+        url = part.get("image_url")
+        if not isinstance(url, str):
+            raise bad(f"{where}.image_url", "must be a URL or a data: URL (file_id is not kept)")
+        detail = part.get("detail") or "auto"
+        if detail not in ("low", "high", "auto"):
+            raise bad(f"{where}.detail", "must be low, high or auto")
+        return {"type": "image_url", "image_url": {"url": url, "detail": detail}}
+    raise bad(
+        f"{where}.type", f"is {kind!r}: ctxwindow keeps input_text, output_text, refusal and"
+        " input_image parts",
+    )  # fmt: skip
+
+
+def _joined(parts: list[dict[str, Any]], where: str) -> str:
+    if any(p["type"] == "image_url" for p in parts):
+        raise bad(where, "of an assistant message holds text only")
+    return "".join(p.get("text", p.get("refusal", "")) for p in parts)
+
+
+def _function_call(item: dict[str, Any], where: str) -> dict[str, Any]:
+    arguments = item.get("arguments", "")
+    return {
+        "id": _text(item.get("call_id"), f"{where}.call_id"),
+        "type": "function",
+        "function": {
+            "name": _text(item.get("name"), f"{where}.name"),
+            "arguments": _text(arguments, f"{where}.arguments"),
+        },
+    }
+
+
+def _add_call(out: list[Message], call: dict[str, Any]) -> None:
+    """A call joins the assistant message just before it, else starts one."""
+    if out and out[-1]["role"] == "assistant":
+        out[-1].setdefault("tool_calls", []).append(call)
+    else:
+        out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+
+
+def _call_output(item: dict[str, Any], where: str, max_chars: int) -> Message:
+    call_id = _text(item.get("call_id"), f"{where}.call_id")
+    output = item.get("output")
+    if isinstance(output, str):
+        content: Any = _checked_size(output, f"{where}.output", max_chars)
+    elif isinstance(output, list):
+        content = [_part(p, f"{where}.output.{j}") for j, p in enumerate(output)]
+        if sum(len(p.get("text", "")) for p in content) > max_chars:
+            raise too_large(f"{where}.output", max_chars)
+    else:
+        raise bad(f"{where}.output", "must be a string or an array of content parts")
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def to_responses(messages: list[Message]) -> list[dict[str, Any]]:
+    """A built context as Responses input items (sent whole: the upstream keeps no state)."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        role, content = message["role"], message.get("content")
+        if role == "tool":
+            output = content if isinstance(content, str) else _input_parts(content or [])
+            items.append(
+                {"type": "function_call_output", "call_id": message["tool_call_id"],
+                 "output": output}
+            )  # fmt: skip
+            continue
+        if role == "assistant":
+            text = chat_text(content)
+            if text or not message.get("tool_calls"):
+                items.append({"type": "message", "role": "assistant", "content": text})
+            items.extend(
+                {"type": "function_call", "call_id": call["id"],
+                 "name": call["function"]["name"],
+                 "arguments": call["function"].get("arguments") or "{}"}
+                for call in message.get("tool_calls") or ()
+            )  # fmt: skip
+            continue
+        if not isinstance(content, str):
+            content = _input_parts(content or [])
+        items.append({"type": "message", "role": _role(role), "content": content})
+    return items
+
+
+def _role(role: str) -> str:
+    return "user" if role == "function" else role
+
+
+def _input_parts(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if part.get("type") == "image_url":
+            image = part["image_url"]
+            out.append(
+                {"type": "input_image", "image_url": image["url"],
+                 "detail": image.get("detail", "auto")}
+            )  # fmt: skip
+        else:
+            out.append({"type": "input_text", "text": part.get("text", part.get("refusal", ""))})
+    return out
+
+
+def chat_text(content: Any) -> str:
+    """The text of a chat message's content (its text and refusal parts, joined)."""
+    if isinstance(content, str):
+        return content
+    return "".join(
+        str(p.get("text", p.get("refusal", ""))) for p in content or () if isinstance(p, dict)
+    )
+
+
+def responses_reply(data: Any) -> Message | None:
+    """The assistant message of a response body's ``output`` (its text and function calls;
+    reasoning and built-in tool items are not kept); None if it has no ``output`` list."""
+    output = data.get("output") if isinstance(data, dict) else None
+    if not isinstance(output, list):
+        return None
+    return output_message(output)
+
+
+def output_message(output: list[Any]) -> Message | None:
+    text: list[str] = []
+    calls: list[dict[str, Any]] = []
+    for item in output:
+        if not isinstance(item, dict):
+            return None
+        if item.get("type") == "message":
+            for part in item.get("content") or ():
+                if isinstance(part, dict) and part.get("type") in ("output_text", "refusal"):
+                    text.append(str(part.get("text", part.get("refusal", ""))))
+        elif item.get("type") == "function_call":
+            try:
+                calls.append(_function_call(item, "output"))
+            except APIError:
+                return None
+    message: Message = {"content": "".join(text) or None}
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def responses_usage(usage: Any) -> dict[str, Any] | None:
+    """A Responses ``usage`` as calibration reads it (``prompt_tokens``: all input tokens)."""
+    if not isinstance(usage, dict) or not isinstance(usage.get("input_tokens"), int):
+        return None
+    return {"prompt_tokens": usage["input_tokens"]}
+
+
+# --- Anthropic Messages ------------------------------------------------------------------
+
+ANTHROPIC_BLOCKS = ("text", "image", "tool_use", "tool_result")
+
+
+def from_anthropic(messages: Any, max_chars: int) -> list[Message]:
+    """The chat messages of Anthropic ``messages``: a user message's ``tool_result`` blocks
+    become ``tool`` messages (first, as Anthropic requires), an assistant's ``tool_use``
+    blocks its ``tool_calls``."""
+    if not isinstance(messages, list) or not messages:
+        raise bad("messages", "must be a non-empty array")
+    out: list[Message] = []
+    for i, message in enumerate(messages):
+        where = f"messages.{i}"
+        if not isinstance(message, dict):
+            raise bad(where, "must be an object")
+        role = message.get("role")
+        if role not in ("user", "assistant"):
+            raise bad(f"{where}.role", "must be user or assistant (the system prompt is 'system')")
+        content = message.get("content")
+        if isinstance(content, str):
+            out.append(
+                {"role": role, "content": _checked_size(content, f"{where}.content", max_chars)}
+            )
+        elif isinstance(content, list) and content:
+            blocks = [_block(b, f"{where}.content.{j}", role) for j, b in enumerate(content)]
+            if sum(_block_chars(b) for b in blocks) > max_chars:
+                raise too_large(f"{where}.content", max_chars)
+            out.extend(_user(blocks, where) if role == "user" else [_assistant(blocks)])
+        else:
+            raise bad(f"{where}.content", "must be a string or a non-empty array of blocks")
+    return out
+
+
+def _block_chars(block: dict[str, Any]) -> int:
+    if block["type"] == "text":
+        return len(block["text"])
+    if block["type"] == "tool_result":
+        return len(chat_text(block["content"]))
+    return 0
+
+
+def _block(block: Any, where: str, role: str) -> dict[str, Any]:
+    """A content block checked, in the shape the converters read."""
+    if not isinstance(block, dict):
+        raise bad(where, "must be an object")
+    kind = block.get("type")
+    if kind == "text":
+        return {"type": "text", "text": _text(block.get("text"), f"{where}.text")}
+    if kind == "image":
+        return {"type": "image", "url": _image_url(block.get("source"), f"{where}.source")}
+    if kind == "tool_use" and role == "assistant":
+        arguments = block.get("input", {})
+        if not isinstance(arguments, dict):
+            raise bad(f"{where}.input", "must be an object")
+        return {
+            "type": "tool_use", "id": _text(block.get("id"), f"{where}.id"),
+            "name": _text(block.get("name"), f"{where}.name"), "input": arguments,
+        }  # fmt: skip
+    if kind == "tool_result" and role == "user":
+        return _tool_result(block, where)
+    if kind in ("tool_use", "tool_result"):
+        raise bad(f"{where}.type", f"{kind} blocks belong in {_OWNER[kind]} messages")
+    raise bad(f"{where}.type", f"is {kind!r}: ctxwindow keeps {', '.join(ANTHROPIC_BLOCKS)} blocks")
+
+
+_OWNER = {"tool_use": "assistant", "tool_result": "user"}
+
+
+def _tool_result(block: dict[str, Any], where: str) -> dict[str, Any]:
+    content = block.get("content", "")
+    if isinstance(content, list):
+        parts = []
+        for j, inner in enumerate(content):
+            checked = _block(inner, f"{where}.content.{j}", "user")
+            if checked["type"] == "text":
+                parts.append({"type": "text", "text": checked["text"]})
+            elif checked["type"] == "image":
+                parts.append({"type": "image_url", "image_url": {"url": checked["url"]}})
+            else:
+                raise bad(f"{where}.content.{j}.type", "must be text or image")
+        content = parts
+    elif not isinstance(content, str):
+        raise bad(f"{where}.content", "must be a string or an array of blocks")
+    if block.get("is_error") is not None and not isinstance(block["is_error"], bool):
+        raise bad(f"{where}.is_error", "must be true or false")
+    result = {
+        "type": "tool_result", "id": _text(block.get("tool_use_id"), f"{where}.tool_use_id"),
+        "content": content,
+    }  # fmt: skip
+    if block.get("is_error"):
+        result["is_error"] = True
+    return result
+
+
+_DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
+
+
+def _image_url(source: Any, where: str) -> str:
+    """An image source as the URL chat messages hold (a data: URL for base64 data)."""
+    if isinstance(source, dict) and source.get("type") == "base64":
+        media = _text(source.get("media_type"), f"{where}.media_type")
+        return f"data:{media};base64,{_text(source.get('data'), f'{where}.data')}"
+    if isinstance(source, dict) and source.get("type") == "url":
+        return _text(source.get("url"), f"{where}.url")
+    raise bad(where, "must be a base64 or url image source")
+
+
+def _user(blocks: list[dict[str, Any]], where: str) -> list[Message]:
+    out: list[Message] = []
+    parts: list[dict[str, Any]] = []
+    for j, block in enumerate(blocks):
+        if block["type"] == "tool_result":
+            if parts:
+                raise bad(f"{where}.content.{j}", "is a tool_result after other blocks: a user"
+                          " message's tool_result blocks come first")  # fmt: skip
+            tool: Message = {
+                "role": "tool",
+                "tool_call_id": block["id"],
+                "content": block["content"],
+            }
+            if block.get("is_error"):
+                tool["is_error"] = True
+            out.append(tool)
+        elif block["type"] == "text":
+            parts.append({"type": "text", "text": block["text"]})
+        else:
+            parts.append({"type": "image_url", "image_url": {"url": block["url"]}})
+    if parts:
+        out.append({"role": "user", "content": parts})
+    return out
+
+
+def _assistant(blocks: list[dict[str, Any]]) -> Message:
+    text = "".join(b["text"] for b in blocks if b["type"] == "text")
+    message: Message = {"role": "assistant", "content": text or None}
+    calls = [_tool_call(b) for b in blocks if b["type"] == "tool_use"]
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def _tool_call(block: dict[str, Any]) -> dict[str, Any]:
+    arguments = json.dumps(block["input"], ensure_ascii=False)
+    return {"id": block["id"], "type": "function",
+            "function": {"name": block["name"], "arguments": arguments}}  # fmt: skip
+
+
+LEFT_OUT: Message = {"role": "user", "content": "(earlier turns left out)"}
+
+
+def to_anthropic(messages: list[Message]) -> tuple[list[dict[str, Any]], list[Message]]:
+    """A built context as Anthropic (system blocks, messages): system messages go to
+    ``system``; tool results into a user message; consecutive turns of a role merged.
+    Anthropic's messages start with a user turn: a context whose window starts at an
+    assistant's turn gets ``LEFT_OUT`` first (its tokens are kept free: ``messages.py``)."""
+    system: list[dict[str, Any]] = []
+    out: list[Message] = []
+    for message in messages:
+        role = message["role"]
+        if role in ("system", "developer"):
+            if text := chat_text(message.get("content")):
+                system.append({"type": "text", "text": text})
+            continue
+        blocks = anthropic_blocks(message)
+        if not blocks:
+            continue
+        turn = "assistant" if role == "assistant" else "user"
+        if not out and turn == "assistant":
+            out.append({"role": "user", "content": anthropic_blocks(LEFT_OUT)})
+        if out and out[-1]["role"] == turn:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": turn, "content": blocks})
+    return system, out
+
+
+def anthropic_blocks(message: Message) -> list[dict[str, Any]]:
+    """The content blocks of a chat message (a tool message: its tool_result)."""
+    role, content = message["role"], message.get("content")
+    if role == "tool":
+        block: dict[str, Any] = {
+            "type": "tool_result", "tool_use_id": message["tool_call_id"],
+            "content": content if isinstance(content, str) else _anthropic_parts(content or []),
+        }  # fmt: skip
+        if message.get("is_error"):
+            block["is_error"] = True
+        return [block]
+    blocks: list[dict[str, Any]] = (
+        [{"type": "text", "text": content}] if isinstance(content, str) and content
+        else _anthropic_parts(content if isinstance(content, list) else [])
+    )  # fmt: skip
+    for call in message.get("tool_calls") or ():
+        blocks.append(
+            {"type": "tool_use", "id": call["id"], "name": call["function"]["name"],
+             "input": _arguments(call["function"].get("arguments"))}
+        )  # fmt: skip
+    return blocks
+
+
+def _anthropic_parts(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if part.get("type") == "image_url":
+            out.append({"type": "image", "source": _image_source(part["image_url"]["url"])})
+        elif text := part.get("text", part.get("refusal", "")):
+            out.append({"type": "text", "text": text})  # Anthropic refuses empty text blocks
+    return out
+
+
+def _image_source(url: str) -> dict[str, Any]:
+    found = _DATA_URL.fullmatch(url)
+    if found:
+        return {"type": "base64", "media_type": found[1], "data": found[2]}
+    return {"type": "url", "url": url}
+
+
+def _arguments(arguments: Any) -> dict[str, Any]:
+    """A chat tool call's JSON arguments as ``tool_use.input`` (an object)."""
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError:
+        return {"arguments": arguments}
+    return value if isinstance(value, dict) else {"arguments": value}
+
+
+def anthropic_reply(data: Any) -> Message | None:
+    """The assistant message of a Messages body (its text and tool_use blocks; thinking is
+    not kept); None if it has no ``content`` list of blocks."""
+    content = data.get("content") if isinstance(data, dict) else None
+    if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+        return None
+    text = "".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
+    message: Message = {"content": text or None}
+    calls = []
+    for block in content:
+        if block.get("type") == "tool_use":
+            if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
+                return None
+            calls.append(_tool_call({**block, "input": block.get("input") or {}}))
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def anthropic_usage(usage: Any) -> dict[str, Any] | None:
+    """An Anthropic ``usage`` as calibration reads it: every input token, cached or not."""
+    if not isinstance(usage, dict) or not isinstance(usage.get("input_tokens"), int):
+        return None
+    cached = (usage.get("cache_creation_input_tokens"), usage.get("cache_read_input_tokens"))
+    return {"prompt_tokens": usage["input_tokens"] + sum(n for n in cached if isinstance(n, int))}
