@@ -43,6 +43,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_recall.py
 	$(BIN)/python benchmarks/bench_manager.py
 	cd benchmarks && ../$(BIN)/python bench_langchain.py
+	$(BIN)/python benchmarks/bench_cache.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -15,6 +15,9 @@ import json
 from typing import Any, ClassVar
 
 import httpx
+from fastapi import FastAPI
+
+from ctxwindow.server import Settings, create_app
 
 REPLY = "It left the Leeds depot this morning."
 
@@ -179,3 +182,11 @@ class FakeMessages(ProtocolFake):
     def last(self) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = self.requests[-1]["messages"]
         return messages
+
+
+def protocol_app(upstream: ProtocolFake, **settings: Any) -> FastAPI:
+    """The service in memory, forwarding to ``upstream`` (no archive unless asked)."""
+    settings.setdefault("store", "memory://")
+    settings.setdefault("upstream", "http://upstream.test/v1")
+    settings.setdefault("archive", "off")
+    return create_app(Settings(**settings), upstream_transport=upstream.transport())

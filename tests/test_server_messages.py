@@ -15,12 +15,10 @@ from typing import Any
 import anthropic
 import httpx2
 import pytest
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from ctxwindow.server import Settings, create_app
 from ctxwindow.tokens.chat import chat_tokenizer
-from tests.protocol_upstreams import FakeMessages
+from tests.protocol_upstreams import FakeMessages, protocol_app
 
 DOCS = Path(__file__).parent.parent / "docs" / "integrations.md"
 MODEL = "claude-sonnet-4-5"
@@ -50,16 +48,9 @@ def upstream() -> FakeMessages:
     return FakeMessages()
 
 
-def make_app(upstream: FakeMessages, **settings: Any) -> FastAPI:
-    settings.setdefault("store", "memory://")
-    settings.setdefault("upstream", "http://upstream.test/v1")
-    settings.setdefault("archive", "off")
-    return create_app(Settings(**settings), upstream_transport=upstream.transport())
-
-
 @pytest.fixture
 def http(upstream: FakeMessages) -> Iterator[TestClient]:
-    with TestClient(make_app(upstream, upstream_api_key="sk-ant-upstream")) as client:
+    with TestClient(protocol_app(upstream, upstream_api_key="sk-ant-upstream")) as client:
         yield client
 
 
@@ -151,7 +142,10 @@ def test_tool_use_and_tool_result_stay_one_unit(http: TestClient, upstream: Fake
         results = {b["tool_use_id"] for b in blocks if b["type"] == "tool_result"}
         assert uses == results and uses
         assert upstream.last[0]["role"] == "user"  # a placeholder if the window starts later
-        assert upstream.requests[-1]["system"][0] == {"type": "text", "text": "Be brief."}
+        system = upstream.requests[-1]["system"][0]
+        assert {k: system[k] for k in ("type", "text")} == {"type": "text", "text": "Be brief."}
+        # one breakpoint, at the end of the stable prefix (the system prompt when narrowed)
+        assert json.dumps(upstream.requests[-1]).count('"cache_control"') == 1
         assert blocks[-1].get("is_error") is True
         chat = [{"role": "user", "content": json.dumps(m["content"])} for m in upstream.last]
         assert chat_tokenizer("gpt-4o").count(chat) < 2000 * 1.5  # a rough bound, other tokens
@@ -253,7 +247,7 @@ def test_bad_input_is_a_400_naming_the_field(
 
 
 def test_the_sdk_authenticates_with_its_x_api_key(upstream: FakeMessages) -> None:
-    with TestClient(make_app(upstream, api_keys={"key-a": "acme"})) as http:
+    with TestClient(protocol_app(upstream, api_keys={"key-a": "acme"})) as http:
         sdk(http, "key-a", **{"X-Session-Id": "s"}).messages.create(
             model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "x"}]
         )
@@ -288,7 +282,7 @@ def test_the_documented_example_runs(
     doc = DOCS.read_text("utf-8")
     section = doc.split("## The service: Anthropic Messages", 1)[1].split("\n## ", 1)[0]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    with TestClient(make_app(upstream)) as http:
+    with TestClient(protocol_app(upstream)) as http:
         real = sdk(http, **{"X-Session-Id": "user-42"})
 
         def client(**kwargs: Any) -> anthropic.Anthropic:

@@ -10,13 +10,11 @@ from typing import Any
 
 import openai
 import pytest
-from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from ctxwindow.server import Settings, create_app
 from ctxwindow.server.responses import response_id, session_of
 from ctxwindow.tokens.chat import chat_tokenizer
-from tests.protocol_upstreams import FakeResponses
+from tests.protocol_upstreams import FakeResponses, protocol_app
 
 DOCS = Path(__file__).parent.parent / "docs" / "integrations.md"
 
@@ -26,16 +24,9 @@ def upstream() -> FakeResponses:
     return FakeResponses()
 
 
-def make_app(upstream: FakeResponses, **settings: Any) -> FastAPI:
-    settings.setdefault("store", "memory://")
-    settings.setdefault("upstream", "http://upstream.test/v1")
-    settings.setdefault("archive", "off")
-    return create_app(Settings(**settings), upstream_transport=upstream.transport())
-
-
 @pytest.fixture
 def http(upstream: FakeResponses) -> Iterator[TestClient]:
-    with TestClient(make_app(upstream, upstream_api_key="sk-upstream")) as client:
+    with TestClient(protocol_app(upstream, upstream_api_key="sk-upstream")) as client:
         yield client
 
 
@@ -259,7 +250,7 @@ def test_bad_input_is_a_400_naming_the_field(
 
 def test_a_response_id_is_tenant_scoped(upstream: FakeResponses) -> None:
     keys = {"key-a": "acme", "key-b": "globex"}
-    with TestClient(make_app(upstream, api_keys=keys)) as http:
+    with TestClient(protocol_app(upstream, api_keys=keys)) as http:
         first = http.post(
             "/v1/responses", headers={"Authorization": "Bearer key-a"},
             json={"model": "gpt-4o", "input": "secret plans"},
@@ -276,9 +267,9 @@ def test_a_response_id_works_in_another_process_after_a_restart(
     tmp_path: Path, upstream: FakeResponses
 ) -> None:
     store = f"sqlite:///{tmp_path / 'sessions.db'}"
-    with TestClient(make_app(upstream, store=store)) as http:
+    with TestClient(protocol_app(upstream, store=store)) as http:
         first = sdk(http).responses.create(model="gpt-4o", input="Parcel D-4?")
-    with TestClient(make_app(upstream, store=store)) as http:
+    with TestClient(protocol_app(upstream, store=store)) as http:
         sdk(http).responses.create(model="gpt-4o", input="And?", previous_response_id=first.id)
     assert [i["content"] for i in upstream.last] == ["Parcel D-4?", upstream.reply, "And?"]
 
@@ -306,7 +297,7 @@ def test_the_documented_example_runs(
     doc = DOCS.read_text("utf-8")
     section = doc.split("## The service: the Responses API", 1)[1].split("\n## ", 1)[0]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    with TestClient(make_app(upstream)) as http:
+    with TestClient(protocol_app(upstream)) as http:
         real = sdk(http)
 
         def client(**kwargs: Any) -> openai.OpenAI:

@@ -1772,7 +1772,11 @@ def test_truncates_racing_appends_leave_no_gap_and_no_duplicate(case: Case) -> N
     sid = case.sid()
 
     def appends(worker: int) -> list[Entry]:
-        return [case.store.append(sid, [entry(f"{worker}-{n}")])[0] for n in range(40)]
+        stored = []
+        for n in range(40):
+            stored.append(case.store.append(sid, [entry(f"{worker}-{n}")])[0])
+            time.sleep(0.0005)  # the memory store never waits: let the cutter's thread in
+        return stored
 
     async def cutting(stop: asyncio.Event) -> list[Entry]:
         removed: list[Entry] = []

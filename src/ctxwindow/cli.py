@@ -204,6 +204,14 @@ LLMModelOption = Annotated[str | None, typer.Option(help="Model name at that end
 LLMJudgeOption = Annotated[
     bool, typer.Option("--llm-judge", help="Let the model grade answers (YES/NO).")
 ]
+ReplayOption = Annotated[
+    bool,
+    typer.Option(
+        "--replay",
+        help="Also replay every user turn: the share a provider's prompt cache serves and "
+        "the input cost per turn, priced for --model (docs/caching.md).",
+    ),
+]
 WorkersOption = Annotated[
     int | None,
     typer.Option(
@@ -227,6 +235,7 @@ def eval_command(
     workers: WorkersOption = None,
     estimate: EstimateOption = False,
     model_config: ModelConfigOption = None,
+    replay: ReplayOption = False,
 ) -> None:
     """Measure context strategies and budgets; print a table, write a report.
 
@@ -249,6 +258,7 @@ def eval_command(
         llm_base_url=llm_base_url,
         llm_model=llm_model,
         llm_judge=llm_judge,
+        replay=replay,
         **({"workers": workers} if workers is not None else {}),
     )
     try:

@@ -157,6 +157,9 @@ class Unit:
     priority: int = 0
     category: str = "chat"
     version: int = 0
+    # Where a unit put into a context from outside the window (a recalled one) goes:
+    # before the window's entry of this seq; None: by its own seq (see ``Kept``).
+    at: int | None = None
 
     @property
     def seq(self) -> int:

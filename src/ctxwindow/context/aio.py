@@ -69,7 +69,11 @@ class AsyncContextManager:
     with other managers over the same store (one window a session, whichever
     model asks). ``models`` resolves ``model`` (its window, limits and counter;
     default: the process's registry, ``ctxwindow.tokens.registry``). ``with``
-    closes the store (see ``close``). The example is in ``ctxwindow.context``.
+    closes the store (see ``close``). ``prompt_cache`` (the default) keeps the
+    context's prefix the same from turn to turn between the window's steps, so
+    that a provider's prompt cache serves it: the default policy evicts in
+    steps, and recalled turns stay where they were first put (docs/caching.md).
+    The example is in ``ctxwindow.context``.
 
     With an ``archive``, every turn is archived in the background, between
     requests; a search first archives what its session still has queued, so
@@ -102,6 +106,7 @@ class AsyncContextManager:
         on_event: EventHook | None = None,
         search_batches: int | None = None,
         models: ModelRegistry | None = None,
+        prompt_cache: bool = True,
     ) -> None:
         if isinstance(store, str):
             from ctxwindow.stores.url import open_async_store
@@ -115,7 +120,7 @@ class AsyncContextManager:
         self.search_batches = search_batches
         self._core = Core(
             model, policy, archive, summarizer, redactor, budget, reserve_output,
-            recall or RecallPolicy(), hot_sessions, redact, on_event, models,
+            recall or RecallPolicy(), hot_sessions, redact, on_event, models, prompt_cache,
         )  # fmt: skip
         self._queue = ArchiveQueue()
         self._archiving = SessionLocks()  # a session's batches, one at a time
@@ -214,7 +219,8 @@ class AsyncContextManager:
             budget = min(max_tokens or self.budget, self.budget)
             query = self._core.query_of(session, query)
             found = await self._candidates(session_id, session, query, budget)
-            recalled = self._core.recalled(session, budget, found)
+            question = session.question[0].seq if session.question is not None else None
+            recalled = self._core.recalled(session, budget, found, question)
             return self._core.context(session, budget, recalled, session.question)
 
     async def preview(

@@ -24,6 +24,8 @@ from ctxwindow.redact.redactor import RedactFn, redacted_preview
 from ctxwindow.stores.base import Checkpoint
 from ctxwindow.tokens.registry import ModelRegistry, default_models
 
+STRONG = 0.5  # with the prompt cache: a match worth a step scores this share of the best
+
 
 class Core:
     """What the sync and async managers share: windows, recall, merging, reports."""
@@ -42,6 +44,7 @@ class Core:
         redact: RedactAt = "storage",
         on_event: EventHook | None = None,
         models: ModelRegistry | None = None,
+        prompt_cache: bool = True,
     ) -> None:
         if redact not in REDACT_AT:
             raise ValueError(f"redact must be one of {REDACT_AT}, got {redact!r}")
@@ -55,7 +58,8 @@ class Core:
             min(4096, info.max_output) if reserve_output is None else reserve_output
         )
         self.budget = default_budget(model, budget, self.reserve_output, models=models)
-        self.policy = policy or hybrid_policy(summarizer)
+        self.prompt_cache = prompt_cache
+        self.policy = policy or hybrid_policy(summarizer, cache=prompt_cache)
         self.archive = archive
         self.redactor = redactor
         self.redact_context = redactor is not None and redact == "context"
@@ -279,17 +283,69 @@ class Core:
         """The window holds every message and fits ``budget``: recall could change nothing."""
         return session.whole and session.window.total_tokens <= budget
 
-    def recalled(self, session: Session, budget: int, ranked: list[tuple[float, Unit]]) -> Recall:
-        """The candidates ``ranked`` that come back, in the room the budget leaves them."""
+    def recalled(
+        self,
+        session: Session,
+        budget: int,
+        ranked: list[tuple[float, Unit]],
+        question: int | None = None,
+    ) -> Recall:
+        """The candidates ``ranked`` that come back, in the room the budget leaves them.
+
+        With ``prompt_cache``, the units earlier turns recalled stay where they
+        were put, and new ones go before the user turn ``question`` (a seq; None:
+        a preview, which keeps nothing for later), into the room the window and
+        those leave: between the window's steps the context only grows. When
+        the strong matches (``STRONG`` of the best score or more) that are not
+        in the context do not fit there, the prefix changes once for them: the
+        turns recalled before are given up and, if that is not enough, the
+        window steps down to leave recall the room it has without the cache
+        mode (``Window.make_room``; a preview leaves the window's units out
+        instead).
+        """
         window = session.window  # its entries have their store seqs (see ``restore``)
         kept = {e.id for _, unit in ranked for e in unit.entries if window.holds(e.seq)}
-        return self.recall.choose(ranked, kept, self.recall.room(budget, window.pinned_tokens))
+        room = self.recall.room(budget, window.pinned_tokens)
+        if not self.prompt_cache:
+            return self.recall.choose(ranked, kept, room)
+        sticky = session.sticky
+        used = sum(unit.size for unit in sticky)
+        sent = {unit.entries[0].id for unit in sticky}
+        fresh = [(score, unit) for score, unit in ranked if unit.entries[0].id not in sent]
+        best = ranked[0][0] if ranked else 0.0
+        strong = [(score, unit) for score, unit in fresh if score >= best * STRONG]
+        free = min(room - used, budget - window.total_tokens - used)
+        wanted = self.recall.choose(strong, kept, max(0, room - used)).tokens > free
+        if wanted or window.total_tokens + used > budget:
+            if question is not None and sticky:
+                window.last_step = f"recalled turns given up: {len(sticky)} before seq {question}"
+            sticky, used = [], 0  # given up at once: the prefix changes after the window
+            if question is not None:
+                session.sticky = sticky
+        if wanted:
+            if question is not None and budget - window.total_tokens < room:
+                # One step down, to the room recall has without the cache mode (stepping
+                # only as far as the strong matches need measured 4 points less evidence
+                # recall on LoCoMo at 4,096 and 8,192 tokens).
+                window.make_room(room)
+                kept = {e.id for _, unit in ranked for e in unit.entries if window.holds(e.seq)}
+            free = room
+        else:
+            free = min(room - used, budget - window.total_tokens - used)
+        found = self.recall.choose(fresh, kept, max(0, free))
+        at = question if question is not None else session.last_seq + 1
+        for unit in found.units:
+            unit.at = at
+        if question is not None:
+            session.sticky = [*sticky, *found.units]
+        return Recall([*sticky, *found.units], found.keep)
 
     def merge(self, context: Context, recalled: list[Unit], budget: int) -> Context:
         """The window's context, built with the recalled units in place, reported so.
 
         (The window was built in ``budget`` less the recalled units' room, and
-        put each recalled unit at its original position: its seq.)
+        put each recalled unit at its original position, its seq, or with
+        ``prompt_cache`` where it was recalled: ``Unit.at``.)
         """
         if not recalled:
             return context
@@ -321,6 +377,8 @@ class Core:
             evicted_tokens=report.evicted_tokens,
             recalled_entries=sum(len(u.entries) for u in recalled),
             estimated=report.estimated,
+            stable_messages=report.stable_messages,
+            last_step=report.last_step,
         )
 
     def context(

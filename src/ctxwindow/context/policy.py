@@ -30,8 +30,11 @@ def default_budget(
 COMPRESSORS = ("chain", "structured", "extractive", "truncate", "off")
 
 
+LOW_WATER = 0.85  # the hybrid's step: down to 85 % of the room beside what is pinned
+
+
 def hybrid_policy(
-    summarizer: Any = None, *, summary: bool = True, compressor: str = "chain"
+    summarizer: Any = None, *, summary: bool = True, compressor: str = "chain", cache: bool = True
 ) -> Policy:
     """The default policy: a PriorityWindow with compressors and a rolling summary.
 
@@ -40,7 +43,10 @@ def hybrid_policy(
     extractive, then head/tail), one of those alone, or ``"off"``. The rolling
     summary (``summarizer``, extractive by default; none without ``summary``)
     gets an eighth of the budget (at most 800). A message larger than the
-    whole budget is compressed, or dropped if even that does not fit.
+    whole budget is compressed, or dropped if even that does not fit. With
+    ``cache`` (the default) the window evicts in steps, down to ``LOW_WATER``
+    of its room, so the prompt prefix stays the same between steps and the
+    provider's prompt cache serves it (docs/caching.md).
     """
     if compressor not in COMPRESSORS:
         raise ValueError(f"compressor must be one of {COMPRESSORS}, got {compressor!r}")
@@ -58,6 +64,7 @@ def hybrid_policy(
             compress_threshold=min(2000, budget // 4),
             summarizer=rolling.fold if summary else None,
             summary_tokens=min(800, budget // 8),
+            low_water=LOW_WATER if cache else None,
         )
 
     return make

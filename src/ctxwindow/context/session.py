@@ -26,6 +26,9 @@ class Session:
         self.unarchived: list[Entry] = []  # seen by the window, not yet queued for the archive
         self.whole = True  # nothing has left the window yet (told by its on_evict)
         self.question: Question | None = None  # the newest user turn, while nothing answers it
+        # With the prompt cache in mind: the units recalled by earlier turns, each before
+        # the user turn it was recalled for; sent again until the window's next step.
+        self.sticky: list[Unit] = []
         window.on_evict = self.evicted
         # With redact="context": message id -> (message, redacted copy, token change),
         # for the messages of the last context (each message is redacted once).
@@ -33,6 +36,7 @@ class Session:
 
     def evicted(self, units: list[Unit]) -> None:
         self.whole = False
+        self.sticky = []  # the window stepped: the prefix changes anyway
 
 
 class HotSessions:

@@ -33,6 +33,7 @@ class EvalOptions:
     llm_model: str | None = None
     llm_judge: bool = False
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    replay: bool = False
 
 
 def run_command(options: EvalOptions, console: Console | None = None) -> dict[str, Any]:
@@ -93,6 +94,7 @@ def _measure_with_progress(
             answerer=answerer,
             on_progress=advance,
             workers=options.workers,
+            replay=options.replay,
         )
 
 
@@ -160,12 +162,29 @@ def results_table(results: dict[str, Any]) -> Table:
     )
     scored = _scored(results)
     columns = [*TABLE_COLUMNS, "answer score"] if scored else list(TABLE_COLUMNS)
+    replayed = _replayed(results)
+    if replayed:
+        columns += ["cached", "$/turn"]
     for column in columns:
         table.add_column(column, justify="left" if column == "strategy" else "right")
     for strategy, per_budget in results["results"].items():
         for budget, metrics in per_budget.items():
-            table.add_row(*_table_row(strategy, budget, metrics, scored))
+            row = _table_row(strategy, budget, metrics, scored)
+            if replayed:
+                row += _replay_cells(metrics.get("replay"))
+            table.add_row(*row)
     return table
+
+
+def _replayed(results: dict[str, Any]) -> bool:
+    """Whether the runs were replayed turn by turn (then the table shows cache and cost)."""
+    return any("replay" in m for per in results["results"].values() for m in per.values())
+
+
+def _replay_cells(replay: dict[str, Any] | None) -> list[str]:
+    if replay is None:
+        return ["—", "—"]
+    return [f"{replay['cached_share']:.0%}", f"{replay['input_usd_per_turn']:.5f}"]
 
 
 def _scored(results: dict[str, Any]) -> bool:

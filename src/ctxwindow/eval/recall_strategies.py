@@ -30,6 +30,7 @@ class HybridStrategy(Strategy):
 
     name = "hybrid"
     dense = False
+    prompt_cache = True
 
     def start(self, budget: int | None, tokenizer: ChatTokenizer) -> Any:
         from ctxwindow.archive.sqlite import SQLiteArchive
@@ -40,13 +41,17 @@ class HybridStrategy(Strategy):
         archive = SQLiteArchive(embedder=self._embedder()) if self.dense else SQLiteArchive()
         manager = ContextManager(
             MemoryStore(), tokenizer.model, archive=archive, budget=budget, reserve_output=0,
-            prefetch=False,
+            prefetch=False, prompt_cache=self.prompt_cache,
         )  # fmt: skip
         return Ingested(manager)
 
     def ingest(self, state: Any, message_id: str, message: Message) -> None:
         entry = state.holder.add("case", message, metadata={"id": message_id})
         state.dataset_ids[entry.id] = message_id
+
+    def respond(self, state: Any, message_id: str, message: Message) -> list[Message]:
+        self.ingest(state, message_id, message)
+        return state.holder.build("case").messages  # type: ignore[no-any-return]
 
     def build(self, state: Any, case: Case) -> Built:
         context = state.holder.preview("case", case.prompt)
@@ -63,6 +68,14 @@ class HybridStrategy(Strategy):
         from ctxwindow.archive.embedders import MiniLMEmbedder
 
         return _shared_embedder(MiniLMEmbedder)
+
+
+class HybridNoCache(HybridStrategy):
+    """``hybrid`` with the prompt cache out of mind: the window slides message by message,
+    and recalled turns go back where they were said, different on every turn."""
+
+    name = "hybrid_nocache"
+    prompt_cache = False
 
 
 class HybridDense(HybridStrategy):
@@ -101,19 +114,31 @@ class Retrieval(Strategy):
         state.tokens.append(tokens)
 
     def build(self, state: Any, case: Case) -> Built:
-        prompt_tokens = state.tokenizer.count([case.prompt])
+        chosen = self._chosen(state, case.question.question, case.prompt)
+        messages = [state.messages[i] for i in sorted(chosen)]
+        return Built([*messages, case.prompt], frozenset(state.ids[i] for i in chosen))
+
+    def respond(self, state: Any, message_id: str, message: Message) -> list[Message]:
+        from ctxwindow.policies.rules import text_of
+
+        chosen = self._chosen(state, text_of(message), message) if state.ids else set()
+        self.ingest(state, message_id, message)
+        return [*(state.messages[i] for i in sorted(chosen)), message]
+
+    def _chosen(self, state: Any, query: str, prompt: Message) -> set[int]:
+        """The indexes of the history messages sent with ``prompt``."""
+        prompt_tokens = state.tokenizer.count([prompt])
         room = state.budget - prompt_tokens
         chosen: set[int] = set()
         used = 0
-        for hit in state.archive.search("case", case.question.question, k=len(state.ids) or 1):
+        for hit in state.archive.search("case", query, k=len(state.ids) or 1):
             unit = state.unit_of(hit.entry.seq - 1)
             size = sum(state.tokens[i] for i in unit)
             if chosen.intersection(unit) or used + size > room:
                 continue
             chosen.update(unit)
             used += size
-        messages = [state.messages[i] for i in sorted(chosen)]
-        return Built([*messages, case.prompt], frozenset(state.ids[i] for i in chosen))
+        return chosen
 
 
 @dataclass

@@ -7,6 +7,9 @@ took to build. Everything but the timings is deterministic.
 
 Each conversation is ingested once per strategy and budget, in order; the
 questions asked at a point are built on the state at that point, read-only
+(with ``replay``, every user turn is taken as an app would: the context sent
+for it is built, and what a provider's prompt cache would serve of it is
+counted, see ``replay.py``; the questions are then asked on that state)
 (``measure`` ingests a case from scratch instead: the reference that the
 tests hold the shared path to, result for result).
 """
@@ -23,6 +26,7 @@ from typing import Any
 import ctxwindow
 from ctxwindow.eval.dataset import Conversation, Dataset, Question
 from ctxwindow.eval.llm import normalize
+from ctxwindow.eval.replay import CacheMeter, Replayed, mean_by_turn
 from ctxwindow.eval.strategies import DEFAULT_STRATEGIES, Built, Case, Strategy, get_strategy
 from ctxwindow.messages import Message
 from ctxwindow.policies.rules import text_of
@@ -57,19 +61,26 @@ def run_eval(
     answerer: Answerer | None = None,
     on_progress: Callable[[int], None] | None = None,
     workers: int = 1,
+    replay: bool = False,
 ) -> dict[str, Any]:
     """Measure each strategy at each budget; returns the ``results.json`` document.
 
     ``workers`` > 1 measures conversations in that many processes (forked, so
     registered strategies come along; where fork is unavailable, and with an
     ``answerer``, the run stays in this process). Results do not depend on it.
+    ``replay`` replays every user turn (see the module docstring) and adds
+    ``"replay": {"turns", "cached_share", "input_usd_per_turn", ...}`` to each
+    result, priced for ``model``.
     """
     tokenizer = chat_tokenizer(model)
     chosen = [get_strategy(name) for name in strategies]  # unknown names fail before any work
     budgets = _check_budgets(budgets)
     cases = [Case(c, q) for c in dataset.conversations for q in c.questions]
-    price = model_info(model).input_price
+    info = model_info(model)
+    price = info.input_price
     runs = _calibrated(strategies, chosen, budgets, cases, tokenizer)
+    if replay:
+        runs = [_Run(r.name, r.strategy, r.budget, r.facts, info) for r in runs]
     measured = _measure_all(dataset, runs, tokenizer, answerer, on_progress, workers)
     return {
         "model": model,
@@ -81,7 +92,16 @@ def run_eval(
         "n_conversations": len(dataset.conversations),
         "n_questions": len(cases),
         "ctxwindow_version": ctxwindow.__version__,
+        **(_cache_prices(info) if replay else {}),
         "results": _summarized(strategies, runs, measured, price),
+    }
+
+
+def _cache_prices(info: Any) -> dict[str, Any]:
+    return {
+        "cached_input_price_per_mtok": info.cached_input_price,
+        "cache_write_price_per_mtok": info.cache_write_price,
+        "prompt_cache": info.cache or "prefix",
     }
 
 
@@ -93,6 +113,15 @@ class _Run:
     strategy: Strategy
     budget: int | None
     facts: dict[str, Any]
+    replay: Any = None  # the ModelInfo to price replayed turns with; None: no replay
+
+
+@dataclass
+class _Measured:
+    """One conversation's measurements, and its replayed turns' costs (with replay)."""
+
+    found: list[Measurement]
+    replayed: Replayed | None = None
 
 
 def _calibrated(
@@ -114,15 +143,26 @@ def _calibrated(
 def _summarized(
     strategies: Sequence[str],
     runs: Sequence[_Run],
-    measured: Sequence[Sequence[Measurement]],
+    measured: Sequence[Sequence[_Measured]],
     price: float,
 ) -> dict[str, dict[str, Any]]:
     """``results[strategy][budget label]``: each run's metrics and calibration facts."""
     results: dict[str, dict[str, Any]] = {name: {} for name in strategies}
-    for run, found in zip(runs, measured, strict=True):
+    for run, parts in zip(runs, measured, strict=True):
         label = UNBOUNDED if run.budget is None else str(run.budget)
-        results[run.name][label] = {**summarize(found, run.budget, price), **run.facts}
+        found = [m for part in parts for m in part.found]
+        result = {**summarize(found, run.budget, price), **run.facts}
+        if run.replay is not None:
+            result["replay"] = _replay_summary([p.replayed for p in parts if p.replayed])
+        results[run.name][label] = result
     return results
+
+
+def _replay_summary(replayed: Sequence[Replayed]) -> dict[str, Any]:
+    total = Replayed()
+    for part in replayed:
+        total.add(part)
+    return {**total.summary(), "usd_by_turn": mean_by_turn([p.per_turn for p in replayed])}
 
 
 # What forked workers measure: set before the pool forks, read by _measure_job.
@@ -136,7 +176,7 @@ def _measure_all(
     answerer: Answerer | None,
     on_progress: Callable[[int], None] | None,
     workers: int,
-) -> list[list[Measurement]]:
+) -> list[list[_Measured]]:
     """Each run's measurements, conversation by conversation in dataset order."""
     global _JOBS
     jobs = [(r, c) for r in range(len(runs)) for c in range(len(dataset.conversations))]
@@ -158,13 +198,13 @@ def _measure_all(
                     _measure_conversation(run, conversation, tokenizer, answerer), on_progress
                 )
             )
-    per_run: list[list[Measurement]] = [[] for _ in runs]
+    per_run: list[list[_Measured]] = [[] for _ in runs]
     for (r, _), part in zip(jobs, found, strict=True):
-        per_run[r].extend(part)
+        per_run[r].append(part)
     return per_run
 
 
-def _measure_job(job: tuple[int, int]) -> list[Measurement]:
+def _measure_job(job: tuple[int, int]) -> _Measured:
     assert _JOBS is not None
     dataset, runs, tokenizer = _JOBS
     return _measure_conversation(runs[job[0]], dataset.conversations[job[1]], tokenizer, None)
@@ -172,18 +212,18 @@ def _measure_job(job: tuple[int, int]) -> list[Measurement]:
 
 def _measure_conversation(
     run: _Run, conversation: Conversation, tokenizer: ChatTokenizer, answerer: Answerer | None
-) -> list[Measurement]:
-    return [
+) -> _Measured:
+    meter = None if run.replay is None else CacheMeter(tokenizer, run.replay)
+    found = [
         score(run.strategy, state, case, tokenizer, answerer)
-        for case, state in _asked(run.strategy, conversation, run.budget, tokenizer)
+        for case, state in _asked(run.strategy, conversation, run.budget, tokenizer, meter)
     ]
+    return _Measured(found, None if meter is None else meter.replayed)
 
 
-def _progressed(
-    part: list[Measurement], on_progress: Callable[[int], None] | None
-) -> list[Measurement]:
+def _progressed(part: _Measured, on_progress: Callable[[int], None] | None) -> _Measured:
     if on_progress is not None:
-        on_progress(len(part))
+        on_progress(len(part.found))
     return part
 
 
@@ -194,18 +234,34 @@ def total_steps(dataset: Dataset, strategies: Sequence[str], budgets: Sequence[i
 
 
 def _asked(
-    strategy: Strategy, conversation: Conversation, budget: int | None, tokenizer: ChatTokenizer
+    strategy: Strategy,
+    conversation: Conversation,
+    budget: int | None,
+    tokenizer: ChatTokenizer,
+    meter: CacheMeter | None = None,
 ) -> Iterator[tuple[Case, Any]]:
-    """Each question of the conversation with the state it is asked on; one ingestion."""
+    """Each question of the conversation with the state it is asked on; one ingestion
+    (with a ``meter``, every user turn replayed, to the conversation's end)."""
     state = strategy.start(budget, tokenizer)
     ingested = 0
+
+    def take(at: int) -> None:
+        mid, message = conversation.message_ids[at], conversation.messages[at]
+        if meter is not None and message["role"] == "user":
+            meter.sent(strategy.respond(state, mid, message))
+        else:
+            strategy.ingest(state, mid, message)
+
     asked = sorted(conversation.questions, key=conversation.seen)  # stable: file order at a point
     for question in asked:
         seen = conversation.seen(question)
         for at in range(ingested, seen):
-            strategy.ingest(state, conversation.message_ids[at], conversation.messages[at])
+            take(at)
         ingested = seen
         yield Case(conversation, question), state
+    if meter is not None:
+        for at in range(ingested, len(conversation.messages)):
+            take(at)
 
 
 def measure(

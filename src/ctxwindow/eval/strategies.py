@@ -82,6 +82,11 @@ class Strategy(ABC):
     def build(self, state: Any, case: Case) -> Built:
         """The context for the case's question; must not change the state (timed)."""
 
+    def respond(self, state: Any, message_id: str, message: Message) -> list[Message]:
+        """Take a user turn as an app would: add it, and return the context sent for it
+        (``ctxwindow eval --replay``). It may change the state, as sending does."""
+        raise NotImplementedError(f"the strategy {self.name!r} cannot replay turns")
+
     def prepare(self, case: Case, budget: int | None, tokenizer: ChatTokenizer) -> Any:
         """A state that has ingested the case's history, from scratch."""
         state = self.start(budget, tokenizer)
@@ -129,6 +134,7 @@ _BUILTIN = {
     "token_window": "ctxwindow.eval.window_strategies:TokenWindowStrategy",
     "hybrid": "ctxwindow.eval.recall_strategies:HybridStrategy",
     "hybrid_dense": "ctxwindow.eval.recall_strategies:HybridDense",
+    "hybrid_nocache": "ctxwindow.eval.recall_strategies:HybridNoCache",
     "hybrid_norecall": "ctxwindow.eval.window_strategies:HybridNoRecall",
     "hybrid_nosummary": "ctxwindow.eval.window_strategies:HybridNoSummary",
     "full": "ctxwindow.eval.window_strategies:FullHistory",

@@ -38,6 +38,10 @@ class FullHistory(Strategy):
         messages.append(case.prompt)
         return Built(messages, frozenset(mid for mid, _ in history))
 
+    def respond(self, state: Any, message_id: str, message: Message) -> list[Message]:
+        self.ingest(state, message_id, message)
+        return [message for _, message in state]
+
 
 @dataclass
 class Ingested:
@@ -62,6 +66,10 @@ class _WindowStrategy(Strategy):
         entry = state.holder.add(message, metadata={"id": message_id})
         if entry is not None:
             state.dataset_ids[entry.id] = message_id
+
+    def respond(self, state: Any, message_id: str, message: Message) -> list[Message]:
+        self.ingest(state, message_id, message)
+        return state.holder.build().messages  # type: ignore[no-any-return]
 
     def build(self, state: Any, case: Case) -> Built:
         window: Window = state.holder

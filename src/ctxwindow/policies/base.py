@@ -54,7 +54,13 @@ class Window(WindowView):
     - ``total_tokens``: prompt tokens of ``messages()`` as the model bills them;
     - the system prompt and pinned messages are never evicted;
     - a tool call and its results are one unit, evicted together;
-    - ``on_evict`` receives every list of units that leaves the window.
+    - ``on_evict`` receives every list of units that leaves the window;
+    - with ``low_water`` (a share of the budget, say 0.75), a window over its
+      budget evicts in one step down to that share of the room the budget
+      leaves beside what is never evicted, so that the next turns only append
+      and the prompt prefix a provider caches stays the same until the next
+      step (see docs/caching.md). ``None`` (the default) evicts only what the
+      budget needs: a sliding window whose prefix changes on every turn.
     """
 
     counts_narrowed = False  # whether a narrowed build's report counts what it leaves out
@@ -70,10 +76,18 @@ class Window(WindowView):
         on_evict: EvictHook | None = None,
         tokenizer: ChatTokenizer | None = None,
         estimate: bool = False,
+        low_water: float | None = None,
     ) -> None:
         if oversize not in _OVERSIZE:
             raise ValueError(f"oversize must be one of {_OVERSIZE}, got {oversize!r}")
+        if low_water is not None and (
+            isinstance(low_water, bool) or not isinstance(low_water, (int, float))
+            or not 0 < low_water <= 1
+        ):  # fmt: skip
+            raise ValueError(f"low_water must be a share in (0, 1] or None, got {low_water!r}")
         self._check_budget(budget)
+        self.low_water = low_water
+        self.last_step: str | None = None  # why the window last evicted (see ``Report``)
         self.tokenizer = tokenizer or chat_tokenizer(model, estimate=estimate)
         self.model = model
         self.oversize: Oversize = oversize
@@ -228,7 +242,8 @@ class Window(WindowView):
     def _configuration(self) -> list[Any]:
         tools = checkpoint.fingerprint([sorted(map(repr, self._tools))])
         parts = [checkpoint.VERSION, type(self).__qualname__, self._budget, self.model]
-        return [*parts, self.tokenizer.model, self.oversize, tools, self._size_of_name()]
+        parts += [self.tokenizer.model, self.oversize, tools, self._size_of_name()]
+        return parts if self.low_water is None else [*parts, self.low_water]
 
     def _size_of_name(self) -> str:
         return type(self)._size_of.__qualname__
@@ -450,8 +465,13 @@ class Window(WindowView):
         evict ``victim(keep)`` while ``excess()`` is positive (``PriorityWindow``'s caps)."""
         keep = keep or self._open  # a call waiting for its results is never evicted
         choose = victim or self._pop_victim
+        if excess is None:
+            if self._kept.used <= self._budget:
+                return
+            target = self.step_target()
+            excess = lambda: self._kept.used - target  # noqa: E731
         evicted: list[Unit] = []
-        while (over := excess() if excess else self._kept.used - self._budget) > 0:
+        while (over := excess()) > 0:
             unit = choose(keep)
             if unit is None:
                 break
@@ -461,8 +481,28 @@ class Window(WindowView):
         if evicted:
             self._evicted(evicted)
 
-    def _evicted(self, units: list[Unit]) -> None:
+    def make_room(self, size: int) -> None:
+        """Evict so that ``size`` is free below the budget, in one step (see ``low_water``):
+        room for what is sent beside the window, say recalled turns."""
+        if self._kept.used + size <= self._budget:
+            return
+        target = self.step_target(max(self._budget - size, 0))
+        self._evict_until_fits(excess=lambda: self._kept.used - target)
+
+    def step_target(self, budget: int | None = None) -> int:
+        """What the window evicts down to when it is over ``budget`` (its own by default):
+        the budget itself, or with ``low_water`` that share of the room beside what is
+        never evicted."""
+        budget = self._budget if budget is None else budget
+        if self.low_water is None:
+            return budget
+        pinned = min(self._kept.pinned_used, budget)
+        return pinned + int((budget - pinned) * self.low_water)
+
+    def _evicted(self, units: list[Unit], cause: str = "over budget") -> None:
         """Called with every batch of units evicted to fit the budget."""
+        n = sum(len(unit.entries) for unit in units)
+        self.last_step = f"{cause}: {n} message(s) evicted before seq {self._next_seq}"
         self._notify(units, "evicted")
 
     def _notify(self, units: list[Unit], what: str) -> None:

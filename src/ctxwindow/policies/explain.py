@@ -125,6 +125,11 @@ class Report:
     evicted_tokens: int = 0  # their tokens: what sending the full history would add
     recalled_entries: int = 0  # archived entries brought back into this context
     estimated: bool = False  # counts are the estimator's, not what the provider bills
+    # The leading messages the next turn sends again unchanged unless the window steps
+    # (what a provider's prompt cache can serve; docs/caching.md), and why the window
+    # last evicted ("over budget at seq 41", ...; None: it has not).
+    stable_messages: int = 0
+    last_step: str | None = None
 
     @property
     def headroom(self) -> int:
@@ -142,6 +147,8 @@ class Report:
             "evicted_tokens": self.evicted_tokens,
             "recalled_entries": self.recalled_entries,
             "estimated": self.estimated,
+            "stable_messages": self.stable_messages,
+            "last_step": self.last_step,
             "decisions": [asdict(d) for d in self.decisions],
         }
 
@@ -152,6 +159,8 @@ class Report:
             + (" (estimated counts)" if self.estimated else ""),
             "by category: " + _pairs(self.tokens_by_category),
             "by priority: " + _pairs(self.tokens_by_priority),
+            f"stable prefix: the first {self.stable_messages} message(s); last eviction: "
+            + (self.last_step or "none"),
             f"{'seq':>5}  {'action':<10} {'priority':<8} {'kind':<8} {'tokens':>7}  why / what",
         ]
         for d in sorted(self.decisions, key=lambda d: (d.seq, d.action)):
@@ -182,3 +191,8 @@ class Context:
         budget = self.report.budget if budget is None else budget
         report = replace(self.report, budget=budget, used=self.report.used + tokens)
         return Context([*self.messages, message], self.total_tokens + tokens, report)
+
+    def with_stable(self, stable: int, last_step: str | None) -> Context:
+        """This context, its report saying how much of it is stable and the last step."""
+        report = replace(self.report, stable_messages=stable, last_step=last_step)
+        return Context(self.messages, self.total_tokens, report)

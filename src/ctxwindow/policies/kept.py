@@ -160,7 +160,8 @@ class Kept:
 
     def messages_without(self, units: Iterable[Unit], added: Iterable[Unit] = ()) -> list[Message]:
         """``messages()`` less the messages of kept ``units``, plus those of ``added``
-        (units the window does not keep, say recalled ones), each placed by its seq.
+        (units the window does not keep, say recalled ones), each placed by its seq, or
+        before the entry of seq ``unit.at`` if set.
 
         Each unit is found by a bisection; the rest is copied in slices, so
         the cost is a copy of the messages, however many the window keeps.
@@ -171,7 +172,7 @@ class Kept:
             start = bisect_left(seqs, unit.seq, head)
             cuts.append((start, start + len(unit.entries), unit.seq, None))
         for unit in added:
-            start = bisect_left(seqs, unit.seq, head)
+            start = bisect_left(seqs, unit.seq if unit.at is None else unit.at, head)
             cuts.append((start, start, unit.seq, unit))
         cuts.sort(key=lambda cut: cut[:3])
         body = [] if self.system is None else [self.system.entries[0].message]

@@ -32,6 +32,7 @@ class MessageWindow(Window):
         on_evict: EvictHook | None = None,
         tokenizer: ChatTokenizer | None = None,
         estimate: bool = False,
+        low_water: float | None = None,
     ) -> None:
         if oversize == "truncate":
             raise ValueError("a MessageWindow cannot truncate: use oversize='error' or 'drop'")
@@ -44,6 +45,7 @@ class MessageWindow(Window):
             on_evict=on_evict,
             tokenizer=tokenizer,
             estimate=estimate,
+            low_water=low_water,
         )
 
     def _size_of(self, entry: Entry) -> int:

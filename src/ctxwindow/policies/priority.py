@@ -93,6 +93,7 @@ class PriorityWindow(TokenWindow):
         on_evict: EvictHook | None = None,
         tokenizer: ChatTokenizer | None = None,
         estimate: bool = False,
+        low_water: float | None = None,
     ) -> None:
         self._set_rules(rules, caps, reserve_recent, dedupe_small_talk, document_tokens)
         self._set_folding(compressor, compress_threshold, summarizer, summary_tokens, fold_tokens)
@@ -107,6 +108,7 @@ class PriorityWindow(TokenWindow):
             on_evict=on_evict,
             tokenizer=tokenizer,
             estimate=estimate,
+            low_water=low_water,
         )
         self._start(log_size, system)
 
@@ -148,6 +150,7 @@ class PriorityWindow(TokenWindow):
         self._folds = Folds()  # evicted, not yet in the summary
         self._journal = Journal(log_size)
         self._small_talk: Unit | None = None
+        self._stale: list[Unit] = []  # repeated small talk waiting for the next step
         self._cause = "over budget"  # why the running eviction happens
         if system is not None:
             self.set_system(system)
@@ -240,9 +243,17 @@ class PriorityWindow(TokenWindow):
         if self.dedupe_small_talk and is_small_talk(unit.entries[0]):
             previous, self._small_talk = self._small_talk, unit
             if previous is not None and previous.seq in self._kept.units:
-                self._evict_now(previous, "repeated small talk")
+                if self.low_water is None:
+                    self._evict_now(previous, "repeated small talk")
+                else:  # stepping: it goes first at the next step, the prefix stays
+                    self._stale.append(previous)
 
     def _pop_victim(self, keep: Unit | None) -> Unit | None:
+        while self._stale:  # repeated small talk, kept until this step (``low_water``)
+            unit = self._stale.pop()
+            if unit is not keep and self._kept.units.get(unit.seq) is unit:
+                self._queue.discard(unit)
+                return unit
         return self._queue.take(None, keep)
 
     def _untrack(self, unit: Unit) -> None:
@@ -272,19 +283,25 @@ class PriorityWindow(TokenWindow):
         )
         self._cause = "over budget"
 
+    def make_room(self, size: int) -> None:
+        self._cause = "room for recalled turns"
+        super().make_room(size)
+        self._cause = "over budget"
+
     def _evict_now(self, unit: Unit, reason: str) -> None:
         self._queue.discard(unit)
         self._remove(unit)
         self._cause = reason
         self._evicted([unit])
 
-    def _evicted(self, units: list[Unit]) -> None:
+    def _evicted(self, units: list[Unit], cause: str = "over budget") -> None:
         cause, self._cause = self._cause, "over budget"
         self._journal.evicted(units, cause)
-        super()._evicted(units)
+        super()._evicted(units, cause)
         if self.summarizer is not None:
             self._folds.add(units)
-            if self._folds.tokens >= self.fold_tokens:
+            # Stepping, each step is its own batch: the summary changes with the step.
+            if self._folds.tokens >= self.fold_tokens or self.low_water is not None:
                 self._fold()
 
     # -- compression and the rolling summary ---------------------------------------------
@@ -366,6 +383,7 @@ class PriorityWindow(TokenWindow):
             "fold_tokens": self._folds.tokens,
             "evicted": [self._journal.evicted_entries, self._journal.evicted_tokens],
             "small_talk": small_talk.seq if small_talk is not None else None,
+            "stale": [unit.seq for unit in self._stale if unit.seq in self._kept.units],
         }
 
     def _resume(self, state: Mapping[str, Any]) -> None:
@@ -387,6 +405,8 @@ class PriorityWindow(TokenWindow):
         self._journal.evicted_entries, self._journal.evicted_tokens = int(entries), int(tokens)
         talk = state.get("small_talk")
         self._small_talk = None if talk is None else self._kept.units.get(int(talk))
+        stale = (self._kept.units.get(int(seq)) for seq in state.get("stale") or ())
+        self._stale = [unit for unit in stale if unit is not None]
 
     def _resume_unit(self, unit: Unit) -> None:
         self._count_category(unit, +1)
@@ -399,6 +419,7 @@ class PriorityWindow(TokenWindow):
         system = self._kept.system
         self._categories = {"system": system.size} if system else {}
         self._small_talk = None
+        self._stale.clear()
         self._folds.clear()
         self._journal.clear()
 
@@ -428,7 +449,8 @@ class PriorityWindow(TokenWindow):
         messages = self._kept.messages_without(left, added) if changed else self.messages()
         # Every entry was counted once when added: the sum of what stays is exact.
         tokens = self.total_tokens - sum(map(unit_tokens, left)) + sum(map(unit_tokens, added))
-        return Context(messages, tokens, self._report(budget, left, tokens))
+        context = Context(messages, tokens, self._report(budget, left, tokens))
+        return context.with_stable(self.stable_prefix(messages, left, added), self.last_step)
 
     def preview(self, role_or_message: str | Mapping[str, Any], content: Any = None) -> Context:
         """The context if the message were added now, read-only (see ``Window.preview``).
@@ -437,7 +459,10 @@ class PriorityWindow(TokenWindow):
         in the order of eviction without compressing or summarizing them.
         """
         entry = self._preview_entry(make_message(role_or_message, content))
-        built = self.build(max_tokens=self._budget - entry.tokens)
+        room = self._budget
+        if self._kept.used + entry.tokens > room:  # as ``add`` would evict: down to the step
+            room = self.step_target()
+        built = self.build(max_tokens=room - entry.tokens)
         return built.plus(entry.message, entry.tokens, budget=self._budget)
 
     def _narrow(self, budget: int, keep: Collection[str] = ()) -> list[Unit]:

@@ -37,6 +37,7 @@ class TokenWindow(Window):
         on_evict: EvictHook | None = None,
         tokenizer: ChatTokenizer | None = None,
         estimate: bool = False,
+        low_water: float | None = None,
     ) -> None:
         if not isinstance(reserve_output, int) or reserve_output < 0:
             raise ValueError(
@@ -52,6 +53,7 @@ class TokenWindow(Window):
             on_evict=on_evict,
             tokenizer=tokenizer,
             estimate=estimate,
+            low_water=low_water,
         )
 
     def _size_of(self, entry: Entry) -> int:

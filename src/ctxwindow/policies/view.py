@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ctxwindow.errors import BudgetError, InvalidMessageError, MessageTooLargeError
-from ctxwindow.messages import Entry, Message, Unit, make_message
+from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
 from ctxwindow.policies.explain import Context, Report
 from ctxwindow.policies.kept import Kept, keep_last, leave_out, unit_tokens
 from ctxwindow.tokens.chat import ChatTokenizer
@@ -34,6 +34,27 @@ class WindowView(ABC):
     @abstractmethod
     def _eviction_order(self) -> Iterable[Unit]:
         """The evictable units in the order they would be evicted."""
+
+    low_water: float | None
+    last_step: str | None
+
+    def stable_prefix(
+        self, messages: Sequence[Message], left: Collection[Unit], added: Sequence[Unit]
+    ) -> int:
+        """How many leading ``messages`` (built with ``left`` units left out and ``added``
+        ones put in) the next turn repeats unchanged unless the window steps: all of them
+        when it evicts in steps (``low_water``) and nothing is left out or put back by its
+        seq; else only the leading system messages (the system prompt, the summary)."""
+        if self.low_water is not None and not left and all(u.at is not None for u in added):
+            return len(messages)
+        head = 0
+        while head < len(messages) and messages[head]["role"] in SYSTEM_ROLES:
+            head += 1
+        return head
+
+    @abstractmethod
+    def step_target(self, budget: int | None = None) -> int:
+        """What the window evicts down to when it is over ``budget`` (see ``Window``)."""
 
     def build(
         self,
@@ -57,18 +78,17 @@ class WindowView(ABC):
         if max_tokens is None or tokens <= max_tokens:
             report = Report(max_tokens or tokens, tokens, 0, {}, {}, estimated=self._estimated)
             messages = self._kept.messages_without((), added) if added else self.messages()
-            return Context(messages, tokens + extra, report)
+            stable = self.stable_prefix(messages, (), added)
+            return Context(messages, tokens + extra, report).with_stable(stable, self.last_step)
         units = (u for u in self.units() if not (u.pinned or u.pending))
         left = leave_out(keep_last(units, keep), tokens - max_tokens, unit_tokens)
         tokens -= sum(unit_tokens(unit) for unit in left)
         if tokens > max_tokens:
             raise BudgetError(f"what the window must keep takes {tokens} tokens, over {max_tokens}")
         messages = self._kept.messages_without(left, added)
-        return Context(
-            messages,
-            tokens + extra,
-            Report(max_tokens, tokens, 0, {}, {}, estimated=self._estimated),
-        )
+        report = Report(max_tokens, tokens, 0, {}, {}, estimated=self._estimated)
+        stable = self.stable_prefix(messages, left, added)
+        return Context(messages, tokens + extra, report).with_stable(stable, self.last_step)
 
     def preview(self, role_or_message: str | Mapping[str, Any], content: Any = None) -> Context:
         """The context this window would hold if the message were added now; read-only.
@@ -90,6 +110,8 @@ class WindowView(ABC):
         """
         entry = self._preview_entry(make_message(role_or_message, content))
         excess = self._kept.used + self._size_of(entry) - self._budget
+        if excess > 0:  # as ``add`` would evict: down to the step target
+            excess = self._kept.used + self._size_of(entry) - self.step_target()
         left = leave_out(self._eviction_order(), excess, lambda unit: unit.size)
         tokens = self._kept.tokens + entry.tokens - sum(unit_tokens(unit) for unit in left)
         kept = self._kept.messages_without(left)

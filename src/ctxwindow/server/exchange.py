@@ -52,7 +52,9 @@ class Wire:
     model: str
     path: str  # of the upstream, e.g. "responses"
     headers: dict[str, str]  # sent upstream
-    forward: Callable[[list[Message]], dict[str, Any]]  # a built context -> upstream body
+    # a built context and its stable prefix's length (``Report.stable_messages``) -> the
+    # upstream body (Anthropic's marks the prefix's end with ``cache_control``)
+    forward: Callable[[list[Message], int], dict[str, Any]]
     reply: Callable[[Any], Message | None]  # a non-streamed upstream body -> the reply
     usage: Callable[[Any], dict[str, Any] | None]  # ... -> its usage, for calibration
     answer: Callable[[Any], bytes]  # ... -> the client's body
@@ -127,7 +129,7 @@ async def converse(
     evicted, recalled = service.metrics.observe_context(context.report, context.total_tokens)
     ours = context.total_tokens + wire.extra
     headers = context_headers(service, wire.model, ours, evicted, recalled)
-    forward = wire.forward(context.messages)
+    forward = wire.forward(context.messages, context.report.stable_messages)
     if wire.stream:
         return await _stream(service, manager, sid, wire, forward, key, headers, ours)
     status, data, raw = await service.upstream.post(wire.path, forward, wire.headers)

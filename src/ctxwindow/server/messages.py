@@ -35,6 +35,7 @@ from ctxwindow.server.protocols import (
     chat_text,
     from_anthropic,
     to_anthropic,
+    with_breakpoint,
 )
 from ctxwindow.server.service import Service, read_json
 from ctxwindow.server.tenants import scoped
@@ -212,9 +213,11 @@ def _wire(
         {"anthropic-version": ANTHROPIC_VERSION, **passed}, key="x-api-key"
     )
 
-    def forward(context: list[Message]) -> dict[str, Any]:
+    def forward(context: list[Message], stable: int = 0) -> dict[str, Any]:
         stored, turns = to_anthropic(context)
-        return _upstream_body(body, system + stored, turns)
+        blocks = [dict(block) for block in system] + stored
+        with_breakpoint(blocks, turns, context[:stable], before=len(system))
+        return _upstream_body(body, blocks, turns)
 
     return exchange.Wire(
         model=model, path="messages", headers=headers, forward=forward, reply=anthropic_reply,

@@ -55,6 +55,16 @@ class Metrics:
         self.upstream_errors = Counter(
             "ctxwindow_upstream_errors", "Upstream failures by kind", ["kind"], registry=r
         )
+        self.upstream_prompt_tokens = Counter(
+            "ctxwindow_upstream_prompt_tokens",
+            "Prompt tokens the upstream reported (usage), by model", ["model"], registry=r,
+        )  # fmt: skip
+        self.cached_tokens = Counter(
+            "ctxwindow_cached_tokens",
+            "Of them, tokens the upstream served from its prompt cache (OpenAI's"
+            " prompt_tokens_details.cached_tokens, Anthropic's cache_read_input_tokens)",
+            ["model"], registry=r,
+        )  # fmt: skip
         self.count_ratios = Gauge(
             "ctxwindow_count_ratio",
             "Upstream usage.prompt_tokens over ctxwindow's count (median of recent replies)",

@@ -254,7 +254,12 @@ def responses_usage(usage: Any) -> dict[str, Any] | None:
     """A Responses ``usage`` as calibration reads it (``prompt_tokens``: all input tokens)."""
     if not isinstance(usage, dict) or not isinstance(usage.get("input_tokens"), int):
         return None
-    return {"prompt_tokens": usage["input_tokens"]}
+    details = usage.get("input_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    out: dict[str, Any] = {"prompt_tokens": usage["input_tokens"]}
+    if isinstance(cached, int):
+        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    return out
 
 
 # --- Anthropic Messages ------------------------------------------------------------------
@@ -506,5 +511,39 @@ def anthropic_usage(usage: Any) -> dict[str, Any] | None:
     """An Anthropic ``usage`` as calibration reads it: every input token, cached or not."""
     if not isinstance(usage, dict) or not isinstance(usage.get("input_tokens"), int):
         return None
-    cached = (usage.get("cache_creation_input_tokens"), usage.get("cache_read_input_tokens"))
-    return {"prompt_tokens": usage["input_tokens"] + sum(n for n in cached if isinstance(n, int))}
+    written, read = usage.get("cache_creation_input_tokens"), usage.get("cache_read_input_tokens")
+    counts = [n for n in (written, read) if isinstance(n, int)]
+    out: dict[str, Any] = {"prompt_tokens": usage["input_tokens"] + sum(counts)}
+    if isinstance(read, int):
+        out["prompt_tokens_details"] = {"cached_tokens": read}
+    return out
+
+
+def with_breakpoint(
+    system: list[dict[str, Any]], turns: list[Message], prefix: list[Message], before: int = 0
+) -> None:
+    """Mark with ``cache_control`` the last block of what ``prefix``, the stable prefix of
+    the context ``system`` (after ``before`` blocks of the request's own) and ``turns`` were
+    converted from (``to_anthropic``), becomes; not if the request already has Anthropic's
+    limit of four breakpoints."""
+    if _breakpoints([system, turns]) >= MAX_BREAKPOINTS:
+        return
+    head_system, head = to_anthropic(prefix)
+    if head:
+        block = turns[len(head) - 1]["content"][len(head[-1]["content"]) - 1]
+    elif head_system or before:
+        block = system[before + len(head_system) - 1]
+    else:
+        return
+    block["cache_control"] = {"type": "ephemeral"}
+
+
+MAX_BREAKPOINTS = 4
+
+
+def _breakpoints(value: Any) -> int:
+    if isinstance(value, dict):
+        return ("cache_control" in value) + sum(_breakpoints(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_breakpoints(v) for v in value)
+    return 0

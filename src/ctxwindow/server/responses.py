@@ -252,7 +252,7 @@ def _wire(
     model = body["model"]
     headers = service.upstream.headers()
 
-    def forward(context: list[Message]) -> dict[str, Any]:
+    def forward(context: list[Message], stable: int = 0) -> dict[str, Any]:
         out = _upstream_body(body, instructions)
         out["input"] = to_responses(context)
         return out

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from ctxwindow.context import ArchiveLike, AsyncContextManager, HotSessions, Policy, hybrid_policy
+from ctxwindow.context.policy import LOW_WATER
 from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import Entry
 from ctxwindow.policies import TokenWindow
@@ -97,6 +98,7 @@ class Service:
             lock_timeout=self.settings.lock_timeout, hot_sessions=self._sessions,
             redact="context" if self.settings.redact == "upstream" else "storage",
             on_event=self.metrics.event, search_batches=1, models=self.models,
+            prompt_cache=self.settings.prompt_cache,
         )  # fmt: skip
         if made is not None:
             self._retired.append(made[0])
@@ -107,7 +109,15 @@ class Service:
         """Calibrate with an upstream reply's ``usage`` (if it has one) for ``ours`` counted."""
         if isinstance(usage, dict):
             info = self.model(model)
-            await self.calibration.observe(info, model, ours, usage.get("prompt_tokens"))
+            prompt = usage.get("prompt_tokens")
+            await self.calibration.observe(info, model, ours, prompt)
+            details = usage.get("prompt_tokens_details")
+            cached = _count(details.get("cached_tokens") if isinstance(details, dict) else 0)
+            billed = _count(prompt)
+            if billed is not None:
+                label = "unknown" if info.source.startswith("default") else info.name
+                self.metrics.upstream_prompt_tokens.labels(label).inc(billed)
+                self.metrics.cached_tokens.labels(label).inc(cached or 0)
 
     def managers(self) -> list[AsyncContextManager]:
         return [*self._retired, *(m for m, _ in self._managers.values())]
@@ -129,13 +139,23 @@ class Service:
         await self.store.close()
 
 
+def _count(value: Any) -> int | None:
+    """A count of tokens from an upstream's usage, or None."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return value if ok else None
+
+
 def window_policy(settings: Settings) -> Policy:
     """The windows ``settings`` ask for (see ``Settings.policy``, ``compressor``, ``summary``)."""
+    cache = settings.prompt_cache
     if settings.policy == "token_window":
         return lambda budget, tokenizer: TokenWindow(
-            budget, tokenizer.model, tokenizer=tokenizer, oversize="truncate"
-        )
-    return hybrid_policy(summary=settings.summary == "extractive", compressor=settings.compressor)
+            budget, tokenizer.model, tokenizer=tokenizer, oversize="truncate",
+            low_water=LOW_WATER if cache else None,
+        )  # fmt: skip
+    return hybrid_policy(
+        summary=settings.summary == "extractive", compressor=settings.compressor, cache=cache
+    )
 
 
 def _limiter(settings: Settings, clock: Callable[[], float]) -> Limiter:

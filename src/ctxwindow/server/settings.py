@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     compressor: Literal["chain", "structured", "extractive", "truncate", "off"] = "chain"
     # The rolling summary of evicted turns (hybrid): "extractive" or "off".
     summary: Literal["extractive", "off"] = "extractive"
+    # Keep the context's prefix the same between steps so the upstream's prompt cache
+    # serves it: windows evict in steps, recalled turns stay put (docs/caching.md).
+    prompt_cache: bool = True
     # Redact secrets (e-mails, phones, ID and card numbers, API keys, passwords,
     # IPs): "storage" masks every new message before it is stored (so also
     # before upstream); "upstream" stores messages as sent and masks what is

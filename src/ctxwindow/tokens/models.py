@@ -24,7 +24,7 @@ number comes from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 StrictRoles = Literal["merge", "bridge"]
 
@@ -78,6 +78,11 @@ class ModelInfo:
     max_output: int
     input_price: float = 0.0  # $ per 1M input tokens
     output_price: float = 0.0  # $ per 1M output tokens
+    # $ per 1M prompt tokens a provider serves from its prompt cache, and (Anthropic)
+    # per 1M tokens written to it; None: no cache price known (billed as input).
+    cached_input_price: float | None = None
+    cache_write_price: float | None = None
+    cache: Literal["prefix", "breakpoints"] | None = None  # OpenAI's or Anthropic's kind
     per_message: int = 3
     per_name: int = 1
     reply_priming: int = 3
@@ -100,14 +105,25 @@ class ModelInfo:
         """Whether counts are estimates rather than what the provider bills."""
         return self.counter == "estimate"
 
-    def input_cost(self, tokens: int) -> float:
-        """Dollars for ``tokens`` prompt tokens."""
-        return tokens * self.input_price / 1_000_000
+    def input_cost(self, tokens: int, cached: int = 0, written: int = 0) -> float:
+        """Dollars for ``tokens`` prompt tokens, ``cached`` of them read from the provider's
+        prompt cache and ``written`` of them written to it (Anthropic's breakpoints)."""
+        read_price, write_price = self.cached_input_price, self.cache_write_price
+        read_price = self.input_price if read_price is None else read_price
+        write_price = self.input_price if write_price is None else write_price
+        plain = tokens - cached - written
+        return (plain * self.input_price + cached * read_price + written * write_price) / 1e6
 
 
 _CL100K_TOOLS = ToolFraming(func_init=10)
 _O200K_TOOLS = ToolFraming(func_init=7)
 _TILES_4O = ImagePricing(base=85, tile=170)
+_TILES_4O_MINI = ImagePricing(2833, 5667)
+_TILES_O = ImagePricing(75, 150)
+_TILES_5 = ImagePricing(70, 140)
+_PATCHES_MINI = ImagePricing(0, 0, 1.62)  # 32-pixel patches, times the multiplier
+_PATCHES_NANO = ImagePricing(0, 0, 2.46)
+_PATCHES_O4 = ImagePricing(0, 0, 1.72)
 
 
 def _m(
@@ -115,11 +131,16 @@ def _m(
     encoding: str,
     context: int,
     output: int,
-    prices: tuple[float, float],
+    prices: tuple[float, float] | tuple[float, float, float],
     images: ImagePricing = _TILES_4O,
 ) -> ModelInfo:
+    """An OpenAI model: prices of input, output and (its automatic prefix cache) cached input."""
+    cached = prices[2] if len(prices) == 3 else None
     tools = _CL100K_TOOLS if encoding == "cl100k_base" else _O200K_TOOLS
-    return ModelInfo(name, encoding, context, output, *prices, tools=tools, images=images)
+    return ModelInfo(
+        name, encoding, context, output, *prices[:2], tools=tools, images=images,
+        cached_input_price=cached, cache=None if cached is None else "prefix",
+    )  # fmt: skip
 
 
 MODELS: dict[str, ModelInfo] = {
@@ -129,20 +150,20 @@ MODELS: dict[str, ModelInfo] = {
         _m("gpt-4", "cl100k_base", 8_192, 8_192, (30.0, 60.0)),
         _m("gpt-4-32k", "cl100k_base", 32_768, 8_192, (60.0, 120.0)),
         _m("gpt-4-turbo", "cl100k_base", 128_000, 4_096, (10.0, 30.0)),
-        _m("gpt-4o", "o200k_base", 128_000, 16_384, (2.50, 10.0)),
-        _m("gpt-4o-mini", "o200k_base", 128_000, 16_384, (0.15, 0.60), ImagePricing(2833, 5667)),
-        _m("gpt-4.1", "o200k_base", 1_047_576, 32_768, (2.0, 8.0)),
-        _m("gpt-4.1-mini", "o200k_base", 1_047_576, 32_768, (0.40, 1.60), ImagePricing(0, 0, 1.62)),
-        _m("gpt-4.1-nano", "o200k_base", 1_047_576, 32_768, (0.10, 0.40), ImagePricing(0, 0, 2.46)),
-        _m("o1", "o200k_base", 200_000, 100_000, (15.0, 60.0), ImagePricing(75, 150)),
-        _m("o1-mini", "o200k_base", 128_000, 65_536, (1.10, 4.40), ImagePricing(75, 150)),
-        _m("o3", "o200k_base", 200_000, 100_000, (2.0, 8.0), ImagePricing(75, 150)),
-        _m("o3-mini", "o200k_base", 200_000, 100_000, (1.10, 4.40), ImagePricing(75, 150)),
-        _m("o4-mini", "o200k_base", 200_000, 100_000, (1.10, 4.40), ImagePricing(0, 0, 1.72)),
-        _m("gpt-5", "o200k_base", 400_000, 128_000, (1.25, 10.0), ImagePricing(70, 140)),
-        _m("gpt-5-mini", "o200k_base", 400_000, 128_000, (0.25, 2.0), ImagePricing(0, 0, 1.62)),
-        _m("gpt-5-nano", "o200k_base", 400_000, 128_000, (0.05, 0.40), ImagePricing(0, 0, 2.46)),
-        _m("gpt-5-chat-latest", "o200k_base", 128_000, 16_384, (1.25, 10.0), ImagePricing(70, 140)),
+        _m("gpt-4o", "o200k_base", 128_000, 16_384, (2.50, 10.0, 1.25)),
+        _m("gpt-4o-mini", "o200k_base", 128_000, 16_384, (0.15, 0.60, 0.075), _TILES_4O_MINI),
+        _m("gpt-4.1", "o200k_base", 1_047_576, 32_768, (2.0, 8.0, 0.50)),
+        _m("gpt-4.1-mini", "o200k_base", 1_047_576, 32_768, (0.40, 1.60, 0.10), _PATCHES_MINI),
+        _m("gpt-4.1-nano", "o200k_base", 1_047_576, 32_768, (0.10, 0.40, 0.025), _PATCHES_NANO),
+        _m("o1", "o200k_base", 200_000, 100_000, (15.0, 60.0, 7.50), _TILES_O),
+        _m("o1-mini", "o200k_base", 128_000, 65_536, (1.10, 4.40, 0.55), _TILES_O),
+        _m("o3", "o200k_base", 200_000, 100_000, (2.0, 8.0, 0.50), _TILES_O),
+        _m("o3-mini", "o200k_base", 200_000, 100_000, (1.10, 4.40, 0.55), _TILES_O),
+        _m("o4-mini", "o200k_base", 200_000, 100_000, (1.10, 4.40, 0.275), _PATCHES_O4),
+        _m("gpt-5", "o200k_base", 400_000, 128_000, (1.25, 10.0, 0.125), _TILES_5),
+        _m("gpt-5-mini", "o200k_base", 400_000, 128_000, (0.25, 2.0, 0.025), _PATCHES_MINI),
+        _m("gpt-5-nano", "o200k_base", 400_000, 128_000, (0.05, 0.40, 0.005), _PATCHES_NANO),
+        _m("gpt-5-chat-latest", "o200k_base", 128_000, 16_384, (1.25, 10.0, 0.125), _TILES_5),
         _m("gpt-oss-120b", "o200k_base", 131_072, 131_072, (0.0, 0.0)),
         _m("gpt-oss-20b", "o200k_base", 131_072, 131_072, (0.0, 0.0)),
     ]
@@ -181,10 +202,14 @@ def _e(
     per_message: int = 4,
     reply_priming: int = 4,
 ) -> ModelInfo:
+    cache: dict[str, Any] = {}
+    if estimate is CLAUDE:  # cache reads at 10 % of input, writes (5 minutes) at 125 %
+        cache = {"cached_input_price": prices[0] * 0.1, "cache_write_price": prices[0] * 1.25,
+                 "cache": "breakpoints"}  # fmt: skip
     return ModelInfo(
         glob, None, context, output or context, *prices, estimate=estimate,
         per_message=per_message, reply_priming=reply_priming,
-        tools=_CL100K_TOOLS,
+        tools=_CL100K_TOOLS, **cache,
     )  # fmt: skip
 
 

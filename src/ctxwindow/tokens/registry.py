@@ -73,7 +73,7 @@ UNKNOWN_ESTIMATE = Estimate(margin=1.20, chars_per_token=3.03, tokens_per_wide=1
 
 _FIELDS = (
     "context_window", "max_output", "encoding", "tokenizer", "estimate",
-    "input_price", "output_price", "strict_roles",
+    "input_price", "output_price", "cached_input_price", "cache_write_price", "strict_roles",
 )  # fmt: skip
 _COUNTERS = ("encoding", "tokenizer", "estimate")
 _GLOB = frozenset("*?[")
@@ -357,6 +357,8 @@ def parse_entry(
         "name": pattern, "context_window": window, "max_output": output,
         "input_price": _price(raw, "input_price", at, base_info.input_price),
         "output_price": _price(raw, "output_price", at, base_info.output_price),
+        "cached_input_price": _cache_price(raw, "cached_input_price", at, base_info),
+        "cache_write_price": _cache_price(raw, "cache_write_price", at, base_info),
         "strict_roles": _strict(raw, at, base_info.strict_roles),
         "source": where or "configured",
     }  # fmt: skip
@@ -379,6 +381,14 @@ def _count(raw: Mapping[str, Any], key: str, at: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ModelConfigError(f"{at}.{key}: must be a positive whole number, got {value!r}")
     return value
+
+
+def _cache_price(raw: Mapping[str, Any], key: str, at: str, base: ModelInfo) -> float | None:
+    """A configured cache price, or the inherited one (None: the cache is not priced)."""
+    inherited: float | None = getattr(base, key)
+    if key not in raw:
+        return inherited
+    return _price(raw, key, at, 0.0)
 
 
 def _price(raw: Mapping[str, Any], key: str, at: str, default: float) -> float:

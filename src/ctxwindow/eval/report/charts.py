@@ -320,6 +320,39 @@ def _recall_by_category(
     return figure
 
 
+def _cost_per_turn(
+    results: Mapping[str, Any], runs: Sequence[Run], colors: Mapping[str, str]
+) -> Figure | None:
+    """With ``--replay``: the mean input cost of turn i, a line per strategy and budget
+    (a line style per budget), so steps and their cache misses show as spikes."""
+    series = [
+        (strategy, budget, metrics["replay"]["usd_by_turn"])
+        for strategy, per_budget in results.get("results", {}).items()
+        for budget, metrics in per_budget.items()
+        if isinstance(metrics.get("replay"), Mapping) and metrics["replay"].get("usd_by_turn")
+    ]
+    if not series:
+        return None
+    figure, axes = _new_axes(results, "Input cost of each turn, with the prompt cache")
+    styles = ("-", "--", ":", "-.")
+    budgets = sorted({budget for _, budget, _ in series}, key=lambda b: (len(b), b))
+    handles, labels = [], []
+    for strategy, budget, costs in series:
+        style = styles[budgets.index(budget) % len(styles)]
+        cents = [usd * 100 for usd in costs]
+        (line,) = axes.plot(
+            range(1, len(cents) + 1), cents, color=colors.get(strategy, "#444444"),
+            linestyle=style, linewidth=1.5,
+        )  # fmt: skip
+        handles.append(line)
+        labels.append(f"{strategy} @ {budget}")
+    axes.set_xlabel("user turn of the conversation")
+    axes.set_ylabel("input cost of the turn (US cents, mean over conversations)")
+    axes.set_ylim(bottom=0)
+    _legend(figure, handles, labels)
+    return figure
+
+
 def _category_label(name: str, n: int | None) -> str:
     return name if n is None else f"{name}\n(n={n})"
 
@@ -330,6 +363,7 @@ CHARTS: dict[
     "recall_vs_budget.png": _recall_vs_budget,
     "recall_vs_tokens.png": _recall_vs_tokens,
     "recall_by_category.png": _recall_by_category,
+    "cost_per_turn.png": _cost_per_turn,
 }
 CAPTIONS = {
     "recall_vs_budget.png": (
@@ -339,6 +373,11 @@ CAPTIONS = {
     "recall_vs_tokens.png": (
         "Evidence recall against the prompt tokens actually paid for; point labels are "
         "budgets, stars are unbounded strategies. Up and to the left is better."
+    ),
+    "cost_per_turn.png": (
+        "With --replay: the input cost of each user turn (mean over the conversations that "
+        "have it), priced with the provider's prompt cache. A sliding window pays full "
+        "price every turn; a window that evicts in steps pays it only at a step."
     ),
     "recall_by_category.png": (
         "Evidence recall per question category at each strategy's largest budget "

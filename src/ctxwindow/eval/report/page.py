@@ -109,6 +109,7 @@ def render_html(results: dict[str, Any], charts: Mapping[str, bytes]) -> str:
         "<h2>Results by strategy and budget</h2>",
         _main_table(runs, colors),
         _category_section(runs, colors),
+        _replay_section(results, colors),
         _charts_section(charts),
     ]
     return _page(title, "\n".join(part for part in body if part))
@@ -228,6 +229,37 @@ def _category_cell(run: Run, category: str) -> str:
     if value is None:
         return "<td class='num na'>—</td>"
     return f"<td class=num>{percent(float(value))}</td>"
+
+
+def _replay_section(results: Mapping[str, Any], colors: Mapping[str, str]) -> str:
+    """With ``--replay``: what the provider's prompt cache served, and each turn's cost."""
+    rows = []
+    for strategy, per_budget in results.get("results", {}).items():
+        for budget, metrics in per_budget.items():
+            replay = metrics.get("replay")
+            if not isinstance(replay, Mapping):
+                continue
+            rows.append(
+                "<tr>" + _strategy_cell(strategy, colors.get(strategy, "#444444"))
+                + f"<td>{escape(str(budget))}</td><td>{replay['turns']:,}</td>"
+                f"<td>{percent(replay['cached_share'])}</td>"
+                f"<td>{escape(usd(replay['input_usd_per_turn']))}</td>"
+                f"<td>{percent(metrics['evidence_recall'])}</td></tr>"
+            )  # fmt: skip
+    if not rows:
+        return ""
+    cached = results.get("cached_input_price_per_mtok")
+    price = "no cached-input price known" if cached is None else f"${cached}/1M cached"
+    head = (
+        "<tr><th>strategy</th><th>budget</th><th>turns replayed</th><th>served from the"
+        " cache</th><th>input $ per turn</th><th>evidence recall</th></tr>"
+    )
+    return (
+        "<h2>Turn by turn, with the prompt cache</h2>\n"
+        f"<p>Every user turn replayed as sent; cached tokens priced at {escape(price)}"
+        f" ({escape(str(results.get('prompt_cache', 'prefix')))} cache).</p>\n"
+        f"<div class=scroll><table>{head}\n" + "\n".join(rows) + "</table></div>"
+    )
 
 
 def _charts_section(charts: Mapping[str, bytes]) -> str:
