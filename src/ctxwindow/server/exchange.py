@@ -201,6 +201,17 @@ async def store_reply(
         raise from_library(exc) from exc
 
 
+FINISHING: set[asyncio.Future[None]] = set()  # streams storing their reply, releasing
+
+
+async def finished(timeout: float = 10.0) -> None:
+    """Wait (up to ``timeout`` s) for the streams of this event loop still finishing."""
+    loop = asyncio.get_running_loop()
+    pending = [f for f in FINISHING if f.get_loop() is loop and not f.done()]
+    if pending:
+        await asyncio.wait(pending, timeout=timeout)
+
+
 class HeldStream(StreamingResponse):
     """A streamed reply that releases the session once it is sent (or the client left).
 
@@ -222,7 +233,13 @@ class HeldStream(StreamingResponse):
                 with manager.carry_on(sid):  # storing the reply must not wait for itself
                     await super().__call__(scope, receive, send)
         finally:
-            await asyncio.shield(asyncio.ensure_future(self._finish()))
+            # Shielded: a cancelled response still stores its reply and releases the
+            # session; kept in FINISHING so that shutting down waits for it (else the
+            # store is closed under it, and its last call opens a connection nobody closes).
+            finishing = asyncio.ensure_future(self._finish())
+            FINISHING.add(finishing)
+            finishing.add_done_callback(FINISHING.discard)
+            await asyncio.shield(finishing)
 
     async def _finish(self) -> None:
         """Release the session only once the reply is stored: the next turn must see it."""

@@ -129,7 +129,11 @@ class Service:
 
     async def aclose(self) -> None:
         """Archive the turns still queued (else they wait for their session's next load),
-        then close the limiter, the upstream client and the store."""
+        then close the limiter, the upstream client and the store; first, streams still
+        storing their reply or releasing their session finish."""
+        from ctxwindow.server.exchange import finished  # exchange imports this module
+
+        await finished()
         for manager in self.managers():
             await manager.drain()
         await self.calibration.save()
