@@ -421,3 +421,20 @@ def test_close_logs_a_batch_it_cannot_archive(caplog: pytest.LogCaptureFixture) 
         cm.close()
     assert any("session 's'" in r.getMessage() for r in caplog.records)
     assert archive.indexed_through("s") == 0
+
+
+def test_drain_waits_for_the_batch_the_worker_is_indexing() -> None:
+    """A batch the worker has taken off the queue is no longer queued: ``drain`` waits for
+    it all the same (it returned at once before, with the last turns not indexed yet)."""
+    archive = GatedArchive()
+    manager = ContextManager(MemoryStore(), budget=400, archive=archive)
+    try:
+        archive.gate.clear()
+        manager.add("s", {"role": "user", "content": FACT})
+        assert archive.entered.wait(10), "the worker never started on the batch"
+        threading.Timer(0.3, archive.gate.set).start()  # the worker finishes a bit later
+        manager.drain()
+        assert archive.indexed_through("s") == manager.history("s")[-1].seq
+    finally:
+        archive.gate.set()
+        manager.close()

@@ -141,6 +141,10 @@ class SessionLocks:
     def __init__(self) -> None:
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
+    def sessions(self) -> list[str]:
+        """The sessions held or waited for now."""
+        return list(self._locks)
+
     @asynccontextmanager
     async def hold(self, session_id: str, deadline: float | None) -> AsyncIterator[None]:
         lock, users = self._locks.get(session_id, (None, 0))

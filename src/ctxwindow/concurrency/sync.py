@@ -154,6 +154,11 @@ class SessionLocks:
         self._guard = threading.Lock()
         self._locks: dict[str, tuple[threading.Lock, int]] = {}
 
+    def sessions(self) -> list[str]:
+        """The sessions held or waited for now."""
+        with self._guard:
+            return list(self._locks)
+
     @contextmanager
     def hold(self, session_id: str, deadline: float | None) -> Iterator[None]:
         with self._guard:

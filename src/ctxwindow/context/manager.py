@@ -312,7 +312,9 @@ class ContextManager:
         when the process ends are queued again when their session is next
         loaded (the archive's watermark is below them).
         """
-        for session_id in self._queue.sessions():
+        # Also the sessions whose batch the worker is indexing now (taken off the queue):
+        # ``_archive`` waits for it.
+        for session_id in dict.fromkeys([*self._queue.sessions(), *self._archiving.sessions()]):
             try:
                 self._archive(session_id)
             except Exception:
