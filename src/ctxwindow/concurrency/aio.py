@@ -50,12 +50,20 @@ async def repeating(
 ) -> AsyncIterator[None]:
     """Await ``step`` every ``interval`` seconds in a task while the block runs.
 
-    The task ends at the end of the block, or earlier when ``step`` returns False.
+    The task ends at the end of the block, or earlier when ``step`` returns False. A step
+    under way at the end of the block is awaited, not cancelled (as the threads of
+    ``concurrency.sync.repeating`` are joined): a store call cancelled mid-flight leaves
+    its connection to be closed by a later turn of the event loop, which may never come.
     """
+    stop = asyncio.Event()
 
     async def run() -> None:
         while True:
-            await asyncio.sleep(interval)
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+                return
+            except TimeoutError:
+                pass
             if not await step():
                 return
 
@@ -63,7 +71,7 @@ async def repeating(
     try:
         yield
     finally:
-        task.cancel()
+        stop.set()
         await asyncio.gather(task, return_exceptions=True)
 
 
