@@ -21,6 +21,8 @@ from ctxwindow.server.errors import APIError
 from ctxwindow.server.metrics import Metrics
 from ctxwindow.server.settings import Settings
 
+COMPLETIONS = "chat/completions"
+
 
 class Upstream:
     """Forwards chat completions; the API key goes in a header and nowhere else."""
@@ -39,7 +41,7 @@ class Upstream:
         # Completions go straight to the transport (its connection pool): the client's
         # redirects, cookies and URL merging cost ~0.25 ms a request and do nothing here.
         self._base = settings.upstream
-        self._url = httpx.URL(settings.upstream + "/chat/completions")
+        self._urls: dict[str, httpx.URL] = {}  # by path, made once
         self._headers = headers
         self._timeout = httpx.Timeout(settings.upstream_timeout).as_dict()
         self.client = httpx.AsyncClient(
@@ -48,15 +50,18 @@ class Upstream:
         )  # fmt: skip
         self.metrics = metrics
 
+    def _url_of(self, path: str) -> httpx.URL:
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = httpx.URL(f"{self._base}/{path}")
+        return url
+
     async def _send(
-        self,
-        body: dict[str, Any],
-        url: httpx.URL | None = None,
-        headers: dict[str, str] | None = None,
+        self, body: dict[str, Any], url: httpx.URL, headers: dict[str, str] | None = None
     ) -> httpx.Response:
-        """An open response to a completion request (its body not read yet)."""
+        """An open response to a POST of ``body`` to ``url`` (its body not read yet)."""
         request = httpx.Request(
-            "POST", url or self._url, headers=headers or self._headers, content=_encoded(body),
+            "POST", url, headers=headers or self._headers, content=_encoded(body),
             extensions={"timeout": self._timeout},
         )  # fmt: skip
         response = await self._transport.handle_async_request(request)
@@ -65,42 +70,14 @@ class Upstream:
 
     async def complete(self, body: dict[str, Any]) -> tuple[int, Any, bytes]:
         """(status, JSON body, raw body) of a completion; a 4xx is passed on unchanged."""
-        started = time.perf_counter()
-        try:
-            response = await self._send(body)
-            try:
-                content = await response.aread()
-            finally:
-                await response.aclose()
-        except httpx.HTTPError as exc:
-            raise self._failed(exc) from exc
-        self.metrics.upstream_latency.observe(time.perf_counter() - started)
-        self._check_status(response.status_code)
-        try:
-            data = orjson.loads(content)
-        except ValueError as exc:
-            self.metrics.upstream_errors.labels("malformed").inc()
-            raise APIError(502, "upstream returned a malformed body", code="bad_gateway") from exc
-        if response.status_code < 400 and not _is_completion(data):
-            self.metrics.upstream_errors.labels("malformed").inc()
-            raise APIError(502, "upstream returned no completion choices", code="bad_gateway")
-        return response.status_code, data, content
+        status, data, content = await self.post(COMPLETIONS, body)
+        if status < 400 and not _is_completion(data):
+            raise self.malformed("upstream returned no completion choices")
+        return status, data, content
 
     async def stream(self, body: dict[str, Any]) -> httpx.Response:
         """An open streaming response, or a read 4xx; the caller relays and closes it."""
-        started = time.perf_counter()
-        try:
-            response = await self._send(body)
-            if response.status_code >= 400:  # read whole: a 4xx is passed on, a 5xx is a 502
-                try:
-                    await response.aread()
-                finally:
-                    await response.aclose()
-        except httpx.HTTPError as exc:
-            raise self._failed(exc) from exc
-        self.metrics.upstream_latency.observe(time.perf_counter() - started)
-        self._check_status(response.status_code)
-        return response
+        return await self.open(COMPLETIONS, body)
 
     def headers(
         self, extra: dict[str, str] | None = None, *, key: str = "bearer"
@@ -120,7 +97,7 @@ class Upstream:
         completions: the caller checks the body's shape); a 4xx is passed on unchanged."""
         started = time.perf_counter()
         try:
-            response = await self._send(body, httpx.URL(f"{self._base}/{path}"), headers)
+            response = await self._send(body, self._url_of(path), headers)
             try:
                 content = await response.aread()
             finally:
@@ -140,8 +117,8 @@ class Upstream:
         """``stream`` for a POST to ``path``: an open streaming response, or a read 4xx."""
         started = time.perf_counter()
         try:
-            response = await self._send(body, httpx.URL(f"{self._base}/{path}"), headers)
-            if response.status_code >= 400:
+            response = await self._send(body, self._url_of(path), headers)
+            if response.status_code >= 400:  # read whole: a 4xx is passed on, a 5xx is a 502
                 try:
                     await response.aread()
                 finally:
