@@ -47,6 +47,7 @@ from ctxwindow.messages import validate_message
 from ctxwindow.stores.memory import AsyncMemoryStore, MemoryStore
 from ctxwindow.stores.sqlite import SQLiteStore
 from ctxwindow.tokens import chat_tokenizer
+from tests.docs_examples import examples
 
 TOKENIZER = chat_tokenizer("gpt-4o")
 PRIMING = TOKENIZER.framing.reply_priming
@@ -623,12 +624,9 @@ def test_a_system_prompt_over_the_budget_is_an_error() -> None:
 
 def _doc_examples() -> list[str]:
     """The code blocks under "## LangChain" in docs/integrations.md."""
-    text = (Path(__file__).parent.parent / "docs" / "integrations.md").read_text("utf-8")
-    assert "\n## LangChain" in text, "docs/integrations.md has no '## LangChain' section"
-    section = text.split("\n## LangChain", 1)[1].split("\n## ", 1)[0]
-    examples = [block.split("```", 1)[0] for block in section.split("```python\n")[1:]]
-    assert len(examples) >= 3  # history, trim_messages, middleware
-    return examples
+    found = examples("LangChain")
+    assert len(found) >= 3  # history, trim_messages, middleware
+    return found
 
 
 def test_the_documented_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

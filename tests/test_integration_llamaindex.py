@@ -49,6 +49,7 @@ from ctxwindow.integrations.llamaindex import (
 from ctxwindow.messages import validate_message
 from ctxwindow.stores.sqlite import SQLiteStore
 from ctxwindow.tokens import chat_tokenizer
+from tests.docs_examples import examples
 
 BUDGET = 2000
 AGENT_ROOM = 400  # what a FunctionAgent sends after the memory: this run's call and result
@@ -568,16 +569,12 @@ def test_without_llama_index_the_import_says_what_to_install(
 
 def docs_examples() -> list[str]:
     """The code blocks under '## LlamaIndex' in docs/integrations.md."""
-    text = (ROOT / "docs" / "integrations.md").read_text("utf-8")
-    assert re.search(r"^## LlamaIndex", text, re.M), "no '## LlamaIndex' in docs/integrations.md"
-    section = re.split(r"^## LlamaIndex.*$", text, maxsplit=1, flags=re.M)[1]
-    section = re.split(r"^## ", section, maxsplit=1, flags=re.M)[0]
-    return re.findall(r"```python\n(.*?)```", section, re.S)
+    return examples("LlamaIndex")
 
 
 def test_the_documented_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    examples = docs_examples()
-    assert len(examples) >= 2
-    for code in examples:
+    blocks = docs_examples()
+    assert len(blocks) >= 2
+    for code in blocks:
         exec(compile(code, "docs: LlamaIndex", "exec"), {"__name__": "__docs__"})

@@ -28,6 +28,7 @@ from openai.types.responses import (
 from ctxwindow.integrations.openai_agents import CtxWindowSession, to_items, to_messages
 from ctxwindow.messages import validate_message
 from ctxwindow.tokens import chat_tokenizer
+from tests.docs_examples import examples
 
 BUDGET = 2000
 set_tracing_disabled(True)  # traces would be sent to OpenAI: no network in tests
@@ -274,9 +275,7 @@ def test_get_items_is_within_budget_and_never_orphans(
 
 def test_the_documented_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/integrations.md's example, executed with the fake model in place of "gpt-4o"."""
-    doc = (Path(__file__).parent.parent / "docs" / "integrations.md").read_text("utf-8")
-    section = doc.split("## OpenAI Agents SDK", 1)[1].split("\n## ", 1)[0]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = examples("OpenAI Agents SDK")[0]
     monkeypatch.chdir(tmp_path)
     model = FakeModel()
     exec(compile(code, "docs/integrations.md", "exec"), {"model": model, "__name__": "doc"})

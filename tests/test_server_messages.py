@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -18,9 +17,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ctxwindow.tokens.chat import chat_tokenizer
+from tests.docs_examples import examples
 from tests.protocol_upstreams import FakeMessages, protocol_app
 
-DOCS = Path(__file__).parent.parent / "docs" / "integrations.md"
 MODEL = "claude-sonnet-4-5"
 TOOLS: Any = [
     {"name": "where_is", "description": "Where an order is",
@@ -279,9 +278,7 @@ def test_the_documented_example_runs(
     upstream: FakeMessages, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """docs/integrations.md's Messages example, against the app and a fake upstream."""
-    doc = DOCS.read_text("utf-8")
-    section = doc.split("## The service: Anthropic Messages", 1)[1].split("\n## ", 1)[0]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = examples("The service: Anthropic Messages")[0]
     with TestClient(protocol_app(upstream)) as http:
         real = sdk(http, **{"X-Session-Id": "user-42"})
 

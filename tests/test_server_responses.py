@@ -14,9 +14,8 @@ from fastapi.testclient import TestClient
 
 from ctxwindow.server.responses import response_id, session_of
 from ctxwindow.tokens.chat import chat_tokenizer
+from tests.docs_examples import examples
 from tests.protocol_upstreams import FakeResponses, protocol_app
-
-DOCS = Path(__file__).parent.parent / "docs" / "integrations.md"
 
 
 @pytest.fixture
@@ -294,9 +293,7 @@ def test_the_documented_example_runs(
     upstream: FakeResponses, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """docs/integrations.md's Responses example, against the app and a fake upstream."""
-    doc = DOCS.read_text("utf-8")
-    section = doc.split("## The service: the Responses API", 1)[1].split("\n## ", 1)[0]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    code = examples("The service: the Responses API")[0]
     with TestClient(protocol_app(upstream)) as http:
         real = sdk(http)
 
