@@ -418,3 +418,27 @@ def test_the_cli_replays_with_the_flag(tmp_path: Any) -> None:
     assert "$/turn" in done.stdout
     saved = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     assert saved["results"]["hybrid_nocache"]["1024"]["replay"]["turns"] > 0
+
+
+def test_a_strategy_that_cannot_replay_is_refused_before_any_work() -> None:
+    from ctxwindow.eval.dataset import load_dataset
+    from ctxwindow.eval.runner import run_eval
+    from ctxwindow.eval.strategies import (
+        Strategy,
+        get_strategy,
+        register_strategy,
+        unregister_strategy,
+    )
+    from ctxwindow.eval.window_strategies import FullHistory
+
+    class Plain(FullHistory):
+        name = "plain"
+        respond = Strategy.respond  # a strategy of one's own, without replay
+
+    register_strategy("plain", Plain)
+    try:
+        assert not get_strategy("plain").replays and get_strategy("hybrid").replays
+        with pytest.raises(ValueError, match=r"--replay: strategies \['plain'\]"):
+            run_eval(load_dataset("builtin:orders-en")[0], strategies=["plain"], replay=True)
+    finally:
+        unregister_strategy("plain")

@@ -314,25 +314,24 @@ class Core:
         fresh = [(score, unit) for score, unit in ranked if unit.entries[0].id not in sent]
         best = ranked[0][0] if ranked else 0.0
         strong = [(score, unit) for score, unit in fresh if score >= best * STRONG]
-        free = min(room - used, budget - window.total_tokens - used)
-        wanted = self.recall.choose(strong, kept, max(0, room - used)).tokens > free
+
+        def free() -> int:  # for new ones, beside the window and the earlier ones
+            return min(room - used, budget - window.total_tokens - used)
+
+        wanted = self.recall.choose(strong, kept, max(0, room - used)).tokens > free()
         if wanted or window.total_tokens + used > budget:
             if question is not None and sticky:
                 window.last_step = f"recalled turns given up: {len(sticky)} before seq {question}"
             sticky, used = [], 0  # given up at once: the prefix changes after the window
             if question is not None:
                 session.sticky = sticky
-        if wanted:
-            if question is not None and budget - window.total_tokens < room:
-                # One step down, to the room recall has without the cache mode (stepping
-                # only as far as the strong matches need measured 4 points less evidence
-                # recall on LoCoMo at 4,096 and 8,192 tokens).
-                window.make_room(room)
-                kept = {e.id for _, unit in ranked for e in unit.entries if window.holds(e.seq)}
-            free = room
-        else:
-            free = min(room - used, budget - window.total_tokens - used)
-        found = self.recall.choose(fresh, kept, max(0, free))
+        if wanted and question is not None and budget - window.total_tokens < room:
+            # One step down, to the room recall has without the cache mode (stepping only
+            # as far as the strong matches need measured 4 points less evidence recall on
+            # LoCoMo at 4,096 and 8,192 tokens).
+            window.make_room(room)
+            kept = {e.id for _, unit in ranked for e in unit.entries if window.holds(e.seq)}
+        found = self.recall.choose(fresh, kept, room if wanted else max(0, free()))
         at = question if question is not None else session.last_seq + 1
         for unit in found.units:
             unit.at = at

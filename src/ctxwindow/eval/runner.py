@@ -75,6 +75,8 @@ def run_eval(
     tokenizer = chat_tokenizer(model)
     chosen = [get_strategy(name) for name in strategies]  # unknown names fail before any work
     budgets = _check_budgets(budgets)
+    if replay and (cannot := [s.name for s in chosen if not s.replays]):
+        raise ValueError(f"--replay: strategies {cannot} do not implement respond()")
     cases = [Case(c, q) for c in dataset.conversations for q in c.questions]
     info = model_info(model)
     price = info.input_price

@@ -84,8 +84,15 @@ class Strategy(ABC):
 
     def respond(self, state: Any, message_id: str, message: Message) -> list[Message]:
         """Take a user turn as an app would: add it, and return the context sent for it
-        (``ctxwindow eval --replay``). It may change the state, as sending does."""
+        (``ctxwindow eval --replay``). It may change the state, as sending does. Every
+        built-in strategy has it; one of your own without it cannot be replayed
+        (``replays`` says so before any work)."""
         raise NotImplementedError(f"the strategy {self.name!r} cannot replay turns")
+
+    @property
+    def replays(self) -> bool:
+        """Whether this strategy implements ``respond``."""
+        return type(self).respond is not Strategy.respond
 
     def prepare(self, case: Case, budget: int | None, tokenizer: ChatTokenizer) -> Any:
         """A state that has ingested the case's history, from scratch."""
