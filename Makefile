@@ -13,7 +13,8 @@ $(VENV)/.demo: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[eval]'
 	touch $@
 
-$(VENV)/.test: pyproject.toml | $(BIN)/python
+$(VENV)/.test: pyproject.toml tools/install-browser | $(BIN)/python
+	tools/install-browser
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 
+pytest_plugins = ["tests.browser"]  # the ``browser`` fixture (headless chromium)
+
 settings.register_profile(
     "ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
