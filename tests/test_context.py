@@ -127,7 +127,7 @@ def test_evicted_facts_are_recalled_in_place(tmp_path: Path) -> None:
     assert texts.index(fact) < texts.index("What is the tracking id of the blue kettle?")
     assert context.total_tokens <= 400
     assert context.total_tokens == count_tokens(context.messages)
-    recalled = [d for d in context.report.decisions if d.action == "recalled"]
+    recalled = [d for d in context.report.decisions if d.state == "recalled"]
     assert recalled[0].preview == fact  # the best match first, then its neighbours
     assert all(abs(d.seq - recalled[0].seq) <= 3 for d in recalled)
     chinese = cm.build("s", query="东京的会员号")
@@ -219,7 +219,7 @@ def test_invariants_hold_with_recall_on(
         assert context.total_tokens == count_tokens(messages)
         assert messages[0] == {"role": "system", "content": "Be brief."}
         assert len({str(m) for m in messages}) == len(messages)  # nothing twice
-        back = {d.seq for d in context.report.decisions if d.action == "recalled"}
+        back = {d.seq for d in context.report.decisions if d.state == "recalled"}
         seqs = [texts[str(m)] for m in messages if str(m) in texts and m["role"] != "system"]
         if prompt_cache:
             seqs = [seq for seq in seqs if seq not in back]
@@ -229,7 +229,7 @@ def test_invariants_hold_with_recall_on(
                 assert messages[index - 1].get("tool_calls")
             if message.get("tool_calls"):
                 assert messages[index + 1]["role"] == "tool"
-        recalled = [d for d in context.report.decisions if d.action == "recalled"]
+        recalled = [d for d in context.report.decisions if d.state == "recalled"]
         assert all(d.id in order for d in recalled)
     stored = cm.history("s")
     question = {"role": "user", "content": "the tracking id and 会员号?"}
@@ -655,7 +655,7 @@ def ends_with_question(context: Any, question: dict[str, Any], entry_id: str) ->
     last = context.messages[-1]
     if last == question:
         return True
-    compressed = [d for d in context.report.decisions if d.action == "compressed"]
+    compressed = [d for d in context.report.decisions if d.state == "compressed"]
     return last["role"] == "user" and any(d.id == entry_id for d in compressed)
 
 
@@ -720,7 +720,7 @@ def test_a_question_too_large_for_a_narrow_budget_is_sent_compressed() -> None:
     assert [m["role"] for m in context.messages] == ["user"]
     assert context.total_tokens == count_tokens(context.messages) <= 50
     [decision] = [d for d in context.report.decisions if d.id == stored.id]
-    assert decision.action == "compressed" and decision.from_tokens == stored.tokens
+    assert decision.state == "compressed" and decision.stored_tokens == stored.tokens
 
 
 def test_a_question_that_cannot_fit_beside_the_system_prompt_is_a_budget_error() -> None:

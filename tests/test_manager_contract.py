@@ -83,7 +83,9 @@ def converse(manager: Any, sid: str) -> list[Any]:
 
 def shape(context: Any) -> tuple[Any, ...]:
     """What must match: the messages, the count, and every decision but generated ids."""
-    decisions = [(d.action, d.role, d.kind, d.tokens, d.preview) for d in context.report.decisions]
+    decisions = [
+        (d.state, d.role, d.category, d.tokens, d.preview) for d in context.report.decisions
+    ]
     return context.messages, context.total_tokens, sorted(decisions)
 
 

@@ -154,7 +154,7 @@ def test_priority_window_is_deterministic(program: list[Any], budget: int) -> No
     assert first.messages() == second.messages()
 
     def decisions(window: PriorityWindow) -> list[tuple[int, str, int, str]]:
-        return [(d.seq, d.action, d.tokens, d.reason) for d in window.build().report.decisions]
+        return [(d.seq, d.state, d.tokens, d.reason) for d in window.build().report.decisions]
 
     assert decisions(first) == decisions(second)
 
@@ -209,7 +209,7 @@ def test_hybrid_window_keeps_the_invariants(program: list[Any], budget: int) -> 
         assert window.total_tokens == count_tokens(messages)
         assert messages[0] == {"role": "system", "content": "sys"}
         body = messages[1:]
-        summaries = [d for d in window.report().decisions if d.kind == "summary"]
+        summaries = [d for d in window.report().decisions if d.category == "summary"]
         if summaries:  # the rolling summary sits right after the system prompt
             assert body[0]["role"] == "user" and "name" not in body[0]
             body = body[1:]

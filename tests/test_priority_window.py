@@ -125,7 +125,7 @@ def test_category_caps_hold_and_evict_within_the_category() -> None:
     kept = contents(window)
     assert doc2 in kept and doc1 not in kept
     assert "ordinary question number 0 about shipping" in kept  # chat untouched
-    evicted = [d for d in report.decisions if d.action == "evicted"]
+    evicted = [d for d in report.decisions if d.state == "evicted"]
     assert evicted and "document over its cap of 500" in evicted[0].reason
 
 
@@ -168,9 +168,9 @@ def test_compression_before_eviction_replaces_in_the_window() -> None:
     assert long_text not in kept
     assert long_text[: len(long_text) // 4] in kept  # compressed, still in the window
     assert original["content"] == long_text  # the caller's message is untouched
-    decisions = [d for d in window.report().decisions if d.action == "compressed"]
+    decisions = [d for d in window.report().decisions if d.state == "compressed"]
     assert decisions and decisions[0].compressor == "halve"
-    assert decisions[0].from_tokens is not None and decisions[0].from_tokens > decisions[0].tokens
+    assert decisions[0].stored_tokens > decisions[0].tokens
     assert window.total_tokens == count_tokens(window.messages())
 
 
@@ -243,13 +243,13 @@ def test_report_explains_every_entry_and_serialises() -> None:
     context = window.build()
     data = context.report.to_dict()
     json.dumps(data, ensure_ascii=False)
-    actions = {d["action"] for d in data["decisions"]}
+    actions = {d["state"] for d in data["decisions"]}
     assert {"pinned", "kept", "evicted"} <= actions
     assert data["budget"] == 150 and data["headroom"] == 150 - data["used"]
     assert sum(data["tokens_by_priority"].values()) == window.total_tokens - 3  # minus priming
     text = str(context.report)
     assert "budget 150 tokens" in text and "请记住" in text and "evicted" in text
-    ids = [d["id"] for d in data["decisions"] if d["action"] in ("kept", "pinned")]
+    ids = [d["id"] for d in data["decisions"] if d["state"] in ("kept", "pinned")]
     assert len(ids) == len(window.messages())
 
 
@@ -293,12 +293,12 @@ def test_report_totals_match_the_decisions_without_reading_them() -> None:
     window = PriorityWindow(150, reserve_recent=0)
     fill(window, 12)
     report = window.build().report
-    evicted = [d for d in report.decisions if d.action == "evicted"]
+    evicted = [d for d in report.decisions if d.state == "evicted"]
     assert report.evicted_entries == len(evicted) > 0
-    assert report.evicted_tokens == sum(d.tokens for d in evicted)
+    assert report.evicted_tokens == sum(d.stored_tokens for d in evicted)
     narrow = window.build(max_tokens=60).report
     assert narrow.evicted_entries > report.evicted_entries
-    assert narrow.evicted_entries == sum(1 for d in narrow.decisions if d.action == "evicted")
+    assert narrow.evicted_entries == sum(1 for d in narrow.decisions if d.state == "evicted")
 
 
 def test_a_report_read_later_tells_what_had_happened_when_it_was_built() -> None:
@@ -312,6 +312,6 @@ def test_a_report_read_later_tells_what_had_happened_when_it_was_built() -> None
         window.add("user", f"order A-{i} 包裹 {i} shipped today from the depot")
     late = window.build().report
     assert late.evicted_entries > evicted_then > 0
-    gone = [d for d in early.decisions if d.action == "evicted"]
+    gone = [d for d in early.decisions if d.state == "evicted"]
     assert len(gone) == evicted_then  # not the evictions that came after the build
-    assert len([d for d in late.decisions if d.action == "evicted"]) == late.evicted_entries
+    assert len([d for d in late.decisions if d.state == "evicted"]) == late.evicted_entries

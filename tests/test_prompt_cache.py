@@ -179,8 +179,8 @@ def test_the_manager_with_recall_only_appends_between_steps(
             assert now[: len(before)] == before
         check_sendable(context.messages, context.total_tokens, budget)
         assert context.messages[-1] == messages_of(step, op)[0]  # the question ends it
-        back = [d for d in context.report.decisions if d.action == "recalled"]
-        assert all(d.kind == "recalled" for d in back)
+        back = [d for d in context.report.decisions if d.state == "recalled"]
+        assert all(d.category == "recalled" for d in back)
         before, last = now, context.report.last_step
 
 
@@ -195,7 +195,7 @@ def test_recalled_turns_go_after_the_stable_prefix_and_stay() -> None:
     manager.add("s", {"role": "user", "content": "What was my tracking id?"})
     first = manager.build("s")
     texts = [m.get("content") for m in first.messages]
-    back = [d.preview for d in first.report.decisions if d.action == "recalled"]
+    back = [d.preview for d in first.report.decisions if d.state == "recalled"]
     assert "My tracking id is SF1234567890." in back
     assert texts[-1 - len(back) : -1] == back  # together, just before the question
     manager.add("s", {"role": "assistant", "content": "It is SF1234567890."})

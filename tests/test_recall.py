@@ -86,7 +86,7 @@ def conversation(cm: ContextManager) -> None:
 
 
 def recalled(context: Any) -> list[str]:
-    return [d.preview for d in context.report.decisions if d.action == "recalled"]
+    return [d.preview for d in context.report.decisions if d.state == "recalled"]
 
 
 def test_a_strong_match_gets_more_than_a_fixed_quarter_of_the_budget() -> None:

@@ -142,6 +142,15 @@ class Entry:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
+def stored_tokens(entry: Entry) -> int:
+    """The tokens of ``entry`` as stored: before any compression (a compressed form
+    carries ``metadata["compressed"]["from_tokens"]``, see ``ctxwindow.compress``)."""
+    record = entry.metadata.get("compressed")
+    if isinstance(record, Mapping) and type(record.get("from_tokens")) is int:
+        return int(record["from_tokens"])
+    return entry.tokens
+
+
 @dataclass(slots=True, eq=False)  # a unit is itself: compared by identity
 class Unit:
     """What eviction removes whole: a message, or a tool call with all its results.

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ctxwindow.messages import Entry, Message
+from ctxwindow.messages import Entry, Message, stored_tokens
 from ctxwindow.tokens.chat import ChatTokenizer
 
 
@@ -41,9 +41,10 @@ def framing_tokens(tokenizer: ChatTokenizer, message: Message) -> int:
 
 
 def compressed(entry: Entry, message: Message, tokenizer: ChatTokenizer, by: str) -> Entry:
-    """A new entry carrying ``message``, recounted, and marked as compressed by ``by``."""
+    """A new entry carrying ``message``, recounted, and marked as compressed by ``by``
+    (``from_tokens``: the stored message's tokens, however often it was compressed)."""
     tokens = tokenizer.message_tokens(message)
-    record = {"by": by, "from_tokens": entry.tokens, "to_tokens": tokens}
+    record = {"by": by, "from_tokens": stored_tokens(entry), "to_tokens": tokens}
     metadata: dict[str, Any] = dict(entry.metadata, compressed=record)
     return dataclasses.replace(entry, message=message, tokens=tokens, metadata=metadata)
 

@@ -13,18 +13,22 @@ from ctxwindow.context.policy import Policy, default_budget, hybrid_policy
 from ctxwindow.context.question import Question, asked, compressed, sends, with_question
 from ctxwindow.context.session import CACHED_UNITS, HotSessions, Session, waiting_after
 from ctxwindow.errors import BudgetError, InvalidMessageError, OrphanToolResultError
-from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
+from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message, stored_tokens
 from ctxwindow.policies import Context
 from ctxwindow.policies.alternate import alternate, is_alternating
 from ctxwindow.policies.base import stored_kind
 from ctxwindow.policies.explain import Decision, Decisions, Report
 from ctxwindow.policies.rules import text_of
+from ctxwindow.policies.view import PREVIEWED
 from ctxwindow.recall import Recall, RecallPolicy, is_whole, rank_units
 from ctxwindow.redact.redactor import RedactFn, redacted_preview
 from ctxwindow.stores.base import Checkpoint
 from ctxwindow.tokens.registry import ModelRegistry, default_models
 
 STRONG = 0.5  # with the prompt cache: a match worth a step scores this share of the best
+
+
+RECALLED = "recalled: matched the query"
 
 
 class Core:
@@ -138,7 +142,7 @@ class Core:
                 continue  # its call is older than what was loaded: never an orphan
             kept = None
             if entry.message["role"] == "system":
-                window.set_system(entry.message["content"])  # sets or replaces the prompt
+                window.set_system(entry.message["content"], entry_id=entry.id, seq=entry.seq)
             else:
                 kept = window.add(
                     entry.message, pin=entry.pinned, metadata=entry.metadata,
@@ -213,6 +217,12 @@ class Core:
                 )
             entry = compressed(session.window, entry, room, budget, self.on_event)
         return entry
+
+    @staticmethod
+    def previewed_row(session: Session, entry: Entry) -> Decision:
+        """The report's row of a ``previewed`` message, at the seq it would get."""
+        state = "compressed" if "compressed" in entry.metadata else "kept"
+        return Decision.of(replace(entry, seq=session.last_seq + 1), state, PREVIEWED)
 
     # -- recall ----------------------------------------------------------------------
 
@@ -339,7 +349,8 @@ class Core:
             session.sticky = [*sticky, *found.units]
         return Recall([*sticky, *found.units], found.keep)
 
-    def merge(self, context: Context, recalled: list[Unit], budget: int) -> Context:
+    @staticmethod
+    def merge(context: Context, recalled: list[Unit], budget: int) -> Context:
         """The window's context, built with the recalled units in place, reported so.
 
         (The window was built in ``budget`` less the recalled units' room, and
@@ -348,37 +359,8 @@ class Core:
         """
         if not recalled:
             return context
-        report = self.with_recalled(context.report, recalled, budget, context.total_tokens)
+        report = with_recalled(context.report, recalled, budget, context.total_tokens)
         return replace(context, report=report)
-
-    @staticmethod
-    def with_recalled(report: Report, recalled: list[Unit], budget: int, tokens: int) -> Report:
-        """The window's ``report`` with the recalled units' tokens, entries and decisions added."""
-        earlier = report.decisions
-
-        def decisions() -> list[Decision]:
-            found = [
-                Decision.of(e, "recalled", "matched the query") for u in recalled for e in u.entries
-            ]
-            return [*earlier, *found]
-
-        return Report(
-            budget=budget,
-            used=tokens + report.reserve_output,
-            reserve_output=report.reserve_output,
-            tokens_by_category={
-                **report.tokens_by_category,
-                "recalled": sum(u.size for u in recalled),
-            },
-            tokens_by_priority=report.tokens_by_priority,
-            decisions=Decisions(decisions),
-            evicted_entries=report.evicted_entries,
-            evicted_tokens=report.evicted_tokens,
-            recalled_entries=sum(len(u.entries) for u in recalled),
-            estimated=report.estimated,
-            stable_messages=report.stable_messages,
-            last_step=report.last_step,
-        )
 
     def context(
         self, session: Session, budget: int, recalled: Recall, question: Question | None
@@ -424,7 +406,8 @@ class Core:
         sent = alternate(_one_system(messages), self.strict_roles)
         count = self.tokenizer.message_tokens
         extra = sum(map(count, sent)) - sum(map(count, messages))
-        report = replace(built.report, used=built.report.used + extra)
+        report = built.report
+        report = replace(report, used=report.used + extra, framing=report.framing + extra)
         return Context(sent, built.total_tokens + extra, report)
 
     def fit_finished(
@@ -465,7 +448,7 @@ class Core:
 
         report = replace(
             built.report, budget=budget, used=built.report.used + extra,
-            decisions=Decisions(previews),
+            framing=built.report.framing + extra, decisions=Decisions(previews),
         )  # fmt: skip
         return Context([clean for _, clean, _ in hits], built.total_tokens + extra, report)
 
@@ -513,3 +496,22 @@ def _one_system(messages: list[Message]) -> list[Message]:
     texts = [text_of(m) for m in messages[:head]]
     system = {"role": messages[0]["role"], "content": "\n\n".join(t for t in texts if t)}
     return [system, *messages[head:]]
+
+
+def with_recalled(report: Report, recalled: list[Unit], budget: int, tokens: int) -> Report:
+    """The window's ``report`` with the recalled units' tokens and rows: a recalled entry
+    was evicted, its row is now ``recalled`` (and it is no longer counted out). Recall,
+    not the window's ranking, chose them: their rows have no priority."""
+    entries = [entry for unit in recalled for entry in unit.entries]
+
+    def rows() -> list[Decision]:
+        return [Decision.of(e, "recalled", RECALLED, category="recalled") for e in entries]
+
+    return report.amended(
+        rows,
+        budget=budget,
+        used=tokens + report.reserve_output,
+        evicted_entries=max(0, report.evicted_entries - len(entries)),
+        evicted_tokens=max(0, report.evicted_tokens - sum(map(stored_tokens, entries))),
+        recalled_entries=len(entries),
+    )

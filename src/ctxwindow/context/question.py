@@ -17,9 +17,8 @@ from dataclasses import replace
 
 from ctxwindow.context.contracts import EventHook
 from ctxwindow.errors import CompressionError, MessageTooLargeError
-from ctxwindow.messages import Entry
-from ctxwindow.policies import Context, Decision, Report, Window
-from ctxwindow.policies.explain import Decisions
+from ctxwindow.messages import Entry, stored_tokens
+from ctxwindow.policies import Context, Decision, Window
 from ctxwindow.policies.folding import Compressor, shrink_alone
 from ctxwindow.policies.rules import text_of
 from ctxwindow.tokens.truncate import MARKER
@@ -80,8 +79,19 @@ def with_question(
         sent = question
     else:
         sent = compressed(window, question, room, budget, on_event)
-    context = always.plus(sent.message, sent.tokens, budget=budget)
-    return replace(context, report=_reported(context.report, window, question, sent))
+    context = always.plus(_row(window, question, sent), sent.message, budget=budget)
+    current = held(window, question)  # left out of ``always``, and counted out: not so
+    if current is None:
+        return context
+    report = context.report
+    return replace(
+        context,
+        report=replace(
+            report,
+            evicted_entries=report.evicted_entries - 1,
+            evicted_tokens=report.evicted_tokens - stored_tokens(current),
+        ),
+    )
 
 
 def compressed(
@@ -132,26 +142,10 @@ def compressor_of(window: Window) -> Compressor | None:
     return None
 
 
-def _reported(report: Report, window: Window, question: Entry, sent: Entry) -> Report:
-    """``report`` telling what became of the question (not left out after all)."""
-    current = held(window, question)
-    seq = sent.seq if current is None else current.seq  # the seqs of a report are the window's
+def _row(window: Window, question: Entry, sent: Entry) -> Decision:
+    """The report's row of the question: sent whole or compressed."""
+    unit = next((u for u in window.units() if u.seq == question.seq), None)
+    applied = {} if unit is None else window.applied(unit, question)
     if sent is question:
-        decision = Decision.of(replace(sent, seq=seq), "kept", WHY)
-    else:
-        by = str(sent.metadata.get("compressed", {}).get("by", "compressor"))
-        extra = {"from_tokens": question.tokens, "compressor": by}
-        reason = f"{WHY}, in what the budget leaves it"
-        decision = Decision.of(replace(sent, seq=seq), "compressed", reason, **extra)
-    earlier = report.decisions
-    counted = current is not None and window.counts_narrowed  # left out, and counted so
-
-    def decisions() -> list[Decision]:
-        return [*(d for d in earlier if d.id != question.id), decision]
-
-    return replace(
-        report,
-        decisions=Decisions(decisions),
-        evicted_entries=report.evicted_entries - counted,
-        evicted_tokens=report.evicted_tokens - (current.tokens if counted and current else 0),
-    )
+        return Decision.of(question, "kept", WHY, **applied)
+    return Decision.of(sent, "compressed", f"{WHY}, in what the budget leaves it", **applied)

@@ -56,9 +56,9 @@ class HybridStrategy(Strategy):
     def build(self, state: Any, case: Case) -> Built:
         context = state.holder.preview("case", case.prompt)
         decisions = context.report.decisions
-        now = {d.id for d in decisions if d.action in ("kept", "pinned", "recalled")}
-        compressed = {d.id for d in decisions if d.action == "compressed"}
-        summarized = {d.id for d in decisions if d.action == "summarized"}
+        now = {d.id for d in decisions if d.in_context}
+        compressed = {d.id for d in decisions if d.state == "compressed"}
+        summarized = {d.id for d in decisions if d.state == "summarized"}
         ids = state.dataset_ids
         whole = {ids[i] for i in now - compressed if i in ids}
         partial = {ids[i] for i in (now & compressed) | summarized if i in ids}

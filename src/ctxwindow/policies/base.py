@@ -25,6 +25,7 @@ from ctxwindow.errors import (
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message, tool_call_ids
 from ctxwindow.policies import checkpoint
 from ctxwindow.policies.checkpoint import CheckpointError
+from ctxwindow.policies.journal import Journal
 from ctxwindow.policies.kept import Kept
 from ctxwindow.policies.view import WindowView
 from ctxwindow.tokens.chat import ChatTokenizer, chat_tokenizer
@@ -63,8 +64,6 @@ class Window(WindowView):
       budget needs: a sliding window whose prefix changes on every turn.
     """
 
-    counts_narrowed = False  # whether a narrowed build's report counts what it leaves out
-
     def __init__(
         self,
         budget: int,
@@ -99,6 +98,7 @@ class Window(WindowView):
         self._tools = list(tools or ())
         self._base_tokens = self.tokenizer.count([], self._tools)  # priming + tools
         self._kept = Kept(self._overhead(), self._base_tokens)
+        self._journal = Journal(self.log_size)  # what left the window, for its reports
         self._oldest: deque[Unit] = deque()  # unpinned units, oldest first: the default victims
         # Told of work as it happens, for metrics (``PriorityWindow``: "compressed",
         # "summary_updated"); a plain window has nothing to tell.
@@ -148,6 +148,7 @@ class Window(WindowView):
     def _remove(self, unit: Unit) -> None:
         """Take a kept unit out of the window (evicted or dropped)."""
         self._kept.remove(unit)
+        self._journal.forget(unit)
 
     # -- adding ------------------------------------------------------------------
 
@@ -207,11 +208,16 @@ class Window(WindowView):
         for message in checked:
             self.add(message)
 
-    def set_system(self, content: str | list[Any]) -> None:
-        """Set or replace the system prompt (always first, never evicted)."""
+    def set_system(
+        self, content: str | list[Any], *, entry_id: str | None = None, seq: int = -1
+    ) -> None:
+        """Set or replace the system prompt (always first, never evicted); ``entry_id`` and
+        ``seq``: the stored message's, if it is one (they order nothing: it stays first)."""
         entry = Entry(
-            make_message("system", content), 0, seq=-1, pinned=True, kind="system", priority=0
+            make_message("system", content), 0, seq=seq, pinned=True, kind="system", priority=0
         )
+        if entry_id is not None:
+            entry.id = entry_id
         entry.tokens = self.tokenizer.message_tokens(entry.message)
         unit = Unit([entry], self._size_of(entry))
         old_size = self._kept.system.size if self._kept.system else 0
@@ -264,6 +270,7 @@ class Window(WindowView):
             "units": [checkpoint.unit_state(unit) for unit in kept.units.values()],
             "open": self._open.seq if self._open is not None else None,
             "dropped_calls": sorted(self._dropped_calls),
+            "evicted": [self._journal.evicted_entries, self._journal.evicted_tokens],
         }
 
     def resume(self, state: Any) -> None:
@@ -298,6 +305,8 @@ class Window(WindowView):
         if open_seq is not None:
             self._open = self._kept.units[int(open_seq)]
         self._dropped_calls = set(map(str, checkpoint.field(state, "dropped_calls", list)))
+        entries, tokens = state.get("evicted") or (0, 0)  # the report's running totals
+        self._journal.evicted_entries, self._journal.evicted_tokens = int(entries), int(tokens)
 
     def _unit_from(self, data: Mapping[str, Any]) -> Unit:
         """A unit of a checkpoint, kept again; its size must be what this window measures."""
@@ -503,6 +512,7 @@ class Window(WindowView):
         """Called with every batch of units evicted to fit the budget."""
         n = sum(len(unit.entries) for unit in units)
         self.last_step = f"{cause}: {n} message(s) evicted before seq {self._next_seq}"
+        self._journal.evicted(units, cause)
         self._notify(units, "evicted")
 
     def _notify(self, units: list[Unit], what: str) -> None:
@@ -540,3 +550,4 @@ class Window(WindowView):
         self._oldest.clear()
         self._open = None
         self._dropped_calls.clear()
+        self._journal.clear()

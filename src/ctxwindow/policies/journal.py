@@ -1,68 +1,73 @@
-"""What ``PriorityWindow`` did and why, told as a ``Report`` when one is asked for.
+"""What a window did and why, told as a ``Report`` (one row per message) when asked.
 
 Evictions, compressions and folds are logged as they happen, cheaply (the
-entry, the action and the parts of the reason), and become ``Decision``
-objects only when a report's decisions are read. A decision about a kept
-entry is made once and reused while the entry stays as it is, so a report
-costs O(window) however long the log.
+entry, the action and the parts of the reason), and become ``Decision`` rows
+only when a report's rows are read: each message's *final* state (an entry
+compressed, then evicted, then folded into the summary is one row,
+``summarized``). A row about a kept entry is made once and reused while the
+entry stays as it is, so a report costs O(window + log) however long the
+history. The log keeps the last ``size`` events; messages left out before it
+begins are counted (``Report.earlier_entries``), not itemised.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ctxwindow.messages import Entry, Unit
-from ctxwindow.policies.explain import Decision, Decisions, Report, Totals
+from ctxwindow.messages import Entry, Unit, stored_tokens
+from ctxwindow.policies.explain import Decision, Decisions, Report, in_order
 from ctxwindow.policies.rules import Priority
+
+SYSTEM_PROMPT = "system prompt"
+SUMMARY = "rolling summary of the messages folded into it"
+NARROWED = "left out: narrower budget for this call"
 
 
 class Journal:
-    """The last ``size`` things that left or changed, and what a report says about them."""
+    """The last ``size`` things that left or changed, and the rows a report shows.
 
-    def __init__(self, size: int) -> None:
-        self._log: deque[_Logged] = deque(maxlen=size)
-        self._logged = 0  # how many were ever logged (the log keeps the last ``size``)
-        # Decisions about kept entries, by seq, reused while an entry stays as it is.
+    ``ranked``: the window applies priorities (``PriorityWindow``); the rows
+    then carry the units' priorities and budget categories, else no priority
+    and the stored kind as category.
+    """
+
+    def __init__(self, size: int, *, ranked: bool = False) -> None:
+        self._log = _Log(size)
+        self._ranked = ranked
+        # Rows about kept entries, by seq, reused while an entry stays as it is.
         self._decided: dict[int, tuple[Entry, tuple[object, ...], Decision]] = {}
         self.evicted_entries = 0
         self.evicted_tokens = 0
 
     def evicted(self, units: Sequence[Unit], cause: str) -> None:
-        self.evicted_entries += sum(len(unit.entries) for unit in units)
-        self.evicted_tokens += sum(unit.size for unit in units)
         for unit in units:
-            reason = (cause, unit.priority, unit.size)
+            reason = (cause, unit.priority, unit.size) if self._ranked else cause
             for entry in unit.entries:
-                self._note(_Logged("evicted", entry, reason))
+                self.evicted_entries += 1
+                self.evicted_tokens += stored_tokens(entry)
+                self._note(_Logged("evicted", entry, reason, self.applied(unit, entry)))
 
     def compressed(self, old: Entry, new: Entry, cause: str) -> None:
-        by = str(new.metadata.get("compressed", {}).get("by", "compressor"))
-        extra = {"from_tokens": old.tokens, "compressor": by}
-        self._note(_Logged("compressed", new, cause, extra))
+        self._note(_Logged("compressed", new, cause, {"stored_as": stored_tokens(old)}))
 
     def summarized(self, entries: Sequence[Entry]) -> None:
         for entry in entries:
             self._note(_Logged("summarized", entry, "folded into the rolling summary"))
 
     def _note(self, item: _Logged) -> None:
-        self._log.append(item)
-        self._logged += 1
-
-    def _logged_until(self, count: int) -> list[_Logged]:
-        """The log as it was when ``count`` had been logged (less what fell off since)."""
-        later = self._logged - count
-        items = list(self._log)
-        return items[: max(len(items) - later, 0)] if later else items
+        self._log.items.append(item)
+        self._log.logged += 1
 
     def forget(self, unit: Unit) -> None:
-        """A unit left the window: its kept decisions are no longer needed."""
+        """A unit left the window: its kept rows are no longer needed."""
         for entry in unit.entries:
             self._decided.pop(entry.seq, None)
 
     def clear(self) -> None:
-        """Start counting again (the log of what happened stays)."""
+        """Start again: the window forgot its messages (reports made before keep theirs)."""
+        self._log = _Log(self._log.items.maxlen or 0)
         self._decided.clear()
         self.evicted_entries = self.evicted_tokens = 0
 
@@ -70,85 +75,139 @@ class Journal:
         self,
         budget: int,
         tokens: int,
-        reserve_output: int,
-        categories: Mapping[str, int],
-        system: Unit | None,
-        units: list[Unit],
-        left: Sequence[Unit],
         *,
+        framing: int,
+        system: Unit | None,
+        summary: Unit | None,
+        units: list[Unit],
+        left: Sequence[Unit] = (),
+        reserve_output: int = 0,
         estimated: bool = False,
     ) -> Report:
-        """The report on ``units`` (and ``system``) with the units ``left`` out.
+        """The report on ``units`` (with ``system`` and ``summary``), the units ``left``
+        out for this call, and what the log says of the rest.
 
-        Its running totals cost O(``left``); the totals by priority and the
-        decisions, O(window), are made when first read.
+        ``framing``: the context's tokens in no message. The running totals
+        cost O(``left``); the rows, O(window + log), are made when first read.
         """
         return Report(
             budget=budget,
             used=tokens + reserve_output,
             reserve_output=reserve_output,
-            tokens_by_category={c: t for c, t in sorted(categories.items()) if t},
-            tokens_by_priority=Totals(lambda: _by_priority(system, units, _seqs(left))),
-            decisions=self._decisions(system, units, left),
+            decisions=self._rows(system, summary, units, left),
+            framing=framing,
             evicted_entries=self.evicted_entries + sum(len(u.entries) for u in left),
-            evicted_tokens=self.evicted_tokens + sum(u.size for u in left),
+            evicted_tokens=self.evicted_tokens + sum(_stored(u) for u in left),
             estimated=estimated,
         )
 
-    def _decisions(self, system: Unit | None, units: list[Unit], left: Sequence[Unit]) -> Decisions:
-        count = self._logged
+    def _rows(
+        self, system: Unit | None, summary: Unit | None, units: list[Unit], left: Sequence[Unit]
+    ) -> Decisions:
+        log, count = self._log, self._log.logged
 
-        def decisions() -> list[Decision]:
-            # Built when first read: a build costs nothing however long the log.
-            out = [item.decision() for item in self._logged_until(count)]
+        def rows() -> list[Decision]:
+            # Made when first read: a build costs nothing however long the log.
+            final: dict[int, _Logged] = {}
+            for item in log.until(count):
+                final[item.entry.seq] = item.after(final.get(item.entry.seq))
+            out = []
             if system is not None:
-                out.append(Decision.of(system.entries[0], "pinned", "system prompt"))
-            left_out = _seqs(left)
+                out.append(self._said(system, system.entries[0], "pinned", SYSTEM_PROMPT))
+            if summary is not None:
+                out.append(self._summary(summary))
+            left_out = {unit.seq for unit in left}
             for unit in units:
-                action = "evicted" if unit.seq in left_out else "pinned" if unit.pinned else "kept"
-                reason = "narrower budget for this call" if action == "evicted" else ""
-                out.extend(self._said(entry, action, reason) for entry in unit.entries)
-            return out
+                for entry in unit.entries:
+                    logged = final.pop(entry.seq, None)
+                    out.append(self._row(unit, entry, unit.seq in left_out, logged))
+            out.extend(item.decision() for item in final.values() if item.action != "compressed")
+            return in_order(out)
 
-        return Decisions(decisions)
+        return Decisions(rows)
 
-    def _said(self, entry: Entry, action: str, reason: str) -> Decision:
-        """The decision about a kept entry, made once while it stays as it is."""
-        state = (action, reason, entry.priority, entry.tokens, entry.kind)
+    def _row(self, unit: Unit, entry: Entry, left: bool, logged: _Logged | None) -> Decision:
+        """The row of an entry the window holds (``left`` out of this call, or not)."""
+        if left:
+            return self._said(unit, entry, "evicted", NARROWED)
+        if unit.pinned:
+            return self._said(unit, entry, "pinned", "pinned")
+        if "compressed" in entry.metadata:
+            if logged is None:
+                return self._said(unit, entry, "compressed", "compressed")
+            return self._said(unit, entry, "compressed", str(logged.reason), logged.applied)
+        return self._said(unit, entry, "kept", "")
+
+    def _summary(self, summary: Unit) -> Decision:
+        entry = summary.entries[0]
+        return Decision.of(entry, "pinned", SUMMARY, stored=False, **self.applied(summary, entry))
+
+    def _said(
+        self,
+        unit: Unit,
+        entry: Entry,
+        state: str,
+        reason: str,
+        extra: dict[str, Any] | None = None,
+    ) -> Decision:
+        """The row about a kept entry, made once while it stays as it is."""
+        applied = {**self.applied(unit, entry), **(extra or {})}
+        key = (state, reason, entry.tokens, *applied.values())
         known = self._decided.get(entry.seq)
-        if known is None or known[0] is not entry or known[1] != state:
-            known = self._decided[entry.seq] = (entry, state, Decision.of(entry, action, reason))
+        if known is None or known[0] is not entry or known[1] != key:
+            row = Decision.of(entry, state, reason, **applied)
+            known = self._decided[entry.seq] = (entry, key, row)
         return known[2]
 
+    def applied(self, unit: Unit, entry: Entry) -> dict[str, Any]:
+        """The category and priority the window applied to ``entry`` (of ``unit``)."""
+        if not self._ranked:
+            return {"category": "system" if entry.message["role"] == "system" else entry.kind}
+        return {"category": unit.category, "priority": unit.priority}
 
-def _seqs(units: Sequence[Unit]) -> set[int]:
-    return {unit.seq for unit in units}
+
+def _stored(unit: Unit) -> int:
+    return sum(stored_tokens(entry) for entry in unit.entries)
 
 
-def _by_priority(system: Unit | None, units: list[Unit], left_out: set[int]) -> dict[str, int]:
-    by_priority: dict[str, int] = {p.name: 0 for p in reversed(Priority)}
-    if system is not None:
-        by_priority["CRITICAL"] += system.size
-    for unit in units:
-        if unit.seq not in left_out:
-            by_priority[Priority(unit.priority).name] += unit.size
-    return by_priority
+class _Log:
+    """The last ``size`` events, and how many were ever logged."""
+
+    def __init__(self, size: int) -> None:
+        self.items: deque[_Logged] = deque(maxlen=size)
+        self.logged = 0
+
+    def until(self, count: int) -> list[_Logged]:
+        """The log as it was when ``count`` had been logged (less what fell off since)."""
+        later = self.logged - count
+        items = list(self.items)
+        return items[: max(len(items) - later, 0)] if later else items
 
 
 class _Logged:
     """An entry that left or changed, made into a ``Decision`` once, when first reported."""
 
-    __slots__ = ("_decision", "action", "entry", "extra", "reason")
+    __slots__ = ("_decision", "action", "applied", "entry", "reason")
 
     def __init__(
         self,
         action: str,
         entry: Entry,
         reason: str | tuple[str, int, int],
-        extra: dict[str, Any] | None = None,
+        applied: dict[str, Any] | None = None,
     ) -> None:
-        self.action, self.entry, self.reason, self.extra = action, entry, reason, extra
+        self.action, self.entry, self.reason, self.applied = action, entry, reason, applied
         self._decision: Decision | None = None
+
+    def after(self, earlier: _Logged | None) -> _Logged:
+        """This event, the last word on its entry, knowing the ``earlier`` one: a row
+        folded into the summary keeps the priority applied at its eviction; a compressed
+        one, the stored size from its first compression."""
+        if earlier is not None and earlier.applied:
+            self.applied = {**earlier.applied, **(self.applied or {})}
+            if "stored_as" in earlier.applied:
+                self.applied["stored_as"] = earlier.applied["stored_as"]
+        return self
 
     def decision(self) -> Decision:
         if self._decision is None:
@@ -156,5 +215,5 @@ class _Logged:
             if isinstance(reason, tuple):
                 cause, priority, size = reason
                 reason = f"{cause}; {Priority(priority).name} priority, {size} tokens"
-            self._decision = Decision.of(self.entry, self.action, reason, **(self.extra or {}))
+            self._decision = Decision.of(self.entry, self.action, reason, **(self.applied or {}))
         return self._decision

@@ -21,6 +21,8 @@ class MessageWindow(Window):
     ``"drop"`` (a tool unit with more messages than the limit).
     """
 
+    budget_in_tokens = False
+
     def __init__(
         self,
         max_messages: int,

@@ -67,8 +67,6 @@ class PriorityWindow(TokenWindow):
     True
     """
 
-    counts_narrowed = True  # its report counts what a narrowed build leaves out as evicted
-
     def __init__(
         self,
         max_tokens: int,
@@ -148,21 +146,23 @@ class PriorityWindow(TokenWindow):
         self._queue = VictimQueue(self._kept.units, lambda: self.reserve_recent)
         self._categories: dict[str, int] = {}  # kept tokens by budget category
         self._folds = Folds()  # evicted, not yet in the summary
-        self._journal = Journal(log_size)
+        self._journal = Journal(log_size, ranked=True)
         self._small_talk: Unit | None = None
         self._stale: list[Unit] = []  # repeated small talk waiting for the next step
         self._cause = "over budget"  # why the running eviction happens
         if system is not None:
             self.set_system(system)
 
-    def set_system(self, content: str | list[Any]) -> None:
+    def set_system(
+        self, content: str | list[Any], *, entry_id: str | None = None, seq: int = -1
+    ) -> None:
         cap = self.caps.get("system")
         size = self.tokenizer.message_tokens({"role": "system", "content": content})
         if cap is not None and size > cap:
             raise PinnedOverBudgetError(
                 f"the system prompt needs {size} tokens; its category cap is {cap}"
             )
-        super().set_system(content)
+        super().set_system(content, entry_id=entry_id, seq=seq)
         system = self._kept.system
         assert system is not None
         system.entries[0].priority = int(Priority.CRITICAL)
@@ -265,7 +265,6 @@ class PriorityWindow(TokenWindow):
     def _remove(self, unit: Unit) -> None:
         super()._remove(unit)
         self._count_category(unit, -1)
-        self._journal.forget(unit)
         self._queue.removed(unit)
 
     def _enforce_cap(self, category: str, keep: Unit | None) -> None:
@@ -296,7 +295,6 @@ class PriorityWindow(TokenWindow):
 
     def _evicted(self, units: list[Unit], cause: str = "over budget") -> None:
         cause, self._cause = self._cause, "over budget"
-        self._journal.evicted(units, cause)
         super()._evicted(units, cause)
         if self.summarizer is not None:
             self._folds.add(units)
@@ -381,7 +379,6 @@ class PriorityWindow(TokenWindow):
             "summary": checkpoint.entry_state(summary.entries[0]) if summary else None,
             "folds": [checkpoint.entry_state(entry) for entry in self._folds.entries],
             "fold_tokens": self._folds.tokens,
-            "evicted": [self._journal.evicted_entries, self._journal.evicted_tokens],
             "small_talk": small_talk.seq if small_talk is not None else None,
             "stale": [unit.seq for unit in self._stale if unit.seq in self._kept.units],
         }
@@ -401,8 +398,6 @@ class PriorityWindow(TokenWindow):
         folds = checkpoint.field(state, "folds", list)
         self._folds.entries = [checkpoint.entry_from_state(entry) for entry in folds]
         self._folds.tokens = int(checkpoint.field(state, "fold_tokens", int))
-        entries, tokens = checkpoint.field(state, "evicted", list)
-        self._journal.evicted_entries, self._journal.evicted_tokens = int(entries), int(tokens)
         talk = state.get("small_talk")
         self._small_talk = None if talk is None else self._kept.units.get(int(talk))
         stale = (self._kept.units.get(int(seq)) for seq in state.get("stale") or ())
@@ -421,7 +416,6 @@ class PriorityWindow(TokenWindow):
         self._small_talk = None
         self._stale.clear()
         self._folds.clear()
-        self._journal.clear()
 
     # -- building ----------------------------------------------------------------
 
@@ -463,7 +457,7 @@ class PriorityWindow(TokenWindow):
         if self._kept.used + entry.tokens > room:  # as ``add`` would evict: down to the step
             room = self.step_target()
         built = self.build(max_tokens=room - entry.tokens)
-        return built.plus(entry.message, entry.tokens, budget=self._budget)
+        return built.plus(self.previewed_row(entry), entry.message, budget=self._budget)
 
     def _narrow(self, budget: int, keep: Collection[str] = ()) -> list[Unit]:
         """The units a narrower budget leaves out, in eviction order (``keep`` last)."""
@@ -478,10 +472,3 @@ class PriorityWindow(TokenWindow):
     def report(self) -> Report:
         """The explanation of the current window (see ``build``)."""
         return self._report(self._budget, [], self.total_tokens)
-
-    def _report(self, budget: int, left: list[Unit], tokens: int) -> Report:
-        units, system = list(self.units()), self._kept.system
-        return self._journal.report(
-            budget, tokens, self.reserve_output, self._categories, system, units, left,
-            estimated=not self.tokenizer.exact,
-        )  # fmt: skip

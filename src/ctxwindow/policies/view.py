@@ -10,13 +10,17 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ctxwindow.errors import BudgetError, InvalidMessageError, MessageTooLargeError
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
-from ctxwindow.policies.explain import Context, Report
+from ctxwindow.policies.explain import Context, Decision, Report
+from ctxwindow.policies.journal import Journal
 from ctxwindow.policies.kept import Kept, keep_last, leave_out, unit_tokens
 from ctxwindow.tokens.chat import ChatTokenizer
+
+PREVIEWED = "previewed: the message the context would end with (not added)"
 
 
 class WindowView(ABC):
@@ -24,8 +28,15 @@ class WindowView(ABC):
 
     tokenizer: ChatTokenizer
     _kept: Kept
+    _journal: Journal
     _budget: int
+    _base_tokens: int  # the context's tokens in no message: priming, tool definitions
+    _next_seq: int
     _open: Unit | None  # the unit whose tool results are still due
+    reserve_output = 0  # tokens kept free for the reply (``PriorityWindow``'s option)
+    budget_in_tokens = True  # False: ``MessageWindow``, whose budget is a count of messages
+    # The evictions a report itemises (the last ``log_size``; earlier ones are counted).
+    log_size = 1_000
 
     @abstractmethod
     def _size_of(self, entry: Entry) -> int:
@@ -74,19 +85,20 @@ class WindowView(ABC):
         a budget hook (``PriorityWindow``).
         """
         tokens = self._kept.tokens
-        extra = sum(map(unit_tokens, added))
+        budget = self._budget if self.budget_in_tokens else tokens
         if max_tokens is None or tokens <= max_tokens:
-            report = Report(max_tokens or tokens, tokens, 0, {}, {}, estimated=self._estimated)
-            messages = self._kept.messages_without((), added) if added else self.messages()
-            stable = self.stable_prefix(messages, (), added)
-            return Context(messages, tokens + extra, report).with_stable(stable, self.last_step)
-        units = (u for u in self.units() if not (u.pinned or u.pending))
-        left = leave_out(keep_last(units, keep), tokens - max_tokens, unit_tokens)
-        tokens -= sum(unit_tokens(unit) for unit in left)
-        if tokens > max_tokens:
-            raise BudgetError(f"what the window must keep takes {tokens} tokens, over {max_tokens}")
-        messages = self._kept.messages_without(left, added)
-        report = Report(max_tokens, tokens, 0, {}, {}, estimated=self._estimated)
+            left: list[Unit] = []
+        else:
+            units = (u for u in self.units() if not (u.pinned or u.pending))
+            left = leave_out(keep_last(units, keep), tokens - max_tokens, unit_tokens)
+            tokens -= sum(unit_tokens(unit) for unit in left)
+            if tokens > max_tokens:
+                raise BudgetError(
+                    f"what the window must keep takes {tokens} tokens, over {max_tokens}"
+                )
+        messages = self._kept.messages_without(left, added) if left or added else self.messages()
+        report = self._report(budget if max_tokens is None else max_tokens, left, tokens)
+        extra = sum(map(unit_tokens, added))
         stable = self.stable_prefix(messages, left, added)
         return Context(messages, tokens + extra, report).with_stable(stable, self.last_step)
 
@@ -113,13 +125,28 @@ class WindowView(ABC):
         if excess > 0:  # as ``add`` would evict: down to the step target
             excess = self._kept.used + self._size_of(entry) - self.step_target()
         left = leave_out(self._eviction_order(), excess, lambda unit: unit.size)
-        tokens = self._kept.tokens + entry.tokens - sum(unit_tokens(unit) for unit in left)
-        kept = self._kept.messages_without(left)
-        return Context(
-            [*kept, entry.message],
-            tokens,
-            Report(self._budget, tokens, 0, {}, {}, estimated=self._estimated),
-        )
+        tokens = self._kept.tokens - sum(unit_tokens(unit) for unit in left)
+        budget = self._budget if self.budget_in_tokens else tokens + entry.tokens
+        report = self._report(budget, left, tokens)
+        built = Context(self._kept.messages_without(left), tokens, report)
+        return built.plus(self.previewed_row(entry), entry.message)
+
+    def previewed_row(self, entry: Entry) -> Decision:
+        """The report's row of a message ``preview`` adds (at the seq it would get)."""
+        return Decision.of(replace(entry, seq=self._next_seq), "kept", PREVIEWED)
+
+    def applied(self, unit: Unit, entry: Entry) -> dict[str, Any]:
+        """The category and priority (if the window ranks) it applied to ``entry`` of ``unit``,
+        as ``Decision.of`` takes them."""
+        return self._journal.applied(unit, entry)
+
+    def _report(self, budget: int, left: Sequence[Unit], tokens: int) -> Report:
+        """The report on the window as it is, ``left`` units left out of this call."""
+        return self._journal.report(
+            budget, tokens, framing=self._base_tokens, system=self._kept.system,
+            summary=self._kept.summary, units=list(self._kept.units.values()), left=left,
+            reserve_output=self.reserve_output, estimated=self._estimated,
+        )  # fmt: skip
 
     @property
     def _estimated(self) -> bool:

@@ -33,7 +33,7 @@ from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.events import EventReply, relay
 from ctxwindow.server.service import Service
 
-TRUNCATED = ("compressed", "evicted", "summarized", "dropped")  # report actions
+TRUNCATED = ("compressed", "evicted", "summarized")  # report states
 
 
 class StreamedMessage(EventReply, Protocol):
@@ -344,4 +344,4 @@ def redacted(service: Service, messages: list[Message]) -> list[Message]:
 def truncated(context: Context) -> bool:
     """Whether the built context leaves out or shortens any of the session's history."""
     report = context.report
-    return report.evicted_entries > 0 or any(d.action in TRUNCATED for d in report.decisions)
+    return report.evicted_entries > 0 or any(d.state in TRUNCATED for d in report.decisions)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 
 from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import Entry
+from ctxwindow.policies.explain import EARLIER, Decision
+from ctxwindow.policies.rules import text_of
+from ctxwindow.redact.redactor import redacted_preview
 from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.inputs import check_messages, idempotency_key, read_json
 from ctxwindow.server.openapi import APPEND_BODY
@@ -98,13 +103,29 @@ def _add_context(api: APIRouter, service: Service, tenant: Any) -> None:
             built = await manager.build(
                 sid, query=query, max_tokens=min(max_tokens or budget, budget)
             )
+            history = await service.store.load(sid)
         except CtxWindowError as exc:
             raise from_library(exc) from exc
+        report = built.report.covering(history, _left_out(service))
         return {
             "messages": built.messages,
             "total_tokens": built.total_tokens,
-            "report": built.report.to_dict(),
+            "report": report.to_dict(),
         }
+
+
+def _left_out(service: Service) -> Callable[[Entry], Decision]:
+    """The row of a stored message the window's report does not itemise (its preview
+    redacted, as the report's are)."""
+    redact = service.redactor
+
+    def row(entry: Entry) -> Decision:
+        decision = Decision.of(entry, "evicted", EARLIER)
+        if redact is None:
+            return decision
+        return replace(decision, preview=redacted_preview(text_of(entry.message), redact))
+
+    return row
 
 
 def _add_delete(api: APIRouter, service: Service, tenant: Any) -> None:
