@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import importlib
+import itertools
 import json
 import logging
 import os
@@ -37,8 +38,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from ctxwindow.errors import SessionBusyError, StoreError, StoreUnavailableError
+from ctxwindow.errors import SessionBusyError, StoreError, StoreInputError, StoreUnavailableError
 from ctxwindow.messages import Entry
 from ctxwindow.stores import (
     AsyncMemoryStore,
@@ -143,8 +146,8 @@ class Blocking:
     def truncate(self, session_id: Any, after: Any) -> Any:
         return self.run(self.store.truncate(session_id, after))
 
-    def sessions(self, *, prefix: Any = None) -> Any:
-        return self.run(self.store.sessions(prefix=prefix))
+    def sessions(self, *, prefix: Any = None, after: Any = None, limit: Any = None) -> Any:
+        return self.run(self.store.sessions(prefix=prefix, after=after, limit=limit))
 
     def health(self) -> Any:
         return self.run(self.store.health())
@@ -344,6 +347,140 @@ def test_sessions_are_sorted_and_filtered_by_plain_prefix(case: Case) -> None:
     assert case.store.sessions(prefix=case.sid("会")) == [case.sid("会话"), case.sid("会话🎉")]
     assert set(case.store.sessions(prefix=case.prefix)) <= set(case.store.sessions())
     assert case.store.sessions(prefix=case.sid("zzz")) == []
+
+
+# Ids that sort differently by code point, by UTF-16 and by a locale's collation: ASCII,
+# Chinese, Japanese, emoji (beyond the BMP), a private-use character after the
+# surrogates, the last code point, and characters LIKE and globs would read.
+PAGED = [
+    "a", "a%b", "a*[x", "a_c", "ab", "Z", "b", "会话", "会话🎉", "日本語", "ｶﾀｶﾅ", "🎉",
+    "\ue000", "\U0010ffff", "mixé😀中", "x\\y",
+]  # fmt: skip
+
+
+def stored_pages(case: Case) -> list[str]:
+    """``PAGED`` stored under the case's prefix; the stored ids, sorted by code point."""
+    for name in PAGED:
+        case.store.append(case.sid(name), [entry(name)])
+    return sorted(case.sid(name) for name in PAGED)
+
+
+def paged(store: Any, prefix: str, sizes: Sequence[int], after: str | None = None) -> list[str]:
+    """Every id of ``sessions(prefix=…)``, read in pages of ``sizes`` (cycled) from ``after``."""
+    listed: list[str] = []
+    for turn in itertools.count():
+        size = sizes[turn % len(sizes)]
+        page = store.sessions(prefix=prefix, after=after, limit=size)
+        assert len(page) <= size
+        listed += page
+        if len(page) < size:
+            return listed
+        after = page[-1]
+    raise AssertionError("unreachable")
+
+
+def test_sessions_are_sorted_by_code_point_across_scripts(case: Case) -> None:
+    """Every store orders ids alike: by code point (UTF-8 bytes), not by a locale."""
+    ids = stored_pages(case)
+    assert case.store.sessions(prefix=case.prefix) == ids
+    assert case.store.sessions(prefix=case.sid("会")) == [case.sid("会话"), case.sid("会话🎉")]
+    assert case.store.sessions(prefix=case.sid("\U0010ffff")) == [case.sid("\U0010ffff")]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 16, 17])
+def test_pages_of_sessions_add_up_to_the_whole_list(case: Case, size: int) -> None:
+    ids = stored_pages(case)
+    assert paged(case.store, case.prefix, [size]) == ids
+    assert case.store.sessions(prefix=case.prefix, limit=size) == ids[:size]
+
+
+def test_prefix_after_and_limit_together(case: Case) -> None:
+    stored_pages(case)
+    a = case.sid("a")
+    assert case.store.sessions(prefix=a, limit=2) == [a, case.sid("a%b")]
+    assert case.store.sessions(prefix=a, after=case.sid("a%b"), limit=2) == [
+        case.sid("a*[x"),
+        case.sid("a_c"),
+    ]
+    assert case.store.sessions(prefix=a, after=case.sid("a_c"), limit=2) == [case.sid("ab")]
+    assert case.store.sessions(prefix=a, after=case.sid("ab"), limit=2) == []
+    chinese = case.sid("会话")
+    assert case.store.sessions(prefix=chinese, after=chinese) == [case.sid("会话🎉")]
+    assert case.store.sessions(prefix=case.sid("日"), after=case.prefix, limit=1) == [
+        case.sid("日本語")
+    ]
+
+
+def test_a_cursor_need_not_be_a_stored_id(case: Case) -> None:
+    """``after`` is a position, not an id: a page may end on a session deleted since."""
+    ids = stored_pages(case)
+    assert case.store.sessions(prefix=case.prefix, after=case.sid("aa")) == [
+        i for i in ids if i > case.sid("aa")
+    ]
+    assert case.store.sessions(prefix=case.prefix, after=case.sid("会")) == [
+        case.sid("会话"), case.sid("会话🎉"), case.sid("日本語"), case.sid("\ue000"),
+        case.sid("ｶﾀｶﾅ"), case.sid("🎉"), case.sid("\U0010ffff"),
+    ]  # fmt: skip
+    assert case.store.sessions(prefix=case.prefix, after="") == ids
+    assert case.store.sessions(prefix=case.prefix, after=case.prefix[:-1]) == ids
+    assert case.store.sessions(prefix=case.prefix, after=case.sid("\U0010ffff" * 300)) == []
+    case.store.delete(ids[2])
+    assert case.store.sessions(prefix=case.prefix, after=ids[2], limit=2) == ids[3:5]
+
+
+BAD_PAGES: dict[str, Callable[[Any], Any]] = {
+    "limit 0": lambda s: s.sessions(limit=0),
+    "limit negative": lambda s: s.sessions(limit=-1),
+    "limit a bool": lambda s: s.sessions(limit=True),
+    "limit a float": lambda s: s.sessions(limit=2.0),
+    "limit a string": lambda s: s.sessions(limit="10"),
+    "limit from 2**63": lambda s: s.sessions(limit=2**63),
+    "after a number": lambda s: s.sessions(after=3),
+    "after bytes": lambda s: s.sessions(after=b"s"),
+    "after with NUL": lambda s: s.sessions(after="s\x00"),
+    "after with a lone surrogate": lambda s: s.sessions(after="s\ud800"),
+    "prefix bad before after": lambda s: s.sessions(prefix=1, after=2, limit=0),
+    "after bad before limit": lambda s: s.sessions(after=2, limit=0),
+}
+
+
+@pytest.mark.parametrize("what", list(BAD_PAGES))
+def test_bad_page_arguments_get_the_same_error_from_every_store(case: Case, what: str) -> None:
+    """``StoreInputError`` naming the argument, in the same words from every store."""
+    with pytest.raises(StoreInputError) as expected:
+        BAD_PAGES[what](MemoryStore())
+    with pytest.raises(StoreInputError) as raised:
+        BAD_PAGES[what](case.store)
+    assert str(raised.value) == str(expected.value)
+    assert str(raised.value).startswith(("limit ", "after ", "a session prefix "))
+
+
+def test_the_largest_page_is_accepted(case: Case) -> None:
+    ids = stored_pages(case)
+    assert case.store.sessions(prefix=case.prefix, limit=2**63 - 1) == ids
+
+
+CURSORS = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=6)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    sizes=st.lists(st.integers(1, len(PAGED) + 2), min_size=1, max_size=4),
+    start=st.one_of(st.none(), CURSORS),
+    within=st.sampled_from(["", "a", "会", "x"]),
+)
+def test_pages_of_any_size_concatenate_to_the_list(
+    case: Case, sizes: list[int], start: str | None, within: str
+) -> None:
+    """Property: from any cursor (an id or not), pages of any sizes add up to every id above
+    it, in order; ``sessions()`` itself being the whole list."""
+    if not case.store.sessions(prefix=case.prefix, limit=1):
+        stored_pages(case)  # once for the whole test: the fixture outlives the examples
+    prefix = case.sid(within)
+    everything = case.store.sessions(prefix=prefix)
+    after = None if start is None else case.sid(start)
+    expected = [i for i in everything if after is None or i > after]
+    assert paged(case.store, prefix, sizes, after) == expected
 
 
 def test_sessions_are_isolated(case: Case) -> None:
@@ -1417,6 +1554,57 @@ def redis_with_client(**options: Any) -> Iterator[tuple[Any, Any, str]]:
                 client.delete(*keys)
 
 
+def test_redis_lists_sessions_from_a_sorted_set_of_their_ids() -> None:
+    """The index a page is read from (``ZRANGEBYLEX``): ids join it with their first entry
+    and leave it with their last (delete, truncate to 0)."""
+    with redis_with_client() as (store, client, prefix):
+        for name in ["b", "会话", "a"]:
+            store.append(name, [entry(name)])
+        store.append("a", [entry("again")])
+        assert store.sessions() == ["a", "b", "会话"]
+        assert client.zrange(f"{prefix}:sessions", 0, -1) == [b"a", b"b", "会话".encode()]
+        store.delete("b")
+        store.truncate("a", 0)
+        assert client.zrange(f"{prefix}:sessions", 0, -1) == ["会话".encode()]
+
+
+def test_redis_sessions_stored_before_the_index_are_listed() -> None:
+    """A database written by an earlier ctxwindow (no index) is indexed by its first
+    listing, once; later sessions join the index as they are appended."""
+    with redis_with_client() as (store, client, prefix):
+        for name in ["old", "旧い", "older"]:
+            store.append(name, [entry(name)])
+        client.delete(f"{prefix}:sessions", f"{prefix}:sessions:indexed")
+        assert store.sessions(limit=2) == ["old", "older"]
+        assert client.get(f"{prefix}:sessions:indexed") == b"1"
+        store.append("new", [entry("new")])
+        assert store.sessions() == ["new", "old", "older", "旧い"]
+
+
+def test_redis_drops_sessions_whose_entries_are_gone_from_the_index() -> None:
+    """Entries a server evicted (``maxmemory``) or expired leave their id in the index: a
+    page skips it, still full, and drops it."""
+    with redis_with_client() as (store, client, prefix):
+        for name in "abcdef":
+            store.append(name, [entry(name)])
+        client.delete(f"{prefix}:e:b", f"{prefix}:e:c", f"{prefix}:e:e")  # as eviction would
+        assert store.sessions(limit=2) == ["a", "d"]
+        assert store.sessions(after="d", limit=2) == ["f"]
+        assert client.zrange(f"{prefix}:sessions", 0, -1) == [b"a", b"d", b"f"]
+
+
+def test_a_redis_cache_keeps_its_index_from_growing_with_expired_sessions() -> None:
+    """With a ttl, sessions expire without a word to the index; each write drops dead ids
+    it samples, so the index of a cache stays within a small multiple of its live
+    sessions, listed or not."""
+    with redis_with_client(ttl=0.05) as (store, client, prefix):
+        for number in range(300):  # about 20 sessions live at a time
+            store.append(f"s{number}", [entry()])
+            time.sleep(0.002)
+        assert client.zcard(f"{prefix}:sessions") < 100  # 300 without the pruning
+        assert len(store.sessions()) < 100
+
+
 def test_a_redis_checkpoint_is_one_hash_beside_the_session_keys() -> None:
     with redis_with_client() as (store, client, prefix):
         store.append("会话", [entry("a")])
@@ -1509,6 +1697,37 @@ def test_a_broken_postgres_lock_connection_is_replaced(caplog: pytest.LogCapture
         with store.lock(sid, timeout=5):
             assert len(advisory_holders(admin, key)) == 1
         assert advisory_holders(admin, key) == []
+
+
+def test_postgres_pages_by_code_point_whatever_the_collation() -> None:
+    """A database whose collation sorts by language (ICU here) still pages by code point,
+    from the index version 4 adds, like every other store."""
+    url = require_server("postgresql")
+    import psycopg
+
+    from ctxwindow.stores.postgres import PostgresStore
+
+    schema = f"ctxwindow_test_{uuid.uuid4().hex[:12]}"
+    ids = ["a", "B", "é", "z", "会话", "🎉", "Z", "_x"]
+    with psycopg.connect(url, autocommit=True) as admin:
+        try:
+            with PostgresStore(url, schema=schema) as store:
+                admin.execute(
+                    f'ALTER TABLE "{schema}".ctxwindow_sessions'
+                    ' ALTER COLUMN session_id TYPE text COLLATE "und-x-icu"'
+                )
+                for name in ids:
+                    store.append(name, [entry(name)])
+                assert store.sessions() == sorted(ids)
+                assert paged(store, "", [3]) == sorted(ids)
+                admin.execute("SET enable_seqscan = off")  # a table this small would be read whole
+                plan = admin.execute(
+                    f'EXPLAIN SELECT session_id FROM "{schema}".ctxwindow_sessions'
+                    ' WHERE session_id COLLATE "C" > \'a\' ORDER BY session_id COLLATE "C" LIMIT 2'
+                ).fetchall()
+                assert "ctxwindow_sessions_by_code_point" in str(plan)
+        finally:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 # --- URLs ----------------------------------------------------------------------------------

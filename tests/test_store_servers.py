@@ -656,9 +656,9 @@ class Spy(Store):
         self._call("delete")
         return self.inner.delete(session_id)
 
-    def _sessions(self, prefix: str) -> list[str]:
+    def _sessions(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
         self._call("sessions")
-        return self.inner.sessions(prefix=prefix)
+        return self.inner.sessions(prefix=prefix, after=after, limit=limit)
 
     def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
         self._call("replayed")

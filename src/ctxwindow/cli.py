@@ -15,6 +15,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from ctxwindow.cli_sessions import app as sessions_app
 from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import validate_message
 from ctxwindow.tokens import chat_tokenizer
@@ -315,6 +316,9 @@ def _positive_int(value: str) -> int:
     if number < 1:
         _fail(f"--budgets: {value!r} is not a positive integer")
     return number
+
+
+app.add_typer(sessions_app, name="sessions")
 
 
 def main() -> None:

@@ -69,6 +69,29 @@ APPEND_BODY = {
     "properties": {"messages": MESSAGES, "model": {**MODEL, "default": "gpt-4o"}},
 }
 
+SESSION = {
+    "type": "object",
+    "required": ["id", "object", "messages", "created_at", "updated_at"],
+    "properties": {
+        "id": {"type": "string", "description": "the session id, as the tenant wrote it (NFC)"},
+        "object": {"type": "string", "const": "session"},
+        "messages": {"type": "integer", "description": "entries stored (the last seq)"},
+        "created_at": {"type": ["number", "null"], "description": "the first entry's time"},
+        "updated_at": {"type": ["number", "null"], "description": "the last entry's time"},
+    },
+}
+SESSION_LIST = {
+    "type": "object",
+    "required": ["object", "data", "first_id", "last_id", "has_more"],
+    "properties": {
+        "object": {"type": "string", "const": "list"},
+        "data": {"type": "array", "items": SESSION},
+        "first_id": {"type": ["string", "null"]},
+        "last_id": {"type": ["string", "null"], "description": "the `after` of the next page"},
+        "has_more": {"type": "boolean"},
+    },
+}
+
 HEADERS: dict[str, dict[str, Any]] = {
     "X-Session-Id": {
         "description": "The session (UTF-8 text, NFC-normalised); without it, and without"
@@ -126,6 +149,7 @@ ROUTES = {
     ("post", "/v1/sessions/{session_id}/messages"): Route(
         ("Idempotency-Key",), (400, 409, 413, 422, 503)
     ),
+    ("get", "/v1/sessions"): Route((), (400, 503)),
     ("get", "/v1/sessions/{session_id}/messages"): Route((), (400, 404, 503)),
     ("get", "/v1/sessions/{session_id}/context"): Route((), (400, 404, 409, 503)),
     ("delete", "/v1/sessions/{session_id}"): Route((), (400, 404, 409, 503)),

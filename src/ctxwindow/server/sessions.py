@@ -1,4 +1,5 @@
-"""The sessions API: append without calling the model, read, inspect the context, delete."""
+"""The sessions API: list, append without calling the model, read, inspect the context,
+delete."""
 
 from __future__ import annotations
 
@@ -15,17 +16,19 @@ from ctxwindow.policies.rules import text_of
 from ctxwindow.redact.redactor import redacted_preview
 from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.inputs import check_messages, idempotency_key, read_json
-from ctxwindow.server.openapi import APPEND_BODY
+from ctxwindow.server.openapi import APPEND_BODY, SESSION_LIST
 from ctxwindow.server.service import Service, entry_json
 from ctxwindow.server.tenants import scoped
 from ctxwindow.stores.base.checks import MAX_COUNT, find_unstorable
 
 PATH_ID = "session_id"  # the parameter a bad session id in the path is named by
+MAX_PAGE = 100  # sessions on one page of GET /v1/sessions at most
 
 
 def router(service: Service, tenant: Any) -> APIRouter:
     """The ``/v1/sessions`` routes over ``service``; ``tenant`` names the caller (a dependency)."""
     api = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+    _add_list(api, service, tenant)
     _add_append(api, service, tenant)
     _add_messages(api, service, tenant)
     _add_context(api, service, tenant)
@@ -39,6 +42,61 @@ async def _existing(service: Service, session_id: str, tenant: str) -> str:
     if not await service.session_size(sid):
         raise APIError(404, f"no session {session_id!r}", code="session_not_found")
     return sid
+
+
+def _add_list(api: APIRouter, service: Service, tenant: Any) -> None:
+    listed = {
+        "description": "A page of sessions",
+        "content": {"application/json": {"schema": SESSION_LIST}},
+    }
+
+    @api.get("", responses={200: listed})
+    async def list_sessions(
+        limit: int = Query(20, ge=1, le=MAX_PAGE, description="sessions on the page"),
+        after: str | None = Query(None, description="the last id of the previous page"),
+        prefix: str | None = Query(None, description="only ids starting with it"),
+        tenant: str = Depends(tenant),
+    ) -> Any:
+        """The tenant's sessions, sorted by id (code point), a page at a time.
+
+        Only the tenant's own: their store ids all start ``tenant:``, which the
+        service's own sessions (``ctxwindow.calibration``) never do.
+        """
+        ids = await service.store.sessions(
+            prefix=_scoped_prefix(tenant, prefix), after=_cursor(tenant, after), limit=limit + 1
+        )
+        data = [await _summary(service, sid, tenant) for sid in ids[:limit]]
+        return {
+            "object": "list",
+            "data": data,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+            "has_more": len(ids) > limit,
+        }
+
+
+def _scoped_prefix(tenant: str, prefix: str | None) -> str:
+    """The store prefix of the tenant's ids starting with ``prefix`` (all for None or "")."""
+    return scoped(tenant, prefix, param="prefix") if prefix else f"{tenant}:"
+
+
+def _cursor(tenant: str, after: str | None) -> str | None:
+    """The store id of a page's cursor (a session id: a 400 for one no session could have)."""
+    return None if after is None else scoped(tenant, after, param="after")
+
+
+async def _summary(service: Service, sid: str, tenant: str) -> dict[str, Any]:
+    """A session of the list: its id as the tenant wrote it, its size, its first and last
+    entries' times (None if it was deleted since it was listed)."""
+    first = await service.store.load(sid, limit=1)
+    last = await service.store.tail(sid, 1)
+    return {
+        "id": sid[len(tenant) + 1 :],
+        "object": "session",
+        "messages": last[0].seq if last else 0,
+        "created_at": first[0].created_at if first else None,
+        "updated_at": last[0].created_at if last else None,
+    }
 
 
 def _add_append(api: APIRouter, service: Service, tenant: Any) -> None:

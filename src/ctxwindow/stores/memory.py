@@ -107,9 +107,10 @@ class MemoryStore(Store):
                 del self._data[session_id]
         return _decode(removed)
 
-    def _sessions(self, prefix: str) -> list[str]:
+    def _sessions(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
         with self._lock:
-            return sorted(s for s in self._data if s.startswith(prefix))
+            listed = [s for s in self._data if s.startswith(prefix)]
+        return sorted(s for s in listed if after is None or s > after)[:limit]
 
     def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
         with self._lock:
@@ -191,8 +192,8 @@ class AsyncMemoryStore(AsyncStore):
     async def _truncate(self, session_id: str, after: int) -> list[Entry]:
         return self._store._truncate(session_id, after)
 
-    async def _sessions(self, prefix: str) -> list[str]:
-        return self._store._sessions(prefix)
+    async def _sessions(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        return self._store._sessions(prefix, after, limit)
 
     async def _health(self) -> dict[str, Any]:
         return self._store._health()

@@ -12,7 +12,8 @@ Sync and async flavours are separate classes; neither blocks on the other.
   first call stored. An append that returned is durable in a durable store.
 - ``load(session_id, after=0, limit=None)``: entries with ``seq > after`` in
   order; ``tail(session_id, n)``: the last ``n``; ``get(session_id, id)``;
-  ``delete(session_id) -> bool``; ``sessions(prefix=None)``; ``health()``;
+  ``delete(session_id) -> bool``; ``sessions(prefix=None, after=None,
+  limit=None)`` (sorted, one page at a time); ``health()``;
   ``close()`` and context-manager support.
 - ``truncate(session_id, after) -> list[Entry]``: the one removal (what an
   adapter's "pop" needs): the entries past ``after`` go, atomically, with
@@ -54,8 +55,10 @@ from ctxwindow.stores.base.checks import (
     check_after,
     check_checkpoint,
     check_count,
+    check_cursor,
     check_entries,
     check_idempotency_key,
+    check_page_size,
     check_prefix,
     check_replay_key,
     check_session_id,
@@ -63,6 +66,7 @@ from ctxwindow.stores.base.checks import (
     encode_entry,
     entry_from_json,
     entry_to_json,
+    page_start,
     redact_url,
     scrub,
 )
@@ -78,8 +82,10 @@ __all__ = [
     "check_after",
     "check_checkpoint",
     "check_count",
+    "check_cursor",
     "check_entries",
     "check_idempotency_key",
+    "check_page_size",
     "check_prefix",
     "check_replay_key",
     "check_session_id",
@@ -87,6 +93,7 @@ __all__ = [
     "encode_entry",
     "entry_from_json",
     "entry_to_json",
+    "page_start",
     "redact_url",
     "scrub",
 ]

@@ -28,8 +28,10 @@ from ctxwindow.stores.base.checks import (
     check_after,
     check_checkpoint,
     check_count,
+    check_cursor,
     check_entries,
     check_idempotency_key,
+    check_page_size,
     check_prefix,
     check_replay_key,
     check_session_id,
@@ -108,10 +110,26 @@ class AsyncStore(ABC):
         check_after(after)
         return await self._truncate(session_id, after)
 
-    async def sessions(self, *, prefix: str | None = None) -> list[str]:
-        """Session ids, sorted."""
+    async def sessions(
+        self, *, prefix: str | None = None, after: str | None = None, limit: int | None = None
+    ) -> list[str]:
+        """Session ids, sorted by code point: those starting with ``prefix``, above ``after``,
+        at most ``limit``.
+
+        Pages: pass the last id of a page as ``after`` to get the next one;
+        concatenated, the pages are the whole list. ``after`` need not be an
+        id that exists. Each backend reads only the page (an index range),
+        not every id. ``StoreInputError`` unless ``limit`` is None or an
+        int >= 1 and ``after`` None or a string.
+
+        Example: ``sessions(prefix="user-", after=page[-1], limit=100)``, the page after
+        ``page``.
+        """
         self._check_open()
-        return await self._sessions(check_prefix(prefix))
+        prefix = check_prefix(prefix)
+        check_cursor(after)
+        check_page_size(limit)
+        return await self._sessions(prefix, after, limit)
 
     async def replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
         """The entries an earlier append with ``idempotency_key`` stored, or None."""
@@ -217,8 +235,9 @@ class AsyncStore(ABC):
     async def _delete(self, session_id: str) -> bool: ...
 
     @abstractmethod
-    async def _sessions(self, prefix: str) -> list[str]:
-        """Session ids starting with ``prefix`` ("" for all), sorted."""
+    async def _sessions(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        """Session ids starting with ``prefix`` ("" for all) and above ``after`` (None: from
+        the first), sorted by code point, at most ``limit`` (None: all; never 0)."""
 
     @abstractmethod
     async def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None: ...

@@ -233,6 +233,55 @@ def check_prefix(prefix: str | None) -> str:
     return prefix or ""
 
 
+def check_cursor(after: str | None) -> None:
+    """A ``sessions(after=…)`` cursor: None or a string, the last id of the previous page.
+
+    Any string is a cursor (the ids listed are those above it), not only an
+    id that exists: a page may end on a session deleted since.
+    """
+    if after is not None and not isinstance(after, str):
+        raise StoreInputError(
+            f"after must be None or a session id (a string), got {type(after).__name__}"
+        )
+    check_text("after", after or "")
+
+
+def check_page_size(limit: int | None) -> None:
+    """A ``sessions(limit=…)`` argument: None (every id) or an int from 1 to 2**63 - 1."""
+    if limit is not None and (type(limit) is not int or limit < 1):
+        raise StoreInputError(f"limit must be None or a positive int, got {limit!r}")
+    check_count("limit", limit)
+
+
+def page_start(prefix: str, after: str | None) -> tuple[str, bool]:
+    """Where a page of ``sessions(prefix, after)`` starts: ``(bound, inclusive)``.
+
+    The ids listed are those starting with ``prefix`` and above ``after``: the
+    page starts at ``prefix`` itself (inclusive) unless ``after`` is at or
+    past it (then just above ``after``). Strings compare by code point, which
+    is the order of their UTF-8 bytes: every backend orders ids alike.
+    """
+    if after is not None and after >= prefix:
+        return after, False
+    return prefix, True
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The smallest string above every string starting with ``prefix`` (None: no bound).
+
+    SQLite and PostgreSQL (``COLLATE "C"``) compare text as UTF-8 bytes, which
+    orders like code points.
+    """
+    chars = list(prefix)
+    while chars:
+        following = ord(chars.pop()) + 1
+        if following == 0xD800:  # skip the surrogates, which UTF-8 cannot encode
+            following = 0xE000
+        if following <= 0x10FFFF:
+            return "".join(chars) + chr(following)
+    return None
+
+
 def check_count(name: str, value: int | None) -> None:
     if value is not None and (type(value) is not int or value < 0):
         raise StoreInputError(f"{name} must be a non-negative int, got {value!r}")

@@ -6,6 +6,7 @@ Tables (in ``schema`` when given, else the connection's search path)::
                            primary key (session_id, seq), unique (session_id, id)
     ctxwindow_idempotency  (session_id, key, first_seq, last_seq)
     ctxwindow_sessions     (session_id, last_seq, updated_at)   -- since version 2
+                           index (session_id COLLATE "C")        -- since version 4
     ctxwindow_checkpoints  (session_id, seq, data bytea)         -- since version 3
     ctxwindow_schema_version (version, applied_at)
 

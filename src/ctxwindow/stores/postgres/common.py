@@ -67,6 +67,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             seq bigint NOT NULL,
             data bytea NOT NULL)""",
     ),
+    # Pages of sessions in code-point order (as every store lists them), read from an
+    # index whatever the database's collation: the primary key sorts by that collation.
+    4: (
+        """CREATE INDEX ctxwindow_sessions_by_code_point
+            ON {s}ctxwindow_sessions (session_id COLLATE "C")""",
+    ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
@@ -137,7 +143,6 @@ TRUNCATE = """WITH removed AS (
     DELETE FROM {s}ctxwindow_sessions WHERE session_id = %(session)s AND %(after)s = 0
 )
 SELECT doc::text FROM removed ORDER BY seq"""
-SESSIONS = "SELECT session_id FROM {s}ctxwindow_sessions WHERE starts_with(session_id, %s)"
 REPLAYED = """SELECT e.doc::text FROM {s}ctxwindow_idempotency AS k
     JOIN {s}ctxwindow_entries AS e
     ON e.session_id = k.session_id AND e.seq BETWEEN k.first_seq AND k.last_seq
@@ -166,6 +171,20 @@ SELECT e.seq, NULL, NULL, e.doc::text FROM {s}ctxwindow_entries AS e
 ORDER BY n"""
 TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
 UNLOCK = "SELECT pg_advisory_unlock(%s)"
+
+
+def sessions_query(inclusive: bool, *, bounded: bool) -> str:
+    """One page of session ids, from ``%(start)s`` (included or not) below ``%(end)s`` if
+    ``bounded``, at most ``%(limit)s`` (NULL: all): a range of the code-point index, so
+    a page reads its own rows only. A range, not LIKE: '%' and '_' in a prefix are text.
+    """
+    where = f'session_id COLLATE "C" {">=" if inclusive else ">"} %(start)s'
+    if bounded:
+        where += ' AND session_id COLLATE "C" < %(end)s'
+    return (
+        f"SELECT session_id FROM {{s}}ctxwindow_sessions WHERE {where}"
+        ' ORDER BY session_id COLLATE "C" LIMIT %(limit)s'
+    )
 
 
 def load_psycopg() -> Any:

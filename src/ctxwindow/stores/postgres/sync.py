@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from ctxwindow.concurrency.sync import Lock, poll
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import Checkpoint, Store, entry_from_json
+from ctxwindow.stores.base import Checkpoint, Store, entry_from_json, page_start
+from ctxwindow.stores.base.checks import prefix_end
 from ctxwindow.stores.postgres.common import (
     CHECKPOINT,
     CURRENT_VERSION,
@@ -37,7 +38,6 @@ from ctxwindow.stores.postgres.common import (
     SAVE_CHECKPOINT,
     SCHEMA_VERSION,
     SESSION_TIMEOUTS,
-    SESSIONS,
     STATE,
     TAIL,
     TRUNCATE,
@@ -54,6 +54,7 @@ from ctxwindow.stores.postgres.common import (
     loaded_from_checkpoint,
     lock_lost,
     one_row,
+    sessions_query,
     unlock_failed,
 )
 
@@ -141,9 +142,14 @@ class PostgresStore(Store):
             cursor = conn.execute(self._q(TRUNCATE), params)
             return entries_of(cursor.fetchall())
 
-    def _sessions(self, prefix: str) -> list[str]:
-        rows = self._fetch("list sessions", SESSIONS, (prefix,))
-        return sorted(row[0] for row in rows)
+    def _sessions(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        start, inclusive = page_start(prefix, after)
+        end = prefix_end(prefix)
+        query = sessions_query(inclusive, bounded=end is not None)
+        params = {"start": start, "end": end, "limit": limit}
+        with self._connection("list sessions") as conn:
+            cursor = conn.execute(self._q(query), params)
+            return [row[0] for row in cursor.fetchall()]
 
     def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
         action = f"replay a key of session {session_id!r}"

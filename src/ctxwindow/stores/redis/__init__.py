@@ -7,12 +7,23 @@ Keys of one session (``P`` is the store's ``prefix``)::
     P:k:<session>   hash: idempotency key -> "first_seq:last_seq"
     P:c:<session>   hash: the checkpoint, fields "seq" and "data"
 
+and of the store: ``P:sessions``, a sorted set of every session id (scores 0,
+so ``ZRANGEBYLEX`` reads a page of ``sessions()`` in code-point order), and
+``P:sessions:indexed``, set once the ids of sessions written before the index
+are in it (the first listing scans for them).
+
 An append is one Lua script: it reads the list's length, pushes the entries
 with their sequence numbers written into the JSON, records their ids and the
 idempotency key, all atomically on the server, so appends from any number of
 processes never collide, and a retried key returns the first call's entries.
 With ``ttl`` (seconds), every append refreshes the expiry of the session's
 keys: the store is then a cache (the warm tier of a ``TieredStore``).
+
+The scripts that create or remove a session keep the index: an append's
+first entry (or a fill into an empty list) adds the id, ``delete`` and a
+truncate to 0 remove it. Ids whose entries vanished on their own (expired,
+evicted) are dropped by the listing that meets them and, with a ``ttl``, by
+writes sampling the index.
 
 A truncate is one script too: it cuts the list, drops the ids of the entries it
 removes, the idempotency keys covering any of them and a checkpoint past the

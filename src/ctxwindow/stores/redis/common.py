@@ -19,7 +19,14 @@ from urllib.parse import urlsplit
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import Checkpoint, encode_entry, entry_from_json, redact_url, scrub
+from ctxwindow.stores.base import (
+    Checkpoint,
+    encode_entry,
+    entry_from_json,
+    page_start,
+    redact_url,
+    scrub,
+)
 
 logger = logging.getLogger("ctxwindow.stores")
 
@@ -27,9 +34,31 @@ INSTALL_HINT = "pip install 'ctxwindow[redis]'"
 SCHEMES = ("redis", "rediss", "unix")
 RELEASE_RETRY = 0.5  # seconds between the retries of a release the server did not take
 
-APPEND = """
+# A cache's sessions expire without a word to the index of session ids: each write of a
+# store with a ttl drops the members, among three random ones, whose entries are gone,
+# which keeps the dead at about a third of the index at worst. (The keys it reads are not
+# in KEYS: a cluster would refuse that, as it refuses a session's keys, which carry no
+# hash tag.)
+PRUNE = """
+if ttl > 0 then
+  for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ttl) end
+  local head = string.sub(entries, 1, #entries - #session)
+  for _, member in ipairs(redis.call('ZRANDMEMBER', KEYS[5], 3)) do
+    if redis.call('EXISTS', head .. member) == 0 then redis.call('ZREM', KEYS[5], member) end
+  end
+end
+"""
+
+
+def pruning(script: str) -> str:
+    """``script`` with ``PRUNE`` in place of its ``-- PRUNE`` line."""
+    return script.replace("-- PRUNE\n", PRUNE)
+
+
+# KEYS: the session's keys and the index of session ids (see ``Layout.indexed_keys``).
+APPEND = pruning("""
 local entries, ids, keys = KEYS[1], KEYS[2], KEYS[3]
-local ttl, key = tonumber(ARGV[1]), ARGV[2]
+local ttl, key, session = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 if key ~= '' then
   local done = redis.call('HGET', keys, key)
   if done then
@@ -40,7 +69,7 @@ if key ~= '' then
   end
 end
 local seen = {}
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   if seen[ARGV[i]] or redis.call('HEXISTS', ids, ARGV[i]) == 1 then return {-1, ARGV[i]} end
   seen[ARGV[i]] = true
 end
@@ -49,47 +78,46 @@ if first == 1 and tonumber(redis.call('HGET', KEYS[4], 'seq') or '0') > 0 then
   redis.call('DEL', KEYS[4])  -- the checkpoint of entries that expired or were evicted
 end
 local seq = first
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   redis.call('RPUSH', entries, '{"seq":' .. seq .. ',' .. ARGV[i + 1])
   redis.call('HSET', ids, ARGV[i], seq)
   seq = seq + 1
 end
 if key ~= '' then redis.call('HSET', keys, key, first .. ':' .. (seq - 1)) end
-if ttl > 0 then
-  for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ttl) end
-end
+if first == 1 then redis.call('ZADD', KEYS[5], 0, session) end
+-- PRUNE
 return {1, first}
-"""
+""")
 
 # A cache fill: the entries carry the durable store's sequence numbers and
 # continue (or overlap) the list; a gap would misplace them, so it is refused. An
 # overlapping entry must be the one held at its seq: another one means the copy is of
 # entries the durable store has since removed (truncated, deleted), and it is dropped.
-FILL = """
+FILL = pruning("""
 local entries, ids = KEYS[1], KEYS[2]
-local ttl, seq = tonumber(ARGV[1]), tonumber(ARGV[2])
+local ttl, seq, session = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local length = redis.call('LLEN', entries)
 if seq > length + 1 then return -1 end
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   if seq <= length and tonumber(redis.call('HGET', ids, ARGV[i]) or '0') ~= seq then
-    redis.call('DEL', unpack(KEYS))
+    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+    redis.call('ZREM', KEYS[5], session)
     return -1
   end
   seq = seq + 1
 end
 seq = tonumber(ARGV[2])
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   if seq > length then
     redis.call('RPUSH', entries, ARGV[i + 1])
     redis.call('HSET', ids, ARGV[i], seq)
   end
   seq = seq + 1
 end
-if ttl > 0 then
-  for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ttl) end
-end
+if length == 0 then redis.call('ZADD', KEYS[5], 0, session) end
+-- PRUNE
 return redis.call('LLEN', entries)
-"""
+""")
 
 GET = """
 local seq = redis.call('HGET', KEYS[2], ARGV[1])
@@ -108,14 +136,15 @@ return redis.call('LRANGE', KEYS[1], tonumber(first) - 1, tonumber(last) - 1)
 DELETE = """
 local had = redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 redis.call('DEL', KEYS[4])
+redis.call('ZREM', KEYS[5], ARGV[1])
 return had
 """
 
 # Everything past ARGV[2] goes: the entries, their ids, the idempotency keys covering any of
 # them ("first:last" with last past it) and a checkpoint past it. The reply: what was removed.
-TRUNCATE = """
+TRUNCATE = pruning("""
 local entries, ids, keys = KEYS[1], KEYS[2], KEYS[3]
-local ttl, after = tonumber(ARGV[1]), tonumber(ARGV[2])
+local ttl, after, session = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 if after >= redis.call('LLEN', entries) then return {} end
 local removed = redis.call('LRANGE', entries, after, -1)
 for _, doc in ipairs(removed) do
@@ -132,14 +161,13 @@ if tonumber(redis.call('HGET', KEYS[4], 'seq') or '-1') > after then
 end
 if after == 0 then
   redis.call('DEL', entries)
+  redis.call('ZREM', KEYS[5], session)
 else
   redis.call('LTRIM', entries, 0, after - 1)
 end
-if ttl > 0 then
-  for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ttl) end
-end
+-- PRUNE
 return removed
-"""
+""")
 
 # A checkpoint never moves backwards, nor past the entries; with a ttl, saving one
 # refreshes the whole session, so the checkpoint never outlives its entries.
@@ -155,6 +183,30 @@ if ttl > 0 then
   for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ttl) end
 end
 return -1
+"""
+
+# A page of the index of session ids (KEYS[1]) between ARGV[1] and ARGV[2] (ZRANGEBYLEX
+# bounds), at most ARGV[3] (-1: all), without the members whose entries list (ARGV[4] ..
+# id) is gone (expired, evicted), which it drops from the index on the way. false: the
+# index was never built (KEYS[2], its marker, is missing).
+SESSIONS = """
+if redis.call('EXISTS', KEYS[2]) == 0 then return false end
+local low, high, limit, head = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local page = {}
+while limit < 0 or #page < limit do
+  local want = limit < 0 and -1 or limit - #page
+  local batch = redis.call('ZRANGEBYLEX', KEYS[1], low, high, 'LIMIT', 0, want)
+  if #batch == 0 then break end
+  for _, member in ipairs(batch) do
+    if redis.call('EXISTS', head .. member) == 1 then
+      page[#page + 1] = member
+    else
+      redis.call('ZREM', KEYS[1], member)
+    end
+  end
+  low = '(' .. batch[#batch]
+end
+return page
 """
 
 # A checkpoint past the end of the list is one whose entries expired or were evicted
@@ -213,6 +265,7 @@ class Scripts:
         self.replayed = client.register_script(REPLAYED)
         self.delete = client.register_script(DELETE)
         self.truncate = client.register_script(TRUNCATE)
+        self.sessions = client.register_script(SESSIONS)
         self.save_checkpoint = client.register_script(SAVE_CHECKPOINT)
         self.checkpoint = client.register_script(CHECKPOINT)
         self.load_from_checkpoint = client.register_script(LOAD_FROM_CHECKPOINT)
@@ -267,6 +320,29 @@ class Layout:
         """The session's entries list, ids hash, idempotency keys hash and checkpoint hash."""
         return [f"{self.prefix}:{kind}:{session_id}" for kind in "eikc"]
 
+    def indexed_keys(self, session_id: str) -> list[str]:
+        """The session's keys and the index of session ids: the keys of the scripts that
+        create or remove a session (append, fill, delete, truncate)."""
+        return [*self.keys(session_id), self.index_key]
+
+    @property
+    def index_key(self) -> str:
+        """The sorted set of every session id (scores 0: ordered by their UTF-8 bytes)."""
+        return f"{self.prefix}:sessions"
+
+    @property
+    def indexed_marker(self) -> str:
+        """Set once the index holds the sessions written before it existed."""
+        return f"{self.prefix}:sessions:indexed"
+
+    def page_args(self, prefix: str, after: str | None, limit: int | None) -> list[Any]:
+        """The ``SESSIONS`` arguments of one page: ``ZRANGEBYLEX`` bounds, limit, key head."""
+        start, inclusive = page_start(prefix, after)
+        low = (b"[" if inclusive else b"(") + start.encode()
+        high = b"(" + prefix.encode() + b"\xff" if prefix else b"+"  # no UTF-8 holds 0xFF
+        everything = limit is None or limit >= 2**32  # a sorted set holds fewer members
+        return [low, high, -1 if everything else limit, f"{self.prefix}:e:"]
+
     def checkpoint_keys(self, session_id: str) -> list[str]:
         """The keys of the checkpoint scripts: the entries list and the checkpoint hash."""
         return [f"{self.prefix}:{kind}:{session_id}" for kind in "ec"]
@@ -284,8 +360,10 @@ class Layout:
     def session_of(self, key: bytes) -> str:
         return key.decode("utf-8")[len(self.prefix) + 3 :]
 
-    def append_args(self, entries: Sequence[Entry], idempotency_key: str | None) -> list[Any]:
-        args: list[Any] = [self.ttl_ms, idempotency_key or ""]
+    def append_args(
+        self, session_id: str, entries: Sequence[Entry], idempotency_key: str | None
+    ) -> list[Any]:
+        args: list[Any] = [self.ttl_ms, idempotency_key or "", session_id]
         for entry in entries:
             args.extend(_append_body(entry))
         return args
@@ -300,7 +378,7 @@ class Layout:
             )
         if status == 0:  # a retried idempotency key: the first call's entries
             return [entry_from_json(doc) for doc in reply[1:]]
-        first, bodies = int(reply[1]), args[3::2]  # copies, exactly as a load returns them
+        first, bodies = int(reply[1]), args[4::2]  # copies, exactly as a load returns them
         return [entry_from_json(f'{{"seq":{first + i},{body}') for i, body in enumerate(bodies)]
 
     @staticmethod
@@ -308,11 +386,11 @@ class Layout:
         """``(seq, data)`` from the ``[seq, data]`` of a script (None: no checkpoint)."""
         return None if not reply or reply[0] is None else (int(reply[0]), bytes(reply[1]))
 
-    def fill_args(self, entries: Sequence[Entry]) -> list[Any]:
+    def fill_args(self, session_id: str, entries: Sequence[Entry]) -> list[Any]:
         seqs = [entry.seq for entry in entries]
         if seqs != list(range(seqs[0], seqs[0] + len(seqs))):
             raise ValueError("fill() takes entries with consecutive sequence numbers")
-        args: list[Any] = [self.ttl_ms, seqs[0]]
+        args: list[Any] = [self.ttl_ms, seqs[0], session_id]
         for entry in entries:
             args += [entry.id, encode_entry(entry, entry.seq)]
         return args

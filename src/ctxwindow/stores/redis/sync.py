@@ -76,7 +76,8 @@ class RedisStore(Store):
         check_entries(entries)
         if not entries:
             return True
-        keys, args = self._layout.keys(session_id), self._layout.fill_args(entries)
+        keys = self._layout.indexed_keys(session_id)
+        args = self._layout.fill_args(session_id, entries)
         with self._layout.errors(f"fill session {session_id!r}"):
             length = self._scripts.fill(keys=keys, args=args)
         return int(length) >= 0
@@ -86,8 +87,8 @@ class RedisStore(Store):
     def _append(
         self, session_id: str, entries: list[Entry], idempotency_key: str | None
     ) -> list[Entry]:
-        keys = self._layout.keys(session_id)
-        args = self._layout.append_args(entries, idempotency_key)
+        keys = self._layout.indexed_keys(session_id)
+        args = self._layout.append_args(session_id, entries, idempotency_key)
         with self._layout.errors(f"append to session {session_id!r}"):
             reply = self._scripts.append(keys=keys, args=args)
         return self._layout.appended(session_id, args, reply)
@@ -111,23 +112,42 @@ class RedisStore(Store):
         return None if doc is None else entry_from_json(doc)
 
     def _delete(self, session_id: str) -> bool:
+        keys = self._layout.indexed_keys(session_id)
         with self._layout.errors(f"delete session {session_id!r}"):
-            return int(self._scripts.delete(keys=self._layout.keys(session_id))) > 0
+            return int(self._scripts.delete(keys=keys, args=[session_id])) > 0
 
     def _truncate(self, session_id: str, after: int) -> list[Entry]:
-        keys, args = self._layout.keys(session_id), [self._layout.ttl_ms, after]
+        keys = self._layout.indexed_keys(session_id)
+        args = [self._layout.ttl_ms, after, session_id]
         with self._layout.errors(f"truncate session {session_id!r}"):
             docs = self._scripts.truncate(keys=keys, args=args)
         return [entry_from_json(doc) for doc in docs]
 
-    def _sessions(self, prefix: str) -> list[str]:
-        match = self._layout.match(prefix)
+    def _sessions(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        keys = [self._layout.index_key, self._layout.indexed_marker]
+        args = self._layout.page_args(prefix, after, limit)
         with self._layout.errors("list sessions"):
-            found = {
-                self._layout.session_of(key)
-                for key in self._client.scan_iter(match=match, count=1000)
-            }
-        return sorted(found)
+            page = self._scripts.sessions(keys=keys, args=args)
+            if page is None:  # sessions stored before the index: indexed once, then paged
+                self._build_index()
+                page = self._scripts.sessions(keys=keys, args=args)
+        return [session_id.decode("utf-8") for session_id in page]
+
+    def _build_index(self) -> None:
+        """Put every session in the index (a ``SCAN``), then mark it built.
+
+        Appends add their own sessions meanwhile; a session deleted meanwhile
+        may be put back, and the next page that meets it drops it again.
+        """
+        batch: dict[str, int] = {}
+        for key in self._client.scan_iter(match=self._layout.match(""), count=1000):
+            batch[self._layout.session_of(key)] = 0
+            if len(batch) == 1000:
+                self._client.zadd(self._layout.index_key, batch)
+                batch = {}
+        if batch:
+            self._client.zadd(self._layout.index_key, batch)
+        self._client.set(self._layout.indexed_marker, 1)
 
     def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
         entries, _, keys, _ = self._layout.keys(session_id)

@@ -71,8 +71,8 @@ class AsyncSQLiteStore(AsyncStore):
     async def _truncate(self, session_id: str, after: int) -> list[Entry]:
         return await self._run(lambda s: s._truncate(session_id, after))
 
-    async def _sessions(self, prefix: str) -> list[str]:
-        return await self._run(lambda s: s._sessions(prefix))
+    async def _sessions(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        return await self._run(lambda s: s._sessions(prefix, after, limit))
 
     async def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
         return await self._run(lambda s: s._replayed(session_id, idempotency_key))

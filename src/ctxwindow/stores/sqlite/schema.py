@@ -88,18 +88,3 @@ def stored_before(conn: sqlite3.Connection, session_id: str, entry_id: str, last
         (session_id, entry_id, last),
     ).fetchone()
     return row is not None
-
-
-def prefix_end(prefix: str) -> str | None:
-    """The smallest string above every string starting with ``prefix`` (None: no bound).
-
-    SQLite compares text as UTF-8 bytes, which orders like code points.
-    """
-    chars = list(prefix)
-    while chars:
-        following = ord(chars.pop()) + 1
-        if following == 0xD800:  # skip the surrogates, which UTF-8 cannot encode
-            following = 0xE000
-        if following <= 0x10FFFF:
-            return "".join(chars) + chr(following)
-    return None

@@ -13,7 +13,8 @@ from typing import Any
 from ctxwindow.concurrency.sync import poll
 from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import Checkpoint, Store, encode_entry, entry_from_json
+from ctxwindow.stores.base import Checkpoint, Store, encode_entry, entry_from_json, page_start
+from ctxwindow.stores.base.checks import MAX_COUNT, prefix_end
 from ctxwindow.stores.sqlite.disk import DatabaseFile, why_not_writable
 from ctxwindow.stores.sqlite.files import (
     Connections,
@@ -24,7 +25,7 @@ from ctxwindow.stores.sqlite.files import (
     sqlite_url,
     store_error,
 )
-from ctxwindow.stores.sqlite.schema import migrate, prefix_end, schema_version, stored_before
+from ctxwindow.stores.sqlite.schema import migrate, schema_version, stored_before
 
 Row = tuple[str, int, str, str, int, float]  # session_id, seq, id, json, tokens, created_at
 # A checkpoint never moves backwards: a stored one with a higher seq stays.
@@ -136,15 +137,12 @@ class SQLiteStore(Store):
                     )
         return [entry_from_json(text) for (text,) in rows]
 
-    def _sessions(self, prefix: str) -> list[str]:
-        # A range on the primary key, not LIKE: '%' and '_' in a prefix are plain text.
-        low, high = prefix, prefix_end(prefix)
-        sql = "SELECT DISTINCT session_id FROM entries WHERE session_id >= ?"
-        params: tuple[str, ...] = (low,) if high is None else (low, high)
-        if high is not None:
-            sql += " AND session_id < ?"
+    def _sessions(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        start, inclusive = page_start(prefix, after)
+        params = {"start": start, "end": prefix_end(prefix), "limit": limit or MAX_COUNT}
+        sql = sessions_query(inclusive, bounded=params["end"] is not None)
         with self._reading() as conn:
-            rows = conn.execute(sql + " ORDER BY session_id", params).fetchall()
+            rows = conn.execute(sql, params).fetchall()
         return [session_id for (session_id,) in rows]
 
     def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
@@ -295,6 +293,24 @@ class SQLiteStore(Store):
 
     def _migrate(self) -> int:
         return migrate(self.path, self._reading, self._writing)
+
+
+def sessions_query(inclusive: bool, *, bounded: bool) -> str:
+    """One page of session ids, from ``:start`` (included or not) below ``:end`` if
+    ``bounded``: a range on the primary key, not LIKE ('%' and '_' in a prefix are text).
+
+    Each id is one index seek past the one before (``min`` above it), so a page costs
+    its length, whatever the sessions hold: a DISTINCT would read every entry's key.
+    """
+    end = " AND session_id < :end" if bounded else ""
+    first = f"session_id {'>=' if inclusive else '>'} :start{end}"
+    return f"""WITH RECURSIVE page(session_id, n) AS (
+        SELECT (SELECT min(session_id) FROM entries WHERE {first}), 1
+        UNION ALL
+        SELECT (SELECT min(session_id) FROM entries WHERE session_id > page.session_id{end}),
+            n + 1
+        FROM page WHERE page.session_id IS NOT NULL AND n < :limit)
+    SELECT session_id FROM page WHERE session_id IS NOT NULL ORDER BY session_id"""
 
 
 def _last_seq(conn: sqlite3.Connection, session_id: str) -> int:

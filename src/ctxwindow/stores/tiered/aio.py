@@ -103,8 +103,8 @@ class AsyncTieredStore(AsyncStore):
                     await warm.truncate(session_id, after)
         return removed
 
-    async def _sessions(self, prefix: str) -> list[str]:
-        return await self.durable.sessions(prefix=prefix)
+    async def _sessions(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        return await self.durable.sessions(prefix=prefix, after=after, limit=limit)
 
     async def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
         return await self.durable.replayed(session_id, idempotency_key)

@@ -105,8 +105,8 @@ class TieredStore(Store):
                     warm.truncate(session_id, after)
         return removed
 
-    def _sessions(self, prefix: str) -> list[str]:
-        return self.durable.sessions(prefix=prefix)
+    def _sessions(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        return self.durable.sessions(prefix=prefix, after=after, limit=limit)
 
     def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
         return self.durable.replayed(session_id, idempotency_key)
