@@ -266,7 +266,10 @@ def test_async_sdk_through_asgi_transport(upstream: FakeUpstream) -> None:
 async def _async_conversation(upstream: FakeUpstream) -> None:
     app = make_app(upstream)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+    async with (  # the lifespan closes the store (else its connections leak)
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://testserver") as http,
+    ):
         client = openai.AsyncOpenAI(
             # this openai release is typed against httpx2; a plain httpx client works too
             base_url="http://testserver/v1", api_key="none", http_client=http,  # type: ignore[arg-type]

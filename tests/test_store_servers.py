@@ -893,3 +893,45 @@ def test_async_tiered_store_degrades_and_recovers(
             assert (await up.health())["degraded"] is False
 
     asyncio.run(main())
+
+
+# -- a store closed while one of its locks is held ----------------------------------------
+
+
+def _open_connections(store: Any) -> int:
+    """Connections ``store`` holds open to its server (the lock's included)."""
+    if hasattr(store, "_lock_conn"):  # PostgreSQL: the lock's connection and the idle ones
+        lock = store._lock_conn._conn
+        return int(lock is not None and not lock.closed) + len(store._idle)
+    pool = store._client.connection_pool  # Redis
+    held = [*pool._available_connections, *pool._in_use_connections]
+    return sum(1 for connection in held if connection.is_connected)
+
+
+@pytest.mark.parametrize("kind", ["redis", "postgresql"])
+def test_a_store_closed_while_a_lock_is_held_gives_it_up_and_opens_nothing_after(
+    kind: str, tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The block ending after ``close`` sends nothing (a connection opened then would never
+    be closed), and another process takes the session at once: closing gave the lock up."""
+    from tests.conftest import async_stores
+
+    async def run() -> tuple[int, float]:
+        with async_stores(kind, tmp_path) as open_store:
+            first, second = open_store(), open_store()
+            await first.append("会话-1", [Entry({"role": "user", "content": "hi"}, 1, 0)])
+            async with first.lock("会话-1"):
+                await first.close()
+                started = time.monotonic()
+                async with second.lock("会话-1", timeout=3):
+                    waited = time.monotonic() - started
+            await asyncio.sleep(0.05)  # a renewal or release would have run by now
+            opened = _open_connections(first)
+            await second.close()
+            return opened, waited
+
+    with caplog.at_level(logging.WARNING):
+        opened, waited = asyncio.run(run())
+    assert opened == 0
+    assert waited < 1.0  # not the lease's ttl (5 s): given up by close
+    assert not [r for r in caplog.records if "lock" in r.getMessage()]  # no "lost" warnings

@@ -81,11 +81,15 @@ def _lifespan(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await service.calibration.load()
-        yield
-        await service.aclose()
-        if owned is not None:
-            owned.close()
+        try:
+            await service.calibration.load()
+            yield
+        finally:  # a start-up that failed closes what it opened too
+            try:
+                await service.aclose()
+            finally:
+                if owned is not None:
+                    owned.close()
 
     return lifespan
 

@@ -133,14 +133,18 @@ class Service:
         storing their reply or releasing their session finish."""
         from ctxwindow.server.exchange import finished  # exchange imports this module
 
-        await finished()
-        for manager in self.managers():
-            await manager.drain()
-        await self.calibration.save()
-        if isinstance(self.tenants.limiter, RedisLimiter):
-            await self.tenants.limiter.aclose()
-        await self.upstream.aclose()
-        await self.store.close()
+        try:
+            await finished()
+            for manager in self.managers():
+                await manager.drain()
+            await self.calibration.save()
+        finally:  # whatever failed above, nothing is left open
+            try:
+                if isinstance(self.tenants.limiter, RedisLimiter):
+                    await self.tenants.limiter.aclose()
+                await self.upstream.aclose()
+            finally:
+                await self.store.close()
 
 
 def _count(value: Any) -> int | None:

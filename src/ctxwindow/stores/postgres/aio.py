@@ -206,7 +206,10 @@ class AsyncPostgresStore(AsyncStore):
             await self._unlock(key, session_id)
 
     async def _unlock(self, key: int, session_id: str) -> None:
-        """Release the lock; a failure is only logged (the connection ending releases it)."""
+        """Release the lock; a failure is only logged (the connection ending releases it).
+        Once the store is closed there is nothing to do: closing released it."""
+        if self._closed:
+            return
         try:
             with self._q.errors(f"unlock session {session_id!r}"):
                 released = await self._lock_conn.unlock(key)
@@ -317,10 +320,13 @@ class AsyncLockConnection:
         self._q = q
         self._conn: psycopg.AsyncConnection[tuple[Any, ...]] | None = None
         self._turn = Lock()  # held across I/O: one call at a time on the connection
+        self._closed = False  # then no call may open a connection nothing would close
 
     async def try_lock(self, key: int) -> bool:
         """Take the advisory lock ``key`` without waiting; False if another holds it."""
         async with self._turn:
+            if self._closed:
+                raise StoreError(f"the store at {self._q.url} is closed")
             if self._conn is None or not alive(self._conn):
                 await self._reconnect()
             return await self._ask(TRY_LOCK, key)
@@ -334,6 +340,7 @@ class AsyncLockConnection:
 
     async def close(self) -> None:
         async with self._turn:
+            self._closed = True
             if self._conn is not None:
                 await self._conn.close()
                 self._conn = None

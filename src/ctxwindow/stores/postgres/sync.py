@@ -206,7 +206,10 @@ class PostgresStore(Store):
             self._unlock(key, session_id)
 
     def _unlock(self, key: int, session_id: str) -> None:
-        """Release the lock; a failure is only logged (the connection ending releases it)."""
+        """Release the lock; a failure is only logged (the connection ending releases it).
+        Once the store is closed there is nothing to do: closing released it."""
+        if self._closed:
+            return
         try:
             with self._q.errors(f"unlock session {session_id!r}"):
                 released = self._lock_conn.unlock(key)
@@ -313,10 +316,13 @@ class LockConnection:
         self._q = q
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
         self._turn = Lock()  # held across I/O: one call at a time on the connection
+        self._closed = False  # then no call may open a connection nothing would close
 
     def try_lock(self, key: int) -> bool:
         """Take the advisory lock ``key`` without waiting; False if another holds it."""
         with self._turn:
+            if self._closed:
+                raise StoreError(f"the store at {self._q.url} is closed")
             if self._conn is None or not alive(self._conn):
                 self._reconnect()
             return self._ask(TRY_LOCK, key)
@@ -330,6 +336,7 @@ class LockConnection:
 
     def close(self) -> None:
         with self._turn:
+            self._closed = True
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None

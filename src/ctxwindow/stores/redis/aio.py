@@ -8,6 +8,7 @@ session lease. ``stores/redis/sync.py`` is generated from this file by
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import secrets
 import time
@@ -59,6 +60,7 @@ class AsyncRedisStore(AsyncStore):
         self._scripts = Scripts(self._client)
         self._orphans = Orphans(self._layout.url)
         self._releaser = Background(self._release_orphans, RELEASE_RETRY, "ctxwindow-redis-release")
+        self._leased: dict[str, tuple[str, str]] = {}  # key -> (token, session): held now
 
     async def fill(self, session_id: str, entries: Sequence[Entry]) -> bool:
         """Copy entries that already have sequence numbers (from a durable store) into the cache.
@@ -181,7 +183,13 @@ class AsyncRedisStore(AsyncStore):
         return self._layout.health(started, persistence)
 
     async def _close(self) -> None:
+        """Stop retrying releases, give up the leases still held (their blocks, ending
+        later, then send nothing), and close the connections."""
         await self._releaser.stop()
+        for key, (token, session_id) in list(self._leased.items()):
+            with contextlib.suppress(StoreError):  # else the lease expires by its ttl
+                await self._drop_lease(key, token, session_id)
+        self._layout.closed = True
         await self._client.aclose()
 
     # -- the lock across processes: a lease renewed while the block runs --------------
@@ -197,14 +205,17 @@ class AsyncRedisStore(AsyncStore):
         except StoreError:
             # A SET the client gave up on may still reach a stalled server later: the
             # lease would then lock the session for ``lock_ttl`` after the server returns.
-            self._orphans.add(key, token, session_id)
-            self._releaser.start()
+            if not self._layout.closed:
+                self._orphans.add(key, token, session_id)
+                self._releaser.start()
             raise
+        self._leased[key] = (token, session_id)
         try:
             renew = functools.partial(self._renew_lease, key, token, session_id)
             async with repeating(renew, self._layout.lock_ttl / 3, "ctxwindow-redis-lease"):
                 yield
         finally:
+            del self._leased[key]
             await self._release_lease(key, token, session_id)
 
     async def _take_lease(self, key: str, token: str, session_id: str) -> bool:
@@ -212,7 +223,10 @@ class AsyncRedisStore(AsyncStore):
             return bool(await self._client.set(key, token, nx=True, px=self._layout.lock_ttl_ms))
 
     async def _renew_lease(self, key: str, token: str, session_id: str) -> bool:
-        """Extend the lease; False once it is lost (a failure to reach the server is retried)."""
+        """Extend the lease; False once it is lost (a failure to reach the server is retried)
+        or the store is closed (which gave it up)."""
+        if self._layout.closed:
+            return False
         try:
             with self._layout.errors(f"renew the lock of session {session_id!r}"):
                 args = [token, self._layout.lock_ttl_ms]
@@ -223,7 +237,10 @@ class AsyncRedisStore(AsyncStore):
         return self._layout.still_leased(session_id, renewed)
 
     async def _release_lease(self, key: str, token: str, session_id: str) -> None:
-        """Delete the lease if it is still ours; one the server did not take is retried."""
+        """Delete the lease if it is still ours; one the server did not take is retried.
+        Once the store is closed there is nothing to do: closing gave the lease up."""
+        if self._layout.closed:
+            return
         try:
             await self._drop_lease(key, token, session_id)
         except StoreError as exc:

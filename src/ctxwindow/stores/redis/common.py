@@ -309,6 +309,9 @@ class Layout:
     def __init__(self, url: str, prefix: str, ttl: float | None, lock_ttl: float) -> None:
         check_options(url, prefix, ttl, lock_ttl)
         self.raw_url = url
+        # Set when the store closes: a call still under way then (a lock block ending
+        # later) must not open a new connection, which nothing would ever close.
+        self.closed = False
         self.url = redact_url(url)
         self.prefix = prefix
         self.ttl = ttl
@@ -421,7 +424,10 @@ class Layout:
 
     @contextmanager
     def errors(self, action: str) -> Iterator[None]:
-        """Map redis-py errors to ``StoreError``/``StoreUnavailableError``."""
+        """Map redis-py errors to ``StoreError``/``StoreUnavailableError``; a ``StoreError``
+        before anything is sent once the store is closed."""
+        if self.closed:
+            raise StoreError(f"the store at {self.url} is closed: cannot {action}")
         exceptions = load_redis().exceptions
         try:
             yield
