@@ -195,7 +195,7 @@ def test_the_environment_configures_the_library(tmp_path: Path) -> None:
         ('[models."acme/*"]\ncontext_window = 4096\nencoding = "r50k"\n', "encoding"),
         ('[models."acme/*"]\ncontext_window = 4096\ntokenizer = "nope.json"\n', "no such file"),
         ('[models."acme/*"]\ncontext_window = -1\nestimate = true\n', "context_window"),
-        ("[models\nbroken", "not valid toml"),
+        ("[models\nbroken", "not valid TOML"),
     ],
 )
 def test_serve_refuses_a_bad_model_config_in_one_line(

@@ -44,9 +44,13 @@ def validate_message(message: Mapping[str, Any], where: str = "message") -> None
     """Raise ``InvalidMessageError`` naming the field that breaks the wire format."""
     if not isinstance(message, Mapping):
         raise InvalidMessageError(f"{where}: must be an object, got {type(message).__name__}")
-    role = message.get("role")
+    if "role" not in message:
+        raise InvalidMessageError(f"{where}: has no 'role' (one of {', '.join(ROLES)})")
+    role = message["role"]
     if role not in ROLES:
-        raise InvalidMessageError(f"{where}: unknown role {role!r} (expected one of {ROLES})")
+        raise InvalidMessageError(
+            f"{where}: unknown role {role!r} (expected one of {', '.join(ROLES)})"
+        )
     _validate_content(message.get("content"), role, message, where)
     for key in ("name", "tool_call_id"):
         if key in message and not isinstance(message[key], str):

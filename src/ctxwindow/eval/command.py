@@ -1,11 +1,12 @@
-"""What ``ctxwindow eval`` does: load, measure with a progress bar, print, report."""
+"""What ``ctxwindow eval`` does: check, load, measure with a progress bar, print, report."""
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from rich.table import Table
 from ctxwindow.eval.dataset import Dataset, DatasetError, load_dataset
 from ctxwindow.eval.runner import Answerer, run_eval, total_steps
 from ctxwindow.eval.strategies import get_strategy
+from ctxwindow.extras import require
 from ctxwindow.tokens.models import model_info
 
 
@@ -42,6 +44,7 @@ def run_command(options: EvalOptions, console: Console | None = None) -> dict[st
     console = console or Console(width=None if sys.stdout.isatty() else 150)
     errors = Console(stderr=True)
     _check_names(options)
+    _check_extras(options)
     datasets = load_all(
         options.datasets,
         options.skip_invalid,
@@ -66,11 +69,25 @@ def _check_names(options: EvalOptions) -> None:
         get_strategy(name)
 
 
+def _check_extras(options: EvalOptions) -> None:
+    """A missing extra fails before anything is loaded or measured, not at the end."""
+    require("eval", "ctxwindow eval (its charts)", packages=("matplotlib",))
+    if options.llm_base_url is not None or options.llm_model is not None:
+        require("eval", "answer scoring (--llm-base-url, --llm-model)", packages=("openai",))
+    for name in options.strategies:
+        extra = get_strategy(name).extra
+        if extra is not None:
+            require(extra, f"the strategy {name!r}")
+
+
 def _measure_with_progress(
     dataset: Dataset, options: EvalOptions, answerer: Answerer | None, errors: Console
 ) -> dict[str, Any]:
-    """``run_eval`` with a progress bar on ``errors`` that disappears when it is done."""
+    """``run_eval`` with its progress on ``errors``: on a terminal a bar that disappears when
+    it is done, else plain lines for a log (``PlainProgress``)."""
     steps = total_steps(dataset, options.strategies, options.budgets)
+    if not errors.is_terminal:
+        return _measure(dataset, options, answerer, PlainProgress(steps, errors).advance)
     with Progress(
         TextColumn("[bold]evaluating"),
         BarColumn(),
@@ -86,15 +103,81 @@ def _measure_with_progress(
             progress.advance(task, n)
             progress.refresh()
 
-        return run_eval(
-            dataset,
-            strategies=options.strategies,
-            budgets=options.budgets,
-            model=options.model,
-            answerer=answerer,
-            on_progress=advance,
-            workers=options.workers,
-            replay=options.replay,
+        return _measure(dataset, options, answerer, advance)
+
+
+def _measure(
+    dataset: Dataset,
+    options: EvalOptions,
+    answerer: Answerer | None,
+    on_progress: Callable[[int], None],
+) -> dict[str, Any]:
+    return run_eval(
+        dataset,
+        strategies=options.strategies,
+        budgets=options.budgets,
+        model=options.model,
+        answerer=answerer,
+        on_progress=on_progress,
+        workers=options.workers,
+        replay=options.replay,
+    )
+
+
+class PlainProgress:
+    """Progress as plain lines, for a log or a pipe (a redrawn bar would fill it with
+    control characters): ``eval: 120/758 steps (16 %), 0:00:42`` at the start, each time
+    another ``every_percent`` is done, at least every ``every_seconds`` while steps
+    arrive, and at the end.
+
+    >>> ticks = iter([0.0, 1.0, 2.0, 40.0, 41.0])
+    >>> progress = PlainProgress(200, Console(width=80), clock=lambda: next(ticks))
+    eval: 0/200 steps (0 %), 0:00:00
+    >>> progress.advance(4)  # 2 %, 1 s: nothing yet
+    >>> progress.advance(6)  # 5 %
+    eval: 10/200 steps (5 %), 0:00:02
+    >>> progress.advance(1)  # 38 s later
+    eval: 11/200 steps (5 %), 0:00:40
+    >>> progress.advance(189)
+    eval: 200/200 steps (100 %), 0:00:41
+    """
+
+    def __init__(
+        self,
+        total: int,
+        console: Console,
+        *,
+        every_percent: int = 5,
+        every_seconds: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.total, self.done = total, 0
+        self._console, self._clock = console, clock
+        self._every_percent, self._every_seconds = every_percent, every_seconds
+        self._start = self._said_at = clock()
+        self._next_percent = 0
+        self._say(self._start)
+
+    def advance(self, steps: int) -> None:
+        self.done += steps
+        now = self._clock()
+        if self._percent() >= self._next_percent or now - self._said_at >= self._every_seconds:
+            self._say(now)
+
+    def _percent(self) -> int:
+        return 100 * self.done // max(self.total, 1)
+
+    def _say(self, now: float) -> None:
+        percent = self._percent()
+        self._next_percent = (percent // self._every_percent + 1) * self._every_percent
+        self._said_at = now
+        minutes, seconds = divmod(int(now - self._start), 60)
+        elapsed = f"{minutes // 60}:{minutes % 60:02}:{seconds:02}"
+        self._console.print(
+            f"eval: {self.done}/{self.total} steps ({percent} %), {elapsed}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
 
 

@@ -32,7 +32,7 @@ from ctxwindow.eval.dataset import Dataset, DatasetError, parse_dataset, read_js
 from ctxwindow.eval.locomo import from_locomo
 from ctxwindow.eval.longmemeval import from_longmemeval
 
-__all__ = ["Conversion", "from_locomo", "from_longmemeval", "load_benchmark"]
+__all__ = ["Conversion", "benchmarks", "from_locomo", "from_longmemeval", "load_benchmark"]
 
 
 def load_benchmark(
@@ -56,3 +56,8 @@ _CONVERTERS: dict[str, Callable[..., Conversion]] = {
     "locomo": from_locomo,
     "longmemeval": from_longmemeval,
 }
+
+
+def benchmarks() -> dict[str, Callable[..., Conversion]]:
+    """The benchmarks ``load_benchmark`` reads, by spec prefix (``locomo`` for ``locomo:PATH``)."""
+    return dict(_CONVERTERS)

@@ -83,6 +83,7 @@ class HybridDense(HybridStrategy):
 
     name = "hybrid_dense"
     dense = True
+    extra = "embeddings"
 
 
 class Retrieval(Strategy):

@@ -63,6 +63,8 @@ class Strategy(ABC):
 
     name: ClassVar[str]
     budgeted: ClassVar[bool] = True
+    # The extra it needs beyond ``eval`` (``ctxwindow eval`` checks it before any work).
+    extra: ClassVar[str | None] = None
 
     def calibrate(
         self, cases: Sequence[Case], budget: int, tokenizer: ChatTokenizer

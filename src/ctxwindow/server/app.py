@@ -20,7 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ctxwindow.context import ArchiveLike
 from ctxwindow.redact import RedactFn
-from ctxwindow.server import chat, messages, openapi, responses, sessions
+from ctxwindow.server import chat, docs, messages, openapi, responses, sessions
 from ctxwindow.server.errors import install
 from ctxwindow.server.service import Service
 from ctxwindow.server.settings import Settings
@@ -51,7 +51,10 @@ def create_app(
         settings, store=store, upstream_transport=upstream_transport, redactor=redactor,
         archive=archive, clock=clock,
     )  # fmt: skip
-    app = FastAPI(title="ctxwindow", version="0.1.0", lifespan=_lifespan(service, owned))
+    app = FastAPI(
+        title="ctxwindow", version="0.1.0", lifespan=_lifespan(service, owned),
+        docs_url=None, redoc_url=None,  # their CDN pages; docs.install serves ours
+    )  # fmt: skip
     app.state.service = service
     install(app)
     tenant = _tenant(service)
@@ -61,6 +64,7 @@ def create_app(
     app.include_router(sessions.router(service, tenant))
     _add_probes(app, service)
     openapi.install(app, settings)
+    docs.install(app)
     return app
 
 

@@ -22,7 +22,7 @@ from ctxwindow.errors import CtxWindowError, StoreUnavailableError
 from ctxwindow.server.app import create_app
 from ctxwindow.server.settings import Settings, load_settings
 from ctxwindow.stores.base import redact_url
-from ctxwindow.stores.url import open_store
+from ctxwindow.stores.url import check_extra, open_store
 
 log = logging.getLogger("ctxwindow.server")
 
@@ -100,18 +100,34 @@ def serve_command(
 ) -> None:
     """``ctxwindow serve``: the config file, then environment, then these flags win.
 
-    Settings or a store that cannot work raise (``ValueError``, ``OSError``,
-    ``CtxWindowError``) before anything listens; the commands turn that into
+    Settings or a store that cannot work, or a missing extra, raise
+    (``STARTUP_ERRORS``) before anything listens; the commands turn that into
     one line and exit code 2 (``refuse``).
     """
     settings = load_settings(
-        config, host=host, port=port, store=store, upstream=upstream, workers=workers,
-        models_file=models_file, unknown_models=unknown_models,
+        config, flags=FLAGS, host=host, port=port, store=store, upstream=upstream,
+        workers=workers, models_file=models_file, unknown_models=unknown_models,
     )  # fmt: skip
+    check_extras(settings)
     serve(settings)
 
 
-STARTUP_ERRORS = (ValueError, OSError, CtxWindowError)  # what ``refuse`` reports
+# The command-line flag of each setting ``serve_command`` takes, to name it in errors.
+FLAGS = {
+    "host": "--host", "port": "--port", "store": "--store", "upstream": "--upstream",
+    "workers": "--workers", "models_file": "--model-config", "unknown_models": "--estimate",
+}  # fmt: skip
+
+
+def check_extras(settings: Settings) -> None:
+    """``ImportError`` with the pip command if the store, the archive or the rate limit's
+    Redis needs an extra that is not installed: said at once, not at the first request."""
+    for url in (settings.store_url(), settings.archive_path(), settings.rate_limit_redis()):
+        if url is not None:
+            check_extra(url)
+
+
+STARTUP_ERRORS = (ValueError, OSError, ImportError, CtxWindowError)  # what ``refuse`` reports
 
 
 def refuse(exc: BaseException) -> NoReturn:

@@ -9,10 +9,14 @@
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import ipaddress
 import json
-import sys
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,8 +29,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from ctxwindow.configfile import read_table
 from ctxwindow.stores.base import redact_url
 from ctxwindow.tokens.registry import ModelRegistry, is_glob, read_config_file
 
@@ -114,7 +119,7 @@ class Settings(BaseSettings):
     @classmethod
     def _http_url(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
-            raise ValueError(f"the upstream must be an http(s) URL, got {value!r}")
+            raise ValueError(f"the upstream must be an http(s) URL, got {redact_url(value)!r}")
         return value.rstrip("/")
 
     @field_validator("redact", mode="before")
@@ -142,11 +147,9 @@ class Settings(BaseSettings):
         if self.models_file is not None:
             path = self.models_file.expanduser()
             data, base, where = read_config_file(path), path.resolve().parent, str(path)
-        if self.models:
-            data = {**data, "models": {**data.get("models", {}), **self.models}}
         registry = ModelRegistry.from_config(
             data, base=base, where=where, unknown=self.unknown_models
-        )
+        ).with_entries(self.models)
         for model, budget in self.budgets.items():
             if not registry.matches(model):
                 kind = "glob" if is_glob(model) else "name"
@@ -175,17 +178,25 @@ class Settings(BaseSettings):
                 raise ValueError("api_keys maps non-empty keys to tenant names without ':'")
         return value
 
-    @model_validator(mode="after")
-    def _store_opens(self) -> Settings:
+    @field_validator("store")
+    @classmethod
+    def _known_scheme(cls, value: str | None) -> str | None:
         from ctxwindow.stores.url import SCHEMES
 
-        scheme = self.store_url().partition(":")[0]
+        scheme = (value or "sqlite:").partition(":")[0]
         if scheme not in SCHEMES:
-            raise ValueError(f"unknown store URL scheme {scheme!r}; use one of {SCHEMES}")
-        if self.workers > 1 and (scheme == "memory" or ":memory:" in self.store_url()):
             raise ValueError(
-                "an in-memory store lives in one process: with several workers use a"
-                " SQLite file, Redis or PostgreSQL"
+                f"unknown store URL scheme {scheme!r}; use one of {', '.join(SCHEMES)}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _store_shared(self) -> Settings:
+        url = self.store_url()
+        if self.workers > 1 and (url.startswith("memory:") or ":memory:" in url):
+            raise ValueError(
+                "workers: an in-memory store lives in one process: with several workers use"
+                " a SQLite file, Redis or PostgreSQL"
             )
         return self
 
@@ -270,29 +281,99 @@ class Settings(BaseSettings):
             )
 
 
-def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+def load_settings(
+    path: str | Path | None = None, *, flags: Mapping[str, str] | None = None, **overrides: Any
+) -> Settings:
     """Settings from a JSON or TOML file (if given), then the non-None ``overrides``.
 
-    A bad value raises ``ValueError`` naming each field and what is wrong, but
-    not the value given: it may be a URL with a password, or a key.
+    Any problem raises one ``ValueError`` line that says where the setting came
+    from and what is wrong: ``server.toml: port: Input should be ...``,
+    ``CTXWINDOW_PORT: ...``, ``--port: ...`` (``flags`` maps an override to
+    the command-line flag it came from), or the field alone for a keyword.
+    It never shows the value given: it may be a URL with a password, or a key.
     """
     data: dict[str, Any] = {}
+    file = None
     if path is not None:
-        data = _relative_to(Path(path).expanduser().resolve().parent, _read_config(Path(path)))
-    data.update({k: v for k, v in overrides.items() if v is not None})
+        file = Path(path).expanduser()
+        data = _relative_to(file.resolve().parent, read_table(file, "settings"))
+    given = {k: v for k, v in overrides.items() if v is not None}
+    origins = _Origins(file, data, given, flags or {})
     try:
-        return Settings(**data)
+        return Settings(**{**data, **given})
     except ValidationError as exc:
-        problems = "; ".join(_problem(error) for error in exc.errors())
-        raise ValueError(f"invalid settings: {problems}") from None
+        raise ValueError("; ".join(origins.problem(e) for e in exc.errors())) from None
+    except SettingsError as exc:  # a CTXWINDOW_* variable that should hold JSON does not
+        raise ValueError(origins.unparsable(exc)) from None
 
 
-def _problem(error: Any) -> str:
-    """One validation error: ``field: what is wrong`` (a check of several fields: the check's
-    own words, which name them)."""
-    message = str(error["msg"]).removeprefix("Value error, ")
-    where = ".".join(str(p) for p in error["loc"])
-    return f"{where}: {message}" if where else message
+# Other names a setting is read under (in a file, or as an environment variable).
+_ALIASES = {"model_config": "models_file", "CTXWINDOW_MODEL_CONFIG": "models_file"}
+_ENV = {"models_file": "CTXWINDOW_MODEL_CONFIG"}
+_LEADING_NAME = re.compile(r"[a-z_]+(?=[\[.:])")
+
+
+@dataclass(frozen=True)
+class _Origins:
+    """Where each setting came from (a flag or keyword, the file, the environment), to say
+    so in front of its problem."""
+
+    file: Path | None
+    data: Mapping[str, Any]
+    given: Mapping[str, Any]
+    flags: Mapping[str, str]
+
+    def problem(self, error: Any) -> str:
+        """One validation error on one line, after where its setting came from."""
+        message = str(error["msg"]).removeprefix("Value error, ")
+        loc = [str(part) for part in error["loc"]]
+        if error["type"] == "extra_forbidden":
+            return self._unknown(loc[0])
+        if not loc:  # a check of several fields: its message starts with the field's name
+            found = _LEADING_NAME.match(message)
+            label, named = self.origin(_ALIASES.get(found[0], found[0])) if found else (None, False)
+            if named and found:  # "--workers: ...", not "--workers: workers: ..."
+                message = message.removeprefix(f"{found[0]}: ")
+            return f"{label}: {message}" if label else message
+        field = _ALIASES.get(loc[0], loc[0])
+        label, named = self.origin(field)
+        where = ".".join([field, *loc[1:]])
+        if label is None:
+            return f"{where}: {message}"
+        if named:  # the flag or the variable names the field already
+            return ": ".join([label, *([".".join(loc[1:])] if loc[1:] else []), message])
+        return f"{label}: {where}: {message}"
+
+    def origin(self, field: str) -> tuple[str | None, bool]:
+        """The label of where ``field`` came from, and whether that label names the field
+        (a flag, a variable) or not (a file; a keyword argument has no label)."""
+        if field in self.given:
+            flag = self.flags.get(field)
+            return flag, flag is not None
+        names = [field, *(a for a, f in _ALIASES.items() if f == field)]
+        if self.file is not None and any(name in self.data for name in names):
+            return str(self.file), False
+        variable = _env_name(field)
+        if variable in {name.upper() for name in os.environ}:
+            return variable, True
+        return None, False
+
+    def unparsable(self, exc: SettingsError) -> str:
+        found = re.search(r'field "(\w+)"', str(exc))
+        variable = _env_name(found[1]) if found else "a CTXWINDOW_* variable"
+        reason = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+        return f"{variable}: not valid JSON{reason}"
+
+    def _unknown(self, key: str) -> str:
+        names = [*Settings.model_fields, *(a for a in _ALIASES if a.islower())]
+        close = difflib.get_close_matches(key, names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else "; the settings are in docs/server.md"
+        where = f"{self.file}: " if self.file is not None and key in self.data else ""
+        return f"{where}unknown setting {key!r}{hint}"
+
+
+def _env_name(field: str) -> str:
+    return _ENV.get(field, f"CTXWINDOW_{field.upper()}")
 
 
 def _relative_to(folder: Path, data: dict[str, Any]) -> dict[str, Any]:
@@ -310,23 +391,4 @@ def _relative_to(folder: Path, data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _read_config(path: Path) -> dict[str, Any]:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".toml":
-        loaded: Any = _toml(text)
-    else:
-        loaded = json.loads(text)
-    if not isinstance(loaded, dict):
-        raise ValueError(f"{path}: a config file holds one object of settings")
-    return loaded
-
-
 __all__ = ["Settings", "load_settings"]
-
-
-def _toml(text: str) -> Any:
-    if sys.version_info >= (3, 11):
-        import tomllib
-
-        return tomllib.loads(text)
-    raise ValueError("TOML config files need Python 3.11+; use JSON")

@@ -18,6 +18,7 @@ Redis (``redis://``, ``rediss://``, ``unix://``) and PostgreSQL (``postgresql://
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
@@ -36,7 +37,7 @@ _BACKENDS = {
     "postgresql": ("postgres", "PostgresStore"),
     "postgres": ("postgres", "PostgresStore"),
 }
-_EXTRAS = {"redis": ("redis",), "postgres": ("psycopg", "psycopg_pool")}  # extra -> packages
+_EXTRAS = {"redis": ("redis",), "postgres": ("psycopg",)}  # extra -> the packages it installs
 
 
 def open_store(url: str) -> Store:
@@ -127,6 +128,27 @@ def _backend(scheme: str, url: str, *, asynchronous: bool) -> object:
     except ImportError as exc:
         if (exc.name or "").partition(".")[0] not in _EXTRAS[extra]:
             raise
-        raise ImportError(
-            f"the {extra} store needs its extra: pip install 'ctxwindow[{extra}]' ({exc})"
-        ) from exc
+        raise _missing(extra, exc) from exc
+
+
+def check_extra(url: str) -> None:
+    """Raise now the ``ImportError`` (with the pip command) that opening the store of ``url``
+    would raise for want of its extra: a command checks before it starts any work.
+    URLs of other stores, and paths, pass."""
+    backend = _BACKENDS.get(urllib.parse.urlsplit(url).scheme)
+    if backend is None:
+        return
+    extra = backend[0]
+    for package in _EXTRAS[extra]:
+        try:
+            found = importlib.util.find_spec(package) is not None
+        except ImportError as exc:
+            raise _missing(extra, exc) from exc
+        if not found:
+            raise _missing(extra, ModuleNotFoundError(f"No module named {package!r}"))
+
+
+def _missing(extra: str, exc: ImportError) -> ImportError:
+    return ImportError(
+        f"the {extra} store needs its extra: pip install 'ctxwindow[{extra}]' ({exc})"
+    )

@@ -43,7 +43,6 @@ import functools
 import json
 import os
 import re
-import sys
 import threading
 import warnings
 from collections.abc import Mapping
@@ -51,6 +50,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
+from ctxwindow.configfile import read_table
 from ctxwindow.errors import CtxWindowError, ModelConfigError, UnknownModelError
 from ctxwindow.tokens.chat import ChatFraming, ChatTokenizer
 from ctxwindow.tokens.counter import CachedCounter, EstimateCounter, TiktokenCounter
@@ -289,6 +289,26 @@ class ModelRegistry:
         registry.check()
         return registry
 
+    def with_entries(
+        self, entries: Mapping[str, Any], *, where: str | None = None, base: Path | None = None
+    ) -> ModelRegistry:
+        """This registry with more entries (raw, as in a config's ``models``) over its own;
+        errors name ``where`` (an environment variable, a file) and the entry."""
+        if not entries:
+            return self
+        parsed = {
+            str(pattern): parse_entry(pattern, raw, base=base, where=where)
+            for pattern, raw in entries.items()
+        }
+        registry = ModelRegistry(
+            {**self.configured, **parsed},
+            unknown=self.unknown, unknown_estimate=self.unknown_estimate, builtins=self.builtins,
+        )  # fmt: skip
+        # The counters already made stay (a tokenizer file is loaded once), but not replaced ones.
+        registry._tokenizers = {k: v for k, v in self._tokenizers.items() if k not in parsed}
+        registry.check()
+        return registry
+
     @classmethod
     def from_file(cls, path: str | Path, *, unknown: Unknown | None = None) -> ModelRegistry:
         """A registry from a TOML (``.toml``) or JSON file; errors name the file."""
@@ -299,29 +319,7 @@ class ModelRegistry:
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """A TOML or JSON file's table; ``ModelConfigError`` naming the file otherwise."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ModelConfigError(f"{path}: cannot read the model config: {reason}") from None
-    try:
-        if path.suffix == ".toml":
-            loaded: Any = _toml(path, text)
-        else:
-            loaded = json.loads(text)
-    except ValueError as exc:
-        raise ModelConfigError(f"{path}: not valid {path.suffix[1:] or 'JSON'}: {exc}") from None
-    if not isinstance(loaded, dict):
-        raise ModelConfigError(f"{path}: a model config holds one table of settings")
-    return loaded
-
-
-def _toml(path: Path, text: str) -> Any:
-    if sys.version_info >= (3, 11):
-        import tomllib
-
-        return tomllib.loads(text)
-    raise ModelConfigError(f"{path}: TOML needs Python 3.11+; use JSON")
+    return read_table(path, "model config", ModelConfigError)
 
 
 def parse_entry(
@@ -541,6 +539,7 @@ def models_from_env(environ: Mapping[str, str] | None = None) -> ModelRegistry:
         path = Path(file).expanduser()
         data = read_config_file(path)
         base, where = path.resolve().parent, str(path)
+    entries: Any = {}
     inline = env.get("CTXWINDOW_MODELS")
     if inline:
         try:
@@ -549,8 +548,8 @@ def models_from_env(environ: Mapping[str, str] | None = None) -> ModelRegistry:
             raise ModelConfigError(f"CTXWINDOW_MODELS: not valid JSON: {exc}") from None
         if not isinstance(entries, dict):
             raise ModelConfigError("CTXWINDOW_MODELS: a JSON object of model entries")
-        data = {**data, "models": {**data.get("models", {}), **entries}}
-    return ModelRegistry.from_config(data, base=base, where=where, unknown=unknown)
+    registry = ModelRegistry.from_config(data, base=base, where=where, unknown=unknown)
+    return registry.with_entries(entries, where="CTXWINDOW_MODELS")
 
 
 def use_models(models: ModelRegistry | str | Path | None) -> ModelRegistry:
