@@ -1,4 +1,5 @@
-"""The evaluation report: PNG charts, one self-contained HTML page, results.json."""
+"""The evaluation report: charts (PNG files, inline SVG), one self-contained HTML page,
+results.json; charts free of colliding text, and a warning when a PNG lacks a font."""
 
 from __future__ import annotations
 
@@ -14,7 +15,20 @@ from typing import Any
 
 import pytest
 
-from ctxwindow.eval.report import render_html, write_charts, write_report
+from ctxwindow.eval.report import (
+    Chart,
+    MissingFontWarning,
+    draw_charts,
+    figures,
+    render_html,
+    write_charts,
+    write_report,
+)
+from ctxwindow.eval.report.charts import CHARTS
+from ctxwindow.eval.report.figures import chart_style, style_context
+from ctxwindow.eval.report.glyphs import script_of
+from ctxwindow.eval.report.labels import drawn_texts, laid_out, overlapping_texts
+from ctxwindow.eval.report.runs import read_runs, strategy_colors
 
 CUSTOM = "<b>x</b> & 'quotes'"
 UNICODE = "窓口 window 🪟"
@@ -78,9 +92,10 @@ def results() -> dict[str, Any]:
     return make_results()
 
 
-@pytest.fixture
-def report(tmp_path: Path, results: dict[str, Any]) -> Path:
-    return write_report(results, tmp_path / "out")
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One report of ``make_results()`` for the tests that only read it."""
+    return write_report(make_results(), tmp_path_factory.mktemp("report") / "out")
 
 
 def png_size(data: bytes) -> tuple[int, int]:
@@ -101,7 +116,8 @@ def test_charts_are_png_of_a_readable_size(report: Path) -> None:
     for name in CHART_NAMES:
         width, height = png_size((report.parent / name).read_bytes())
         assert 800 <= width <= 1400, name
-        assert 500 <= height <= 900, name
+        # The category chart grows with its rows of panels; the others are 8 × 5 inches.
+        assert 450 <= height <= (1600 if name == "recall_by_category.png" else 900), name
 
 
 def test_results_json_round_trips(report: Path, results: dict[str, Any]) -> None:
@@ -111,21 +127,39 @@ def test_results_json_round_trips(report: Path, results: dict[str, Any]) -> None
 
 
 def test_html_loads_nothing_from_anywhere(report: Path) -> None:
+    """References are the PNG downloads (data URIs) or fragments of this very page."""
     page = report.read_text(encoding="utf-8")
+    ids = set(re.findall(r"""\bid=["']?([^"'\s>]+)""", page))
     references = re.findall(r"""(?:src|href)\s*=\s*["']?([^"'\s>]+)""", page, re.IGNORECASE)
     assert references, "the charts should be referenced"
-    assert all(ref.startswith("data:image/png;base64,") for ref in references)
+    for ref in references:
+        assert ref.startswith("data:image/png;base64,") or ref[1:] in ids, ref
+    assert set(re.findall(r"url\(#([^)]+)\)", page)) <= ids
+    assert re.findall(r"url\(([^#])", page) == []
     assert "http://" not in page
     assert "https://" not in page
-    assert "url(" not in page
     assert "@import" not in page
+    assert "<script src" not in page and "<link" not in page
 
 
-def test_embeds_every_chart_as_a_data_uri(report: Path) -> None:
+def test_ids_are_unique_across_the_inlined_charts(report: Path) -> None:
+    ids = re.findall(r"""\bid=["']?([^"'\s>]+)""", report.read_text(encoding="utf-8"))
+    assert len(ids) == len(set(ids))
+
+
+def test_charts_are_inline_svg_with_real_text_and_a_png_download(report: Path) -> None:
     page = report.read_text(encoding="utf-8")
+    svgs = re.findall(r"<svg .*?</svg>", page, re.S)
+    assert len(svgs) == len(CHART_NAMES)
+    for svg in svgs:
+        assert 'role="img"' in svg and "aria-label=" in svg
+        assert len(re.findall(r"<text\b", svg)) > 5
+        assert "font-family" not in svg  # the page's fonts, with CJK fallbacks
+        assert "<?xml" not in svg and "<metadata" not in svg
+    assert "窓口 window" in page.split("<svg", 1)[1]  # a name as text, not as glyph outlines
     for name in CHART_NAMES:
         data = base64.b64encode((report.parent / name).read_bytes()).decode("ascii")
-        assert f'src="data:image/png;base64,{data}"' in page
+        assert f'href="data:image/png;base64,{data}" download="{name}"' in page
 
 
 def test_escapes_every_user_supplied_name(report: Path, results: dict[str, Any]) -> None:
@@ -218,6 +252,119 @@ def test_render_html_needs_no_matplotlib(
     results: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    page = render_html(results, {"custom chart.png": b"\x89PNG fake"})
+    page = render_html(results, [Chart("custom chart.png", b"\x89PNG fake")])
     assert page.startswith("<!DOCTYPE html>")
     assert "<figcaption>custom chart</figcaption>" in page
+    assert 'src="data:image/png;base64,' in page  # a chart without SVG shows its PNG
+
+
+# -- the category chart --------------------------------------------------------------------
+
+
+def test_the_category_chart_shows_every_budget(tmp_path: Path, results: dict[str, Any]) -> None:
+    [chart] = [c for c in draw_charts(results, tmp_path) if c.name == "recall_by_category.png"]
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", chart.svg)
+    assert {"1k", "2k", "4k", "∞", "single-hop (n=20)", "multi-hop (n=24)"} <= set(texts)
+    # Every run's recall in every category, the smallest budget included.
+    for strategy in ("token_window", "message_window"):
+        for metrics in results["results"][strategy].values():
+            for category in metrics["by_category"].values():
+                assert f"{category['evidence_recall'] * 100:.0f}" in texts
+    assert "98" in texts and "49" in texts  # full, unbounded: 0.98 and 0.49
+
+
+# -- text that never collides --------------------------------------------------------------
+
+
+def figures_of(results: dict[str, Any]) -> dict[str, Any]:
+    """Each chart's matplotlib figure, drawn as the report draws it."""
+    runs, colors = read_runs(results), strategy_colors(results)
+    drawn = {}
+    with style_context(chart_style()):
+        for name, draw in CHARTS.items():
+            figure = draw(results, runs, colors)
+            if figure is not None:
+                drawn[name] = figure
+    return drawn
+
+
+def crowded_results() -> dict[str, Any]:
+    """What makes text collide: close budgets (1,000 beside 1,024), points at 0 % and at
+    100 %, seven categories with long and CJK names, many strategies."""
+    categories = ["single-session-preference", "多跳推理问题", "temporal", "open-domain",
+                  "knowledge-update", "单跳", "a very long category name, indeed"]  # fmt: skip
+    results = make_results()
+    per_category = {c: {"evidence_recall": i / 7, "n": 3 + i} for i, c in enumerate(categories)}
+    budgets = [1000, 1024, 2048, 4096, 8192, 16384, 32768]
+    for k, name in enumerate(["滑动窗口", "hybrid", "hybrid_norecall", "bm25", "hybrid_dense"]):
+        results["results"][name] = {
+            str(b): _run(min(1.0, k * 0.1 + i * 0.15), b * 0.9, by_category=per_category)
+            for i, b in enumerate(budgets)
+        }
+    results["results"]["token_window"]["1024"]["evidence_recall"] = 0.0
+    return results
+
+
+# Drawn here without the report's reading of them: the emoji of a name has no glyph.
+IGNORE_GLYPHS = pytest.mark.filterwarnings("ignore:Glyph .* missing from font")
+
+
+@IGNORE_GLYPHS
+@pytest.mark.parametrize("shape", ["simple", "crowded"])
+def test_no_two_texts_of_a_chart_overlap(shape: str) -> None:
+    results = make_results() if shape == "simple" else crowded_results()
+    for name, figure in figures_of(results).items():
+        assert overlapping_texts(figure) == [], name
+
+
+@IGNORE_GLYPHS
+def test_budget_labels_stay_inside_the_plot_clear_of_the_axis_ticks() -> None:
+    """A point at 0 % recall once had its label drawn over the tick labels below it."""
+    results = crowded_results()
+    figure = figures_of(results)["recall_vs_tokens.png"]
+    renderer = laid_out(figure)
+    [axes] = figure.axes
+    inside = axes.get_window_extent(renderer)
+    labels = [t for t in drawn_texts(figure) if t in axes.texts]
+    assert len(labels) >= 20  # most budget points keep their label
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        assert inside.x0 <= box.x0 and box.x1 <= inside.x1, label.get_text()
+        assert inside.y0 <= box.y0 and box.y1 <= inside.y1, label.get_text()
+
+
+def test_overlap_check_sees_colliding_text() -> None:
+    """The check the charts are held to does catch two texts on one spot."""
+    from matplotlib.figure import Figure
+
+    figure = Figure()
+    axes = figure.subplots()
+    axes.text(0.5, 0.5, "one label")
+    axes.text(0.52, 0.5, "another")
+    assert ("one label", "another") in overlapping_texts(figure)
+
+
+# -- fonts ---------------------------------------------------------------------------------
+
+
+def test_a_png_without_a_cjk_font_warns_and_the_report_says_so(
+    tmp_path: Path, results: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(figures, "FALLBACK_FONTS", ())  # as on a machine without CJK fonts
+    with pytest.warns(MissingFontWarning, match=r"draw CJK text as boxes.*fonts-noto-cjk"):
+        report = write_report(results, tmp_path)
+    page = report.read_text(encoding="utf-8")
+    assert "<p class=note role=note>The PNG charts draw CJK text as boxes" in page
+
+
+def test_with_a_cjk_font_there_is_no_warning(tmp_path: Path, results: dict[str, Any]) -> None:
+    """The machine the tests run on has Noto Sans CJK (tools/install-browser installs it);
+    the emoji of a name is no script and draws no warning."""
+    page = write_report(results, tmp_path).read_text(encoding="utf-8")  # warnings are errors
+    assert "class=note" not in page
+
+
+def test_scripts_are_named_for_the_warning() -> None:
+    assert [script_of(c) for c in "窗かカ한"] == ["CJK"] * 4
+    assert [script_of(c) for c in "بกअ"] == ["Arabic", "Thai", "Devanagari"]
+    assert [script_of(c) for c in "🪟7%"] == [None, None, None]

@@ -5,6 +5,11 @@ and every budget, the strategy's context is built and measured: are the
 question's evidence messages in it, how many tokens it costs, how long it
 took to build. Everything but the timings is deterministic.
 
+Each question's outcome is kept too, one letter a question (``OUTCOMES``):
+its evidence kept whole, compressed with the answer still there, partly
+lost or lost; ``results[S][B]["outcomes"]`` is the string of them, in the
+order of the top-level ``"questions"`` list.
+
 Each conversation is ingested once per strategy and budget, in order; the
 questions asked at a point are built on the state at that point, read-only
 (with ``replay``, every user turn is taken as an app would: the context sent
@@ -36,6 +41,18 @@ from ctxwindow.tokens.models import model_info
 DEFAULT_BUDGETS = (1024, 2048, 4096, 8192, 16384)
 UNBOUNDED = "unbounded"
 
+# What became of a question's evidence messages in a built context, one letter each.
+KEPT = "k"  # all kept whole
+COMPRESSED = "c"  # all present, some only compressed or summarized, the answer still there
+PARTLY_LOST = "p"  # some present, not all
+LOST = "l"  # none present
+OUTCOMES = {
+    KEPT: "kept whole",
+    COMPRESSED: "compressed, answer kept",
+    PARTLY_LOST: "partly lost",
+    LOST: "lost",
+}
+
 # Given a built context and its question, return a score in [0, 1].
 Answerer = Callable[[list[Message], Question], float]
 
@@ -49,6 +66,7 @@ class Measurement:
     evidence_share: float
     tokens: int
     build_ms: float
+    outcome: str  # one of OUTCOMES
     score: float | None = None
 
 
@@ -96,6 +114,20 @@ def run_eval(
         "ctxwindow_version": ctxwindow.__version__,
         **(_cache_prices(info) if replay else {}),
         "results": _summarized(strategies, runs, measured, price),
+        "questions": [_question_entry(case) for case in cases],
+    }
+
+
+def _question_entry(case: Case) -> dict[str, Any]:
+    """One entry of the top-level ``"questions"`` list (the order of every ``outcomes``)."""
+    question = case.question
+    return {
+        "conversation": case.conversation.id,
+        "id": question.id,
+        "category": question.category or "uncategorized",
+        "question": question.question,
+        "answer": question.answer,
+        "evidence": list(question.evidence),
     }
 
 
@@ -216,10 +248,12 @@ def _measure_conversation(
     run: _Run, conversation: Conversation, tokenizer: ChatTokenizer, answerer: Answerer | None
 ) -> _Measured:
     meter = None if run.replay is None else CacheMeter(tokenizer, run.replay)
-    found = [
-        score(run.strategy, state, case, tokenizer, answerer)
+    order = {question.id: i for i, question in enumerate(conversation.questions)}
+    asked = [
+        (order[case.question.id], score(run.strategy, state, case, tokenizer, answerer))
         for case, state in _asked(run.strategy, conversation, run.budget, tokenizer, meter)
     ]
+    found = [measured for _, measured in sorted(asked, key=lambda pair: pair[0])]  # file order
     return _Measured(found, None if meter is None else meter.replayed)
 
 
@@ -289,7 +323,8 @@ def score(
     built: Built = strategy.build(state, case)
     build_ms = (time.perf_counter() - start) * 1000
     evidence = case.question.evidence
-    present = _present(evidence, built, case)
+    whole, compressed = _present(evidence, built, case)
+    present = whole + compressed
     score = answerer(built.messages, case.question) if answerer is not None else None
     return Measurement(
         category=case.question.category or "uncategorized",
@@ -297,18 +332,28 @@ def score(
         evidence_share=present / len(evidence),
         tokens=tokenizer.count(built.messages),
         build_ms=build_ms,
+        outcome=_outcome(whole, compressed, len(evidence)),
         score=score,
     )
 
 
-def _present(evidence: Sequence[str], built: Built, case: Case) -> int:
-    """How many evidence messages are kept whole, or compressed with the answer still there."""
+def _present(evidence: Sequence[str], built: Built, case: Case) -> tuple[int, int]:
+    """How many evidence messages are kept whole, and how many more are compressed with
+    the answer still there."""
     whole = sum(1 for mid in evidence if mid in built.kept_ids)
     compressed = sum(1 for mid in evidence if mid in built.compressed_ids)
     if not compressed or not case.question.answer:
-        return whole
+        return whole, 0
     text = normalize(" ".join(text_of(m) for m in built.messages))
-    return whole + compressed if normalize(case.question.answer) in text else whole
+    return (whole, compressed) if normalize(case.question.answer) in text else (whole, 0)
+
+
+def _outcome(whole: int, compressed: int, total: int) -> str:
+    if whole == total:
+        return KEPT
+    if whole + compressed == total:
+        return COMPRESSED
+    return PARTLY_LOST if whole + compressed else LOST
 
 
 def summarize(measured: Sequence[Measurement], budget: int | None, price: float) -> dict[str, Any]:
@@ -324,6 +369,7 @@ def summarize(measured: Sequence[Measurement], budget: int | None, price: float)
         "build_ms_p99": round(percentile(times, 99), 4),
         "over_budget_rate": _over_budget(tokens, budget),
         "by_category": _by_category(measured),
+        "outcomes": "".join(m.outcome for m in measured),
     }
     return summary
 

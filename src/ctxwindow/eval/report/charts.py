@@ -1,159 +1,110 @@
-"""The report's charts: PNG files drawn with matplotlib, byte-identical for identical results.
+"""The report's charts: each drawn once with matplotlib, saved as a PNG file and as SVG.
 
-``write_charts(results, out_dir)`` draws every chart in ``CHARTS`` that has
-something to show; ``CAPTIONS`` says what each one shows, under it in the
-page. Matplotlib (``pip install 'ctxwindow[eval]'``) is imported only when a
-chart is drawn.
+``draw_charts(results, out_dir)`` draws every chart in ``CHARTS`` that has
+something to show, writes its PNG to ``out_dir`` (byte-identical for identical
+results) and returns ``Chart``s holding the PNG and the SVG the page inlines,
+whose text the browser draws. ``CAPTIONS`` says what each one shows, under it
+in the page. Matplotlib (``pip install 'ctxwindow[eval]'``) is imported only
+when a chart is drawn.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ctxwindow.eval.report.formats import budget_label, tokens_label
-from ctxwindow.eval.report.runs import (
-    Run,
-    by_strategy,
-    category_counts,
-    read_runs,
-    strategy_colors,
-    subject,
+from ctxwindow.eval.report.category_chart import recall_by_category
+from ctxwindow.eval.report.figures import (
+    MARKERS,
+    chart_style,
+    legend,
+    new_axes,
+    percent_axis,
+    plain,
+    style_context,
+    tokens_axis,
 )
+from ctxwindow.eval.report.formats import budget_labels, tokens_label
+from ctxwindow.eval.report.glyphs import MissingFontWarning, advice, missing_scripts
+from ctxwindow.eval.report.labels import AROUND, Place, place_labels, thin_x_ticks
+from ctxwindow.eval.report.runs import Run, by_strategy, read_runs, strategy_colors
+from ctxwindow.eval.report.svg import inline_svg
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-INSTALL_HINT = "pip install 'ctxwindow[eval]'"
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h", "<", ">")
-FALLBACK_FONTS = (
-    "Noto Sans CJK JP",
-    "Noto Sans CJK SC",
-    "Source Han Sans",
-    "WenQuanYi Zen Hei",
-    "Droid Sans Fallback",
-    "Noto Sans",
-)
-CHART_STYLE: dict[str, Any] = {
-    "figure.figsize": (8.0, 5.0),
-    "figure.dpi": 130,
-    "savefig.dpi": 130,
-    "font.size": 10,
-    "axes.titlesize": 10,
-    "axes.titlecolor": "#57606a",
-    "figure.titlesize": 13,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "legend.frameon": False,
-}
+
+@dataclass(frozen=True)
+class Chart:
+    """One chart: its PNG file's name and bytes, the SVG for the page, and the scripts
+    the PNG draws as boxes for want of a font."""
+
+    name: str
+    png: bytes
+    svg: str = ""
+    missing_scripts: tuple[str, ...] = ()
+
+    @property
+    def caption(self) -> str:
+        return CAPTIONS.get(self.name, Path(self.name).stem.replace("_", " "))
 
 
-def write_charts(results: dict[str, Any], out_dir: Path) -> list[Path]:
-    """Draw the charts of ``results`` as PNG files in ``out_dir``; return their paths.
+def draw_charts(results: dict[str, Any], out_dir: Path) -> list[Chart]:
+    """Draw the charts of ``results``, write their PNG files to ``out_dir``, return them.
 
     ``recall_vs_budget.png`` and ``recall_vs_tokens.png`` always (when there is
     something to draw), ``recall_by_category.png`` when runs break recall down by
-    question category. Identical results give byte-identical files.
+    question category, ``cost_per_turn.png`` with ``--replay``. When no installed
+    font covers a script of the charts' text (CJK names without a CJK font), a
+    ``MissingFontWarning`` says which and how to fix it.
 
     Raises ImportError with an install hint when matplotlib is missing.
     """
-    style = _chart_style()
+    style = chart_style()
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = read_runs(results)
     colors = strategy_colors(results)
-    paths = []
-    for name, draw in CHARTS.items():
-        with _style_context(style):
-            figure = draw(results, runs, colors)
-            if figure is not None:
-                _save(figure, out_dir / name)
-                paths.append(out_dir / name)
-    return paths
-
-
-def _chart_style() -> dict[str, Any]:
-    """The fixed chart style, with fallback fonts for CJK names where installed."""
-    try:
-        from matplotlib import font_manager
-    except ImportError as exc:
-        raise ImportError(f"charts need matplotlib: {INSTALL_HINT}") from exc
-    installed = {font.name for font in font_manager.fontManager.ttflist}
-    fonts = ["DejaVu Sans", *(name for name in FALLBACK_FONTS if name in installed)]
-    return {**CHART_STYLE, "font.family": fonts}
-
-
-def _style_context(style: Mapping[str, Any]) -> Any:
-    """Matplotlib defaults plus ``style``, whatever the user's matplotlibrc says."""
-    import matplotlib.style
-
-    return matplotlib.style.context(["default", dict(style)])
-
-
-def _save(figure: Figure, path: Path) -> None:
-    with warnings.catch_warnings():
-        # A name in a script no installed font covers is drawn as boxes; the HTML
-        # tables still show it, and the warning gives the reader nothing to do.
-        warnings.filterwarnings("ignore", "Glyph .* missing from font", UserWarning)
-        figure.savefig(path, format="png", metadata={"Software": None})
-
-
-def _new_axes(results: Mapping[str, Any], title: str) -> tuple[Figure, Axes]:
-    from matplotlib.figure import Figure
-
-    figure = Figure(layout="constrained")
-    axes = figure.subplots()
-    figure.suptitle(_plain(title))
-    axes.set_title(_plain(subject(results)), wrap=True)
-    return figure, axes
-
-
-def _plain(text: str) -> str:
-    """Chart text with ``$`` escaped so matplotlib never reads user names as math."""
-    return text.replace("$", r"\$")
-
-
-def _percent_axis(axes: Axes, label: str) -> None:
-    from matplotlib.ticker import PercentFormatter
-
-    axes.set_ylim(0, 1.05)
-    axes.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
-    axes.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
-    axes.set_ylabel(label)
-
-
-def _tokens_axis(axes: Axes, ticks: Sequence[int], label: str) -> None:
-    """A log2 token axis ticked at ``ticks`` with short labels (1k, 2k, 4k)."""
-    from matplotlib.ticker import NullLocator
-
-    axes.set_xscale("log", base=2)
-    axes.set_xticks(list(ticks), labels=[budget_label(tick) for tick in ticks])
-    axes.xaxis.set_minor_locator(NullLocator())
-    axes.set_xlabel(label)
-
-
-def _legend(figure: Figure, handles: list[Any], labels: list[str]) -> None:
-    """A legend below the axes, never over the data; labels are taken verbatim."""
-    figure.legend(
-        handles,
-        [_plain(label) for label in labels],
-        loc="outside lower center",
-        ncols=_legend_columns(labels),
+    drawn = (
+        _drawn(out_dir / name, partial(draw, results, runs, colors), style)
+        for name, draw in CHARTS.items()
     )
+    charts = [chart for chart in drawn if chart is not None]
+    missing = sorted({script for chart in charts for script in chart.missing_scripts})
+    if missing:
+        warnings.warn(advice(missing), MissingFontWarning, stacklevel=2)
+    return charts
 
 
-def _legend_columns(labels: Sequence[str]) -> int:
-    """One row when the labels fit the figure width, else as many columns as fit."""
-    # At 10 pt and 130 dpi a character is at most ~10 px; a handle and gap ~60 px.
-    widths = [len(label) * 10 + 60 for label in labels]
-    if sum(widths) <= 900:
-        return len(labels)
-    return max(1, 900 // max(widths))
+def write_charts(results: dict[str, Any], out_dir: Path) -> list[Path]:
+    """Draw the charts of ``results`` as PNG files in ``out_dir``; return their paths."""
+    return [out_dir / chart.name for chart in draw_charts(results, out_dir)]
+
+
+def _drawn(path: Path, draw: Callable[[], Figure | None], style: Mapping[str, Any]) -> Chart | None:
+    """Draw and save one chart, reading matplotlib's warnings of missing glyphs."""
+    with style_context(style), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        figure = draw()
+        chart = None if figure is None else _saved(figure, path)
+    return None if chart is None else replace(chart, missing_scripts=missing_scripts(caught))
+
+
+def _saved(figure: Figure, path: Path) -> Chart:
+    import matplotlib
+
+    figure.savefig(path, format="png", metadata={"Software": None})
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": path.stem}):  # ids stable, and not shared
+        figure.savefig(buffer, format="svg", metadata={"Date": None})
+    caption = CAPTIONS.get(path.name, path.stem)
+    return Chart(path.name, path.read_bytes(), inline_svg(buffer.getvalue(), path.stem, caption))
 
 
 def _recall_vs_budget(
@@ -163,7 +114,7 @@ def _recall_vs_budget(
     budgets = sorted({run.budget for run in runs if run.budget is not None})
     if not budgets:
         return None
-    figure, axes = _new_axes(results, "Evidence recall vs context budget")
+    figure, axes = new_axes(results, "Evidence recall vs context budget")
     handles, labels = [], []
     for i, (strategy, group) in enumerate(by_strategy(runs).items()):
         color = colors[strategy]
@@ -177,10 +128,11 @@ def _recall_vs_budget(
             (line,) = axes.plot(x, y, color=color, linewidth=2, marker=marker)
             handles.append(line)
             labels.append(strategy)
-    _tokens_axis(axes, budgets, "context budget (tokens, log scale)")
+    tokens_axis(axes, budgets, "context budget (tokens, log scale)")
     axes.set_xlim(budgets[0] / 1.4, budgets[-1] * 1.4)
-    _percent_axis(axes, "evidence recall (% of questions)")
-    _legend(figure, handles, labels)
+    percent_axis(axes, "evidence recall (% of questions)")
+    legend(figure, handles, labels)
+    thin_x_ticks(figure, axes)
     return figure
 
 
@@ -190,21 +142,28 @@ def _recall_vs_tokens(
     """Evidence recall against tokens paid: points per budget, a star per unbounded run."""
     if not runs:
         return None
-    figure, axes = _new_axes(results, "Evidence recall vs prompt tokens paid")
+    figure, axes = new_axes(results, "Evidence recall vs prompt tokens paid")
     handles, labels = [], []
     for i, (strategy, group) in enumerate(by_strategy(runs).items()):
         marker = MARKERS[i % len(MARKERS)]
         for handle, label in _plot_tokens(axes, group, colors[strategy], marker):
             handles.append(handle)
             labels.append(label)
-    _label_budgets(axes, runs, colors)
+    budget_labels = _label_budgets(axes, runs, colors)
     tokens = [max(run.tokens, 1.0) for run in runs]
     low, high = min(tokens) / 1.3, max(tokens) * 1.3
-    _tokens_axis(axes, _powers_of_two(low, high), "mean prompt tokens per question (log scale)")
+    tokens_axis(axes, _powers_of_two(low, high), "mean prompt tokens per question (log scale)")
     axes.set_xlim(low, high)
-    _percent_axis(axes, "evidence recall (% of questions)")
-    _legend(figure, handles, labels)
+    percent_axis(axes, "evidence recall (% of questions)")
+    legend(figure, handles, labels)
+    thin_x_ticks(figure, axes)
+    place_labels(figure, axes, budget_labels, _markers(runs))
     return figure
+
+
+def _markers(runs: Sequence[Run]) -> list[tuple[float, float, float]]:
+    """Where the tokens chart's points are, and their radius in points (stars are larger)."""
+    return [(run.tokens, run.recall, 3.5 if run.budget is not None else 7.5) for run in runs]
 
 
 def _plot_tokens(
@@ -227,40 +186,37 @@ def _plot_tokens(
     return entries
 
 
-# Where a label sits relative to its point. Recall rises with tokens, so up-left
-# of a point is above its curve, down-right below it, and right between curves.
-_ABOVE = ((-7, 6), "right")
-_RIGHT = ((9, -3), "left")
-_BELOW = ((7, -13), "left")
+def _label_budgets(
+    axes: Axes, runs: Sequence[Run], colors: Mapping[str, str]
+) -> list[tuple[Any, Sequence[Place]]]:
+    """A budget label by each budgeted point, with the places it may go, best first.
 
-
-def _label_budgets(axes: Axes, runs: Sequence[Run], colors: Mapping[str, str]) -> None:
-    """Label each budgeted point; at each budget the top label goes above, the bottom below."""
+    Recall rises with tokens, so up-left of a point is above its curve and
+    down-right below it: at each budget the top point's label prefers above,
+    the bottom one's below, the others the right.
+    """
     by_budget: dict[int, list[Run]] = {}
     for run in runs:
         if run.budget is not None:
             by_budget.setdefault(run.budget, []).append(run)
+    labels: list[tuple[Any, Sequence[Place]]] = []
+    names = budget_labels(by_budget)
     for budget, group in by_budget.items():
         ranked = sorted(group, key=lambda run: -run.recall)
         for rank, run in enumerate(ranked):
-            place = _ABOVE if rank == 0 else _BELOW if rank == len(ranked) - 1 else _RIGHT
+            first = 0 if rank == 0 else 1 if rank == len(ranked) - 1 else 2
+            places = (AROUND[first], *(p for i, p in enumerate(AROUND) if i != first))
             xy = (run.tokens, run.recall)
-            _annotate(axes, budget_label(budget), xy, place, colors[run.strategy])
+            labels.append((_annotate(axes, names[budget], xy, colors[run.strategy]), places))
+    return labels
 
 
-def _annotate(
-    axes: Axes,
-    text: str,
-    xy: tuple[float, float],
-    place: tuple[tuple[int, int], str],
-    color: str,
-) -> None:
+def _annotate(axes: Axes, text: str, xy: tuple[float, float], color: str) -> Any:
     """A small label by a point, on a white backing so crossing lines stay legible."""
-    offset, align = place
     backing = {"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none"}
-    axes.annotate(
-        _plain(text), xy, xytext=offset, textcoords="offset points",
-        fontsize=8, color=color, ha=align, bbox=backing, zorder=2.5,
+    return axes.annotate(
+        plain(text), xy, xytext=(0, 0), textcoords="offset points",
+        fontsize=8, color=color, bbox=backing, zorder=2.5, annotation_clip=False,
     )  # fmt: skip
 
 
@@ -270,54 +226,6 @@ def _powers_of_two(low: float, high: float) -> list[int]:
     ticks = [2**power for power in range(first, last + 1)]
     step = max(1, math.ceil(len(ticks) / 8))
     return ticks[::step] or [2 ** round(math.log2(high))]
-
-
-def _category_runs(runs: Sequence[Run]) -> list[Run]:
-    """Each strategy's largest budget, plus unbounded runs, where categories exist."""
-    chosen = []
-    for group in by_strategy(runs).values():
-        budgeted = [run for run in group if run.budget is not None]
-        chosen += budgeted[-1:] + [run for run in group if run.budget is None]
-    return [run for run in chosen if run.metrics.get("by_category")]
-
-
-def _run_label(run: Run) -> str:
-    if run.budget is None:
-        return f"{run.strategy} (unbounded)"
-    return f"{run.strategy} @ {budget_label(run.budget)}"
-
-
-def _recall_by_category(
-    results: Mapping[str, Any], runs: Sequence[Run], colors: Mapping[str, str]
-) -> Figure | None:
-    """Grouped bars: evidence recall per category, one bar per chosen run."""
-    chosen = _category_runs(runs)
-    categories = category_counts(chosen)
-    if not categories:
-        return None
-    figure, axes = _new_axes(results, "Evidence recall by question category")
-    width = 0.8 / len(chosen)
-    handles = []
-    for i, run in enumerate(chosen):
-        by_category = run.metrics["by_category"]
-        values = [by_category.get(name, {}).get("evidence_recall", math.nan) for name in categories]
-        offsets = [c - 0.4 + width * (i + 0.5) for c in range(len(categories))]
-        hatch = "//" if run.budget is None else None
-        bars = axes.bar(offsets, values, width, color=colors[run.strategy], hatch=hatch)
-        if len(chosen) * len(categories) <= 24:
-            texts = ["" if math.isnan(v) else f"{v * 100:.0f}" for v in values]
-            axes.bar_label(bars, texts, padding=2, fontsize=7)
-        handles.append(bars)
-    names = [_category_label(name, n) for name, n in categories.items()]
-    axes.set_xticks(range(len(categories)), labels=[_plain(name) for name in names])
-    if len(categories) > 5:  # long rows of names would run into each other
-        for tick in axes.get_xticklabels():
-            tick.set(rotation=30, horizontalalignment="right", rotation_mode="anchor")
-    axes.grid(False, axis="x")
-    axes.set_xlabel("question category (n = questions)")
-    _percent_axis(axes, "evidence recall (% of questions)")
-    _legend(figure, handles, [_run_label(run) for run in chosen])
-    return figure
 
 
 def _cost_per_turn(
@@ -333,7 +241,7 @@ def _cost_per_turn(
     ]
     if not series:
         return None
-    figure, axes = _new_axes(results, "Input cost of each turn, with the prompt cache")
+    figure, axes = new_axes(results, "Input cost of each turn, with the prompt cache")
     styles = ("-", "--", ":", "-.")
     budgets = sorted({budget for _, budget, _ in series}, key=lambda b: (len(b), b))
     handles, labels = [], []
@@ -349,12 +257,8 @@ def _cost_per_turn(
     axes.set_xlabel("user turn of the conversation")
     axes.set_ylabel("input cost of the turn (US cents, mean over conversations)")
     axes.set_ylim(bottom=0)
-    _legend(figure, handles, labels)
+    legend(figure, handles, labels)
     return figure
-
-
-def _category_label(name: str, n: int | None) -> str:
-    return name if n is None else f"{name}\n(n={n})"
 
 
 CHARTS: dict[
@@ -362,7 +266,7 @@ CHARTS: dict[
 ] = {
     "recall_vs_budget.png": _recall_vs_budget,
     "recall_vs_tokens.png": _recall_vs_tokens,
-    "recall_by_category.png": _recall_by_category,
+    "recall_by_category.png": recall_by_category,
     "cost_per_turn.png": _cost_per_turn,
 }
 CAPTIONS = {
@@ -380,7 +284,7 @@ CAPTIONS = {
         "price every turn; a window that evicts in steps pays it only at a step."
     ),
     "recall_by_category.png": (
-        "Evidence recall per question category at each strategy's largest budget "
-        "(hatched: unbounded strategies); bar labels are percent."
+        "Evidence recall (percent) per question category, for every strategy (rows) at "
+        "every budget (columns; ∞: no budget). Darker is more; grey: not measured."
     ),
 }

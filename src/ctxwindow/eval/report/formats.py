@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 
 def budget_label(tokens: int) -> str:
@@ -11,6 +12,17 @@ def budget_label(tokens: int) -> str:
         if tokens >= size and tokens % size == 0:
             return f"{tokens // size}{unit}"
     return f"{tokens:,}"
+
+
+def budget_labels(budgets: Iterable[int]) -> dict[int, str]:
+    """Short labels for several budgets, written in full where two would read the same.
+
+    >>> budget_labels([1000, 1024, 4096])
+    {1000: '1,000', 1024: '1,024', 4096: '4k'}
+    """
+    short = {budget: budget_label(budget) for budget in sorted(set(budgets))}
+    shared = {label for label in short.values() if list(short.values()).count(label) > 1}
+    return {b: f"{b:,}" if label in shared else label for b, label in short.items()}
 
 
 def tokens_label(tokens: float) -> str:

@@ -1,20 +1,28 @@
-"""The report's HTML page: summary, tables and the charts, in one self-contained file.
+"""The report's HTML page, in one self-contained file.
 
-``render_html(results, charts)`` escapes every text taken from the results
-and embeds the charts as data URIs, so the page loads nothing from anywhere.
+In order: what was evaluated; the findings (``findings.py``); the results
+table with the recall charts; recall by category (heat map and table); with
+``--replay``, the cost of each turn with the prompt cache; the per-question
+table with its filters (``questions.py``). ``render_html(results, charts)``
+escapes every text taken from the results and inlines the charts as SVG (the
+browser draws their text, CJK included) with their PNG as a download link, so
+the page loads nothing from anywhere.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
-from pathlib import Path
 from typing import Any
 
-from ctxwindow.eval.report.charts import CAPTIONS
+from ctxwindow.eval.report.charts import Chart
+from ctxwindow.eval.report.findings import findings
 from ctxwindow.eval.report.formats import count, ms, percent, score, usd
+from ctxwindow.eval.report.glyphs import advice
+from ctxwindow.eval.report.questions import questions_section
 from ctxwindow.eval.report.runs import (
     UNBOUNDED,
     Run,
@@ -22,6 +30,7 @@ from ctxwindow.eval.report.runs import (
     category_counts,
     read_runs,
     strategy_colors,
+    strategy_order,
     subject,
 )
 
@@ -48,6 +57,19 @@ COLUMNS = (
     _Column("N messages", "messages", count),
     _Column("Answer score", "answer_score", score),
 )
+# The sections' anchors (their <h2> ids), as the links at the top of the page name them.
+NAVIGATION = {
+    "findings": "Findings",
+    "results": "Results",
+    "categories": "By category",
+    "replay": "With the prompt cache",
+    "questions": "Question by question",
+    "charts": "Charts",
+}
+# The charts a section shows; any other goes to the "Charts" section at the end.
+PLACED_CHARTS = frozenset(
+    {"recall_vs_budget.png", "recall_vs_tokens.png", "recall_by_category.png", "cost_per_turn.png"}
+)
 HOW_TO_READ = (
     "<b>Evidence recall</b> is the share of questions whose evidence messages are "
     "<em>all</em> in the context the strategy built; <b>turn recall</b> is the mean share "
@@ -63,6 +85,12 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neu
   "Noto Sans", sans-serif; max-width: 1120px; margin: 2rem auto; padding: 0 1rem;
   color: #1f2328; background: #fff; line-height: 1.5; }
 h1 { font-size: 1.6rem; margin: 0 0 .25rem; }
+nav { font-size: .9rem; margin: 0 0 1rem; }
+nav a { margin-right: 1rem; }
+.findings { background: #f6f8fa; border-left: 4px solid #0969da;
+  padding: .6rem 1rem .6rem 2rem; margin: 0 0 1rem; }
+.findings li { margin: .25rem 0; }
+.note { background: #fff8c5; border-left: 4px solid #bf8700; padding: .5rem .8rem; }
 h2 { font-size: 1.2rem; margin: 2.2rem 0 .6rem; padding-bottom: .25rem;
   border-bottom: 1px solid #d0d7de; }
 .summary { color: #57606a; margin: 0 0 1rem; }
@@ -80,8 +108,37 @@ th small { font-weight: normal; color: #57606a; }
 .swatch { display: inline-block; width: .75em; height: .75em; border-radius: 2px;
   margin-right: .45em; }
 figure { margin: 2rem 0; }
-figure img { display: block; max-width: 100%; height: auto; border: 1px solid #eaeef2; }
+figure img, figure svg { display: block; width: 100%; max-width: 100%; height: auto;
+  border: 1px solid #eaeef2; }
+figure svg * { stroke-linejoin: round; stroke-linecap: butt; }
+figure svg text { font-family: "DejaVu Sans", "Bitstream Vera Sans", Verdana,
+  "Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC", "PingFang SC",
+  "Hiragino Sans", "Microsoft YaHei", "WenQuanYi Zen Hei", sans-serif; }
 figcaption { color: #57606a; font-size: .9rem; margin-top: .4rem; }
+details { margin: 1rem 0; }
+summary { cursor: pointer; color: #0969da; }
+.filters { display: flex; flex-wrap: wrap; gap: .4rem .6rem; align-items: center;
+  margin: .8rem 0; font-size: .9rem; }
+.filters label { font-weight: 600; }
+.filters span { white-space: nowrap; }
+.filters input, .filters select, .filters button { font: inherit; padding: .2rem .35rem; }
+.filters output { color: #57606a; margin-left: auto; }
+:focus-visible { outline: 2px solid #0969da; outline-offset: 2px; }
+.questions { max-height: 80vh; overflow: auto; border: 1px solid #eaeef2; }
+.questions thead th { position: sticky; top: 0; z-index: 1; }
+.questions thead tr + tr th { top: 2.1rem; }
+.questions td { vertical-align: top; }
+.qid { color: #57606a; font-size: .8rem; }
+th.budget { text-align: center; font-weight: normal; font-size: .8rem; }
+.answer { color: #57606a; font-size: .8rem; }
+.answer::before { content: "answer: "; }
+th.run-group { text-align: center; border-left: 2px solid #d0d7de; white-space: nowrap; }
+.o { text-align: center; font-weight: 600; min-width: 1.5rem; padding: .35rem .15rem; }
+.o.k { background: #dafbe1; color: #116329; }
+.o.c { background: #ddf4ff; color: #0550ae; }
+.o.p { background: #fff1e5; color: #953800; }
+.o.l { background: #ffebe9; color: #a40e26; }
+span.o { display: inline-block; padding: 0 .3rem; border-radius: 3px; }
 @media print {
   body { max-width: none; margin: 0; }
   figure, tr { break-inside: avoid; }
@@ -91,28 +148,78 @@ figcaption { color: #57606a; font-size: .9rem; margin-top: .4rem; }
 """
 
 
-def render_html(results: dict[str, Any], charts: Mapping[str, bytes]) -> str:
-    """One self-contained HTML page: summary, tables and ``charts`` (name → PNG bytes).
+def render_html(results: dict[str, Any], charts: Sequence[Chart] = ()) -> str:
+    """One self-contained HTML page of ``results`` and their ``charts``.
 
-    Every text taken from ``results`` is escaped; charts are embedded as data URIs,
-    so the page loads nothing from anywhere.
+    Every text taken from ``results`` is escaped; charts are inlined (SVG, or the
+    PNG as a data URI when a chart has no SVG), so the page loads nothing from
+    anywhere.
     """
     runs = read_runs(results)
     colors = strategy_colors(results)
+    drawn = {chart.name: chart for chart in charts}
     title = "ctxwindow evaluation"
     if subject(results):
         title += f": {subject(results)}"
+    sections = {
+        "findings": _findings_section(results),
+        "results": _results_section(results, runs, colors, drawn),
+        "categories": _category_section(runs, colors, drawn),
+        "replay": _replay_section(results, colors, drawn),
+        "questions": questions_section(results, runs, colors),
+        "charts": _charts_section([c for c in charts if c.name not in PLACED_CHARTS]),
+    }
     body = [
         f"<h1>{escape(title)}</h1>",
         f"<p class=summary>{escape(_summary(results))}</p>",
-        f"<p>{HOW_TO_READ.format(price=escape(_price(results)))}</p>",
-        "<h2>Results by strategy and budget</h2>",
-        _main_table(runs, colors),
-        _category_section(runs, colors),
-        _replay_section(results, colors),
-        _charts_section(charts),
+        _nav([anchor for anchor, section in sections.items() if section]),
+        *sections.values(),
     ]
     return _page(title, "\n".join(part for part in body if part))
+
+
+def _nav(anchors: Sequence[str]) -> str:
+    """Links to the page's sections (each has its ``<h2 id=ANCHOR>``)."""
+    if len(anchors) < 2:
+        return ""
+    links = "".join(f"<a href='#{anchor}'>{NAVIGATION[anchor]}</a>" for anchor in anchors)
+    return f"<nav aria-label='Sections'>{links}</nav>"
+
+
+def _findings_section(results: Mapping[str, Any]) -> str:
+    sentences = findings(results)
+    if not sentences:
+        return ""
+    names = _strategy_names(results)
+    items = "".join(f"<li>{_bold_names(sentence, names)}</li>" for sentence in sentences)
+    return f"<h2 id=findings>Findings</h2>\n<ul class=findings>{items}</ul>"
+
+
+def _strategy_names(results: Mapping[str, Any]) -> re.Pattern[str]:
+    """Matches the strategies' names as whole words (the longest first)."""
+    names = sorted(strategy_order(results), key=len, reverse=True)
+    return re.compile(r"(?<!\w)(" + "|".join(re.escape(name) for name in names) + r")(?!\w)")
+
+
+def _bold_names(sentence: str, names: re.Pattern[str]) -> str:
+    """``sentence`` escaped, with the strategies' names in bold."""
+    parts = names.split(sentence)  # the names caught are at the odd places
+    return "".join(f"<b>{escape(p)}</b>" if i % 2 else escape(p) for i, p in enumerate(parts))
+
+
+def _results_section(
+    results: Mapping[str, Any],
+    runs: Sequence[Run],
+    colors: Mapping[str, str],
+    drawn: Mapping[str, Chart],
+) -> str:
+    return "\n".join([
+        "<h2 id=results>Results by strategy and budget</h2>",
+        f"<p>{HOW_TO_READ.format(price=escape(_price(results)))}</p>",
+        _main_table(runs, colors),
+        _font_note(list(drawn.values())),
+        _figures(drawn, "recall_vs_budget.png", "recall_vs_tokens.png"),
+    ])  # fmt: skip
 
 
 def _page(title: str, body: str) -> str:
@@ -207,8 +314,10 @@ def _metric_cell(run: Run, column: _Column, best: bool) -> str:
     return f"<td class='num{highlight}'>{escape(column.fmt(float(value)))}</td>"
 
 
-def _category_section(runs: Sequence[Run], colors: Mapping[str, str]) -> str:
-    """Evidence recall per question category for every run that reports categories."""
+def _category_section(
+    runs: Sequence[Run], colors: Mapping[str, str], drawn: Mapping[str, Chart]
+) -> str:
+    """Evidence recall per question category: the heat map, and a table of every run."""
     runs = [run for run in runs if run.metrics.get("by_category")]
     categories = category_counts(runs)
     if not categories:
@@ -219,8 +328,13 @@ def _category_section(runs: Sequence[Run], colors: Mapping[str, str]) -> str:
         + "</th>"
         for name, n in categories.items()
     )
-    return "<h2>Evidence recall by question category</h2>\n" + _table(
+    table = _table(
         runs, colors, head, lambda run: "".join(_category_cell(run, c) for c in categories)
+    )
+    return (
+        "<h2 id=categories>Evidence recall by question category</h2>\n"
+        + _figures(drawn, "recall_by_category.png")
+        + f"\n<details open><summary>The numbers</summary>\n{table}\n</details>"
     )
 
 
@@ -231,7 +345,9 @@ def _category_cell(run: Run, category: str) -> str:
     return f"<td class=num>{percent(float(value))}</td>"
 
 
-def _replay_section(results: Mapping[str, Any], colors: Mapping[str, str]) -> str:
+def _replay_section(
+    results: Mapping[str, Any], colors: Mapping[str, str], drawn: Mapping[str, Chart]
+) -> str:
     """With ``--replay``: what the provider's prompt cache served, and each turn's cost."""
     rows = []
     for strategy, per_budget in results.get("results", {}).items():
@@ -255,24 +371,42 @@ def _replay_section(results: Mapping[str, Any], colors: Mapping[str, str]) -> st
         " cache</th><th>input $ per turn</th><th>evidence recall</th></tr>"
     )
     return (
-        "<h2>Turn by turn, with the prompt cache</h2>\n"
+        "<h2 id=replay>Turn by turn, with the prompt cache</h2>\n"
         f"<p>Every user turn replayed as sent; cached tokens priced at {escape(price)}"
         f" ({escape(str(results.get('prompt_cache', 'prefix')))} cache).</p>\n"
-        f"<div class=scroll><table>{head}\n" + "\n".join(rows) + "</table></div>"
+        f"<div class=scroll><table>{head}\n"
+        + "\n".join(rows)
+        + "</table></div>\n"
+        + _figures(drawn, "cost_per_turn.png")
     )
 
 
-def _charts_section(charts: Mapping[str, bytes]) -> str:
+def _figures(drawn: Mapping[str, Chart], *names: str) -> str:
+    """The named charts, those that were drawn (each is in ``PLACED_CHARTS``)."""
+    return "\n".join(_figure(drawn[name]) for name in names if name in drawn)
+
+
+def _charts_section(charts: Sequence[Chart]) -> str:
+    """Charts no section of the page shows (a chart of one's own)."""
     if not charts:
         return ""
-    figures = [_figure(name, png) for name, png in charts.items()]
-    return "<h2>Charts</h2>\n" + "\n".join(figures)
+    return "<h2 id=charts>Charts</h2>\n" + "\n".join(_figure(chart) for chart in charts)
 
 
-def _figure(name: str, png: bytes) -> str:
-    caption = escape(CAPTIONS.get(name, Path(name).stem.replace("_", " ")))
-    data = base64.b64encode(png).decode("ascii")
-    return (
-        f'<figure><img src="data:image/png;base64,{data}" alt="{caption}">'
-        f"<figcaption>{caption}</figcaption></figure>"
-    )
+def _figure(chart: Chart) -> str:
+    caption = escape(chart.caption)
+    data = base64.b64encode(chart.png).decode("ascii")
+    png = f"data:image/png;base64,{data}"
+    if not chart.svg:
+        image = f'<img src="{png}" alt="{caption}">'
+        return f"<figure>{image}<figcaption>{caption}</figcaption></figure>"
+    download = f' <a href="{png}" download="{escape(chart.name)}">PNG</a>'
+    return f"<figure>{chart.svg}<figcaption>{caption}{download}</figcaption></figure>"
+
+
+def _font_note(charts: Sequence[Chart]) -> str:
+    """When the PNG files draw a script as boxes for want of a font: say so, and the fix."""
+    missing = sorted({script for chart in charts for script in chart.missing_scripts})
+    if not missing:
+        return ""
+    return f"<p class=note role=note>{escape(advice(missing))}</p>"

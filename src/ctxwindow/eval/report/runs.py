@@ -51,7 +51,8 @@ def _budget_of(key: str) -> int | None:
     return None if key == UNBOUNDED else int(key)
 
 
-def _budget_order(key: str) -> tuple[bool, int]:
+def budget_order(key: str) -> tuple[bool, int]:
+    """Sort key of budget keys: ascending, ``"unbounded"`` last."""
     budget = _budget_of(key)
     return budget is None, budget or 0
 
@@ -61,7 +62,7 @@ def read_runs(results: Mapping[str, Any]) -> list[Run]:
     runs = []
     for strategy in strategy_order(results):
         by_budget = results["results"][strategy]
-        for key in sorted(by_budget, key=_budget_order):
+        for key in sorted(by_budget, key=budget_order):
             runs.append(Run(strategy, _budget_of(key), by_budget[key]))
     return runs
 
