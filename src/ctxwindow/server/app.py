@@ -20,7 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ctxwindow.context import ArchiveLike
 from ctxwindow.redact import RedactFn
-from ctxwindow.server import chat, docs, messages, openapi, responses, sessions
+from ctxwindow.server import chat, docs, messages, openapi, responses, sessions, ui
 from ctxwindow.server.errors import install
 from ctxwindow.server.service import Service
 from ctxwindow.server.settings import Settings
@@ -62,6 +62,8 @@ def create_app(
     app.include_router(responses.router(service, tenant))
     app.include_router(messages.router(service, tenant))
     app.include_router(sessions.router(service, tenant))
+    if settings.ui:
+        app.include_router(ui.router())
     _add_probes(app, service)
     openapi.install(app, settings)
     docs.install(app)

@@ -104,6 +104,10 @@ class Settings(BaseSettings):
     # With api_keys, GET /metrics needs one of them too, unless this opens it
     # (a scraper on a network of its own). /healthz and /readyz stay open.
     metrics_public: bool = False
+    # The session inspector page at /ui/ (docs/inspector.md): static files that hold no
+    # data, served without a key; its data comes from the API with the user's key.
+    # false: /ui/ and its files are 404.
+    ui: bool = True
     max_request_bytes: int = Field(default=1_000_000, ge=1)
     max_message_chars: int = Field(default=100_000, ge=1)
     max_messages_per_session: int = Field(default=10_000, ge=1)
