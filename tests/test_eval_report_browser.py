@@ -233,8 +233,10 @@ def test_choosing_an_outcome_shows_the_questions_one_run_lost(
     page.select_option("#q-category", label="说明书")
     manual = [i for i in lost if results["questions"][i]["category"] == "说明书"]
     assert len(shown_rows(page)) == len(manual)
-    page.click("button[type=reset]")
-    assert len(shown_rows(page)) == len(outcomes)
+    page.click("button[type=reset]")  # the form resets, then the filter runs (a task later)
+    total = len(outcomes)
+    page.wait_for_function(f"document.getElementById('q-count').textContent.startsWith('{total} ')")
+    assert len(shown_rows(page)) == total
     screenshot(page, "report-questions")
 
 
