@@ -42,15 +42,17 @@ class Journal:
         self.evicted_tokens = 0
 
     def evicted(self, units: Sequence[Unit], cause: str) -> None:
-        for unit in units:
+        log = self._log
+        for unit in units:  # on every eviction: kept to a few appends
             reason = (cause, unit.priority, unit.size) if self._ranked else cause
             for entry in unit.entries:
                 self.evicted_entries += 1
                 self.evicted_tokens += stored_tokens(entry)
-                self._note(_Logged("evicted", entry, reason, self.applied(unit, entry)))
+                log.items.append(_Logged("evicted", entry, reason, unit))
+            log.logged += len(unit.entries)
 
     def compressed(self, old: Entry, new: Entry, cause: str) -> None:
-        self._note(_Logged("compressed", new, cause, {"stored_as": stored_tokens(old)}))
+        self._note(_Logged("compressed", new, cause, stored_as=stored_tokens(old)))
 
     def summarized(self, entries: Sequence[Entry]) -> None:
         for entry in entries:
@@ -121,7 +123,9 @@ class Journal:
                 for entry in unit.entries:
                     logged = final.pop(entry.seq, None)
                     out.append(self._row(unit, entry, unit.seq in left_out, logged))
-            out.extend(item.decision() for item in final.values() if item.action != "compressed")
+            out.extend(
+                item.decision(self) for item in final.values() if item.action != "compressed"
+            )
             return in_order(out)
 
         return Decisions(rows)
@@ -135,7 +139,8 @@ class Journal:
         if "compressed" in entry.metadata:
             if logged is None:
                 return self._said(unit, entry, "compressed", "compressed")
-            return self._said(unit, entry, "compressed", str(logged.reason), logged.applied)
+            extra = None if logged.stored_as is None else {"stored_as": logged.stored_as}
+            return self._said(unit, entry, "compressed", str(logged.reason), extra)
         return self._said(unit, entry, "kept", "")
 
     def _summary(self, summary: Unit) -> Decision:
@@ -185,35 +190,42 @@ class _Log:
 
 
 class _Logged:
-    """An entry that left or changed, made into a ``Decision`` once, when first reported."""
+    """An entry that left or changed (of ``unit``, when it left), made into a ``Decision``
+    once, when first reported."""
 
-    __slots__ = ("_decision", "action", "applied", "entry", "reason")
+    __slots__ = ("_decision", "action", "entry", "reason", "stored_as", "unit")
 
     def __init__(
         self,
         action: str,
         entry: Entry,
         reason: str | tuple[str, int, int],
-        applied: dict[str, Any] | None = None,
+        unit: Unit | None = None,
+        *,
+        stored_as: int | None = None,
     ) -> None:
-        self.action, self.entry, self.reason, self.applied = action, entry, reason, applied
+        self.action, self.entry, self.reason, self.unit = action, entry, reason, unit
+        self.stored_as = stored_as
         self._decision: Decision | None = None
 
     def after(self, earlier: _Logged | None) -> _Logged:
         """This event, the last word on its entry, knowing the ``earlier`` one: a row
         folded into the summary keeps the priority applied at its eviction; a compressed
         one, the stored size from its first compression."""
-        if earlier is not None and earlier.applied:
-            self.applied = {**earlier.applied, **(self.applied or {})}
-            if "stored_as" in earlier.applied:
-                self.applied["stored_as"] = earlier.applied["stored_as"]
+        if earlier is not None:
+            self.unit = self.unit or earlier.unit
+            if earlier.stored_as is not None:
+                self.stored_as = earlier.stored_as
         return self
 
-    def decision(self) -> Decision:
+    def decision(self, journal: Journal) -> Decision:
         if self._decision is None:
             reason = self.reason
             if isinstance(reason, tuple):
                 cause, priority, size = reason
                 reason = f"{cause}; {Priority(priority).name} priority, {size} tokens"
-            self._decision = Decision.of(self.entry, self.action, reason, **(self.applied or {}))
+            applied = {} if self.unit is None else journal.applied(self.unit, self.entry)
+            if self.stored_as is not None:
+                applied["stored_as"] = self.stored_as
+            self._decision = Decision.of(self.entry, self.action, reason, **applied)
         return self._decision
