@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 from fastapi.testclient import TestClient
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ctxwindow import MessageWindow, TokenWindow, count_tokens
@@ -157,8 +157,23 @@ def test_a_stepping_hybrid_resumes_from_its_checkpoint() -> None:
 # -- the manager: recall in the cache-aware mode --------------------------------------------
 
 
+ID, ASK = (
+    "My tracking id is SF1234567890.",
+    ("Could you summarise the delivery options for a parcel to Osaka and to Leeds?"),
+)
+# Found by Hypothesis: the step made for recall evicted the question itself, which recall
+# then offered back; the context fell back to the question alone, and the next turn's
+# context was not its extension although the window had not stepped again.
+STEP_EVICTED_THE_QUESTION = [
+    ("msg", "user", ID), ("tool", ID), *[("msg", "user", ID)] * 4, ("tool", ID),
+    ("msg", "user", ASK), ("msg", "user", ID), ("tool", ID), ("tool", ID),
+    ("msg", "user", ASK), ("msg", "user", ID),
+]  # fmt: skip
+
+
 @settings(max_examples=25)
 @given(program=programs, budget=st.integers(200, 700))
+@example(program=STEP_EVICTED_THE_QUESTION, budget=200)
 def test_the_manager_with_recall_only_appends_between_steps(
     program: list[tuple[str, ...]], budget: int
 ) -> None:

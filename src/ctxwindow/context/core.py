@@ -339,7 +339,7 @@ class Core:
             # One step down, to the room recall has without the cache mode (stepping only
             # as far as the strong matches need measured 4 points less evidence recall on
             # LoCoMo at 4,096 and 8,192 tokens).
-            window.make_room(room)
+            window.make_room(room, keep=question)  # the question stays: it is sent
             kept = {e.id for _, unit in ranked for e in unit.entries if window.holds(e.seq)}
         found = self.recall.choose(fresh, kept, room if wanted else max(0, free()))
         at = question if question is not None else session.last_seq + 1

@@ -490,13 +490,15 @@ class Window(WindowView):
         if evicted:
             self._evicted(evicted)
 
-    def make_room(self, size: int) -> None:
+    def make_room(self, size: int, *, keep: int | None = None) -> None:
         """Evict so that ``size`` is free below the budget, in one step (see ``low_water``):
-        room for what is sent beside the window, say recalled turns."""
+        room for what is sent beside the window, say recalled turns; never the unit of
+        seq ``keep`` (say, the question the room is made for)."""
         if self._kept.used + size <= self._budget:
             return
         target = self.step_target(max(self._budget - size, 0))
-        self._evict_until_fits(excess=lambda: self._kept.used - target)
+        spared = None if keep is None else self._kept.units.get(keep)
+        self._evict_until_fits(spared, excess=lambda: self._kept.used - target)
 
     def step_target(self, budget: int | None = None) -> int:
         """What the window evicts down to when it is over ``budget`` (its own by default):

@@ -282,9 +282,9 @@ class PriorityWindow(TokenWindow):
         )
         self._cause = "over budget"
 
-    def make_room(self, size: int) -> None:
+    def make_room(self, size: int, *, keep: int | None = None) -> None:
         self._cause = "room for recalled turns"
-        super().make_room(size)
+        super().make_room(size, keep=keep)
         self._cause = "over budget"
 
     def _evict_now(self, unit: Unit, reason: str) -> None:
