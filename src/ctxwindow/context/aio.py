@@ -241,7 +241,8 @@ class AsyncContextManager:
             found = await self._candidates(session_id, session, text_of(new.message), room)
             recalled = self._core.recalled(session, room, found)
             built = self._core.context(session, room, recalled, None)
-            return built.plus(self._core.previewed_row(session, new), new.message, budget=budget)
+            row = session.window.previewed_row(new, seq=session.last_seq + 1)
+            return built.plus(row, new.message, budget=budget)
 
     async def history(self, session_id: str) -> list[Entry]:
         """Every stored entry of the session, in order."""

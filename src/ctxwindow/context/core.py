@@ -19,7 +19,6 @@ from ctxwindow.policies.alternate import alternate, is_alternating
 from ctxwindow.policies.base import stored_kind
 from ctxwindow.policies.explain import Decision, Decisions, Report
 from ctxwindow.policies.rules import text_of
-from ctxwindow.policies.view import PREVIEWED
 from ctxwindow.recall import Recall, RecallPolicy, is_whole, rank_units
 from ctxwindow.redact.redactor import RedactFn, redacted_preview
 from ctxwindow.stores.base import Checkpoint
@@ -217,12 +216,6 @@ class Core:
                 )
             entry = compressed(session.window, entry, room, budget, self.on_event)
         return entry
-
-    @staticmethod
-    def previewed_row(session: Session, entry: Entry) -> Decision:
-        """The report's row of a ``previewed`` message, at the seq it would get."""
-        state = "compressed" if "compressed" in entry.metadata else "kept"
-        return Decision.of(replace(entry, seq=session.last_seq + 1), state, PREVIEWED)
 
     # -- recall ----------------------------------------------------------------------
 

@@ -131,9 +131,12 @@ class WindowView(ABC):
         built = Context(self._kept.messages_without(left), tokens, report)
         return built.plus(self.previewed_row(entry), entry.message)
 
-    def previewed_row(self, entry: Entry) -> Decision:
-        """The report's row of a message ``preview`` adds (at the seq it would get)."""
-        return Decision.of(replace(entry, seq=self._next_seq), "kept", PREVIEWED)
+    def previewed_row(self, entry: Entry, seq: int | None = None) -> Decision:
+        """The report's row of a message ``preview`` adds, at ``seq`` (default: the one the
+        window would give it), compressed if it had to be."""
+        state = "compressed" if "compressed" in entry.metadata else "kept"
+        at = self._next_seq if seq is None else seq
+        return Decision.of(replace(entry, seq=at), state, PREVIEWED)
 
     def applied(self, unit: Unit, entry: Entry) -> dict[str, Any]:
         """The category and priority (if the window ranks) it applied to ``entry`` of ``unit``,
