@@ -252,8 +252,8 @@ DatasetOption = Annotated[
     list[str] | None,
     typer.Option(
         metavar="SPEC",
-        help="A dataset: builtin:NAME, locomo:PATH, longmemeval:PATH or a .json/.jsonl file"
-        " (the forms are listed below); repeat for several. Default: builtin:all.",
+        help="A dataset: builtin:NAME, locomo:PATH, longmemeval:PATH, beam:PATH or a .json/.jsonl"
+        " file (the forms are listed below); repeat for several. Default: builtin:all.",
     ),
 ]
 StrategiesOption = Annotated[

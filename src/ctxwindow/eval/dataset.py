@@ -1,10 +1,10 @@
 """Evaluation datasets: loading, validation, and the cases a strategy is asked about.
 
 The format (JSON, or JSON Lines with one conversation per line) is documented
-in docs/eval.md; ``locomo:PATH`` and ``longmemeval:PATH`` read the files of
-those public benchmarks (``ctxwindow.eval.loaders``). Validation collects
-every problem, each naming the conversation, message or question and what is
-wrong; by default any problem stops the run before anything is measured, and
+in docs/eval.md; ``locomo:PATH``, ``longmemeval:PATH`` and ``beam:PATH`` read
+the files of those public benchmarks (``ctxwindow.eval.loaders``).
+Validation collects every problem, each naming the conversation, message or
+question and what is wrong; by default any problem stops the run before anything is measured, and
 with ``skip_invalid`` the invalid conversations and questions are left out and
 reported.
 """
@@ -23,7 +23,7 @@ from ctxwindow.messages import Message, tool_call_ids, validate_message
 # Keys of a dataset message that are ours, not the chat wire format.
 DATASET_KEYS = ("id", "timestamp")
 # Spec prefixes of the public benchmarks read by ctxwindow.eval.loaders.
-BENCHMARKS = ("locomo:", "longmemeval:")
+BENCHMARKS = ("locomo:", "longmemeval:", "beam:")
 
 
 class DatasetError(CtxWindowError, ValueError):
@@ -79,7 +79,8 @@ class Dataset:
 def load_dataset(
     spec: str, *, skip_invalid: bool = False, include_unanswerable: bool = False
 ) -> tuple[Dataset, list[str]]:
-    """Load ``builtin:NAME``, ``locomo:PATH``, ``longmemeval:PATH`` or a ``.json``/``.jsonl`` file.
+    """Load ``builtin:NAME``, ``locomo:PATH``, ``longmemeval:PATH``, ``beam:PATH`` or a
+    ``.json``/``.jsonl`` file.
 
     Returns the dataset and the problems of what was left out: by ``skip_invalid``,
     and, for a benchmark, its questions that cannot be measured.

@@ -1,19 +1,20 @@
-"""The public long-conversation benchmarks LoCoMo and LongMemEval as evaluation datasets.
+"""The public long-conversation benchmarks LoCoMo, LongMemEval and BEAM as evaluation datasets.
 
-``load_dataset("locomo:PATH")`` and ``load_dataset("longmemeval:PATH")`` come
-here. The original file is turned into the dataset format of docs/eval.md
-(conversations of messages with ``id`` and ``timestamp``, and their
-questions), which ``parse_dataset`` then validates like any JSON dataset.
-The rendering is specified in docs/eval.md, "Public benchmarks"; reference
-figures and recall code depend on it, so it changes only on purpose. Each
-format has its module (``locomo``, ``longmemeval``); what they share is in
-``conversion``.
+``load_dataset("locomo:PATH")``, ``load_dataset("longmemeval:PATH")`` and
+``load_dataset("beam:PATH")`` come here. The original files are turned into
+the dataset format of docs/eval.md (conversations of messages with ``id``
+and ``timestamp``, and their questions), which ``parse_dataset`` then
+validates like any JSON dataset. The rendering is specified in docs/eval.md,
+"Public benchmarks"; reference figures and recall code depend on it, so it
+changes only on purpose. Each format has its module (``locomo``,
+``longmemeval``, ``beam``); what they share is in ``conversion``.
 
 What can be wrong, and what happens::
 
-    the file cannot be read, or is not the benchmark's shape  -> DatasetError
-    a sample / instance is malformed (a key missing, a wrong   -> a problem naming it and
-      type)                                                       the key; DatasetError
+    the file (BEAM: the folder) cannot be read, or is not the  -> DatasetError
+      benchmark's shape
+    a sample / instance / chat is malformed (a key missing, a  -> a problem naming it and
+      wrong type; BEAM: a chat's file missing or not JSON)        the key; DatasetError
                                                                   unless skip_invalid
     a question the benchmark itself leaves unmeasurable (no    -> always left out,
       evidence, evidence naming turns that do not exist)          with a note
@@ -26,23 +27,34 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from ctxwindow.eval.beam import beam_chats, from_beam
 from ctxwindow.eval.conversion import Conversion, Malformed
 from ctxwindow.eval.dataset import Dataset, DatasetError, parse_dataset, read_json
 from ctxwindow.eval.locomo import from_locomo
 from ctxwindow.eval.longmemeval import from_longmemeval
 
-__all__ = ["Conversion", "benchmarks", "from_locomo", "from_longmemeval", "load_benchmark"]
+__all__ = [
+    "Conversion",
+    "benchmarks",
+    "from_beam",
+    "from_locomo",
+    "from_longmemeval",
+    "load_benchmark",
+]
 
 
 def load_benchmark(
     spec: str, *, skip_invalid: bool = False, include_unanswerable: bool = False
 ) -> tuple[Dataset, list[str]]:
-    """Load ``locomo:PATH`` or ``longmemeval:PATH``; returns the dataset and what was left out."""
+    """Load ``locomo:PATH``, ``longmemeval:PATH`` or ``beam:PATH``; returns the dataset and what
+    was left out."""
     kind, _, path = spec.partition(":")
     convert = _CONVERTERS[kind]
+    read = _INPUTS.get(kind, read_json)
     try:
-        conversion = convert(read_json(Path(path)), include_unanswerable=include_unanswerable)
+        conversion = convert(read(Path(path)), include_unanswerable=include_unanswerable)
     except Malformed as exc:
         raise DatasetError(spec, [str(exc)]) from exc
     if conversion.problems and not skip_invalid:
@@ -55,7 +67,10 @@ def load_benchmark(
 _CONVERTERS: dict[str, Callable[..., Conversion]] = {
     "locomo": from_locomo,
     "longmemeval": from_longmemeval,
+    "beam": from_beam,
 }
+# What a converter is given: the parsed file, but BEAM's chats, as a chat is a folder of files.
+_INPUTS: dict[str, Callable[[Path], Any]] = {"beam": beam_chats}
 
 
 def benchmarks() -> dict[str, Callable[..., Conversion]]:
