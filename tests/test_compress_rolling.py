@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import re
@@ -11,14 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwindow.compress import Extractive, RollingSummary, Truncate
+from ctxwindow.compress import Extractive, LLMSummarizer, RollingSummary, Truncate
 from ctxwindow.compress.calendar import MAX_WAITING, Calendar
 from ctxwindow.compress.facts import weigh
 from ctxwindow.compress.prompt import HEADINGS
+from ctxwindow.compress.rolling import credit, credited_ids
 from ctxwindow.compress.turns import TurnReader, header_date, timestamp_date
 from ctxwindow.messages import Entry
 
 from .test_compress import TOK, make
+from .test_compress_llm import FakeModel
 
 MARKER_ONLY = re.compile(r"\W*(?:\[… \d+ chars \(\d+ tokens\) cut by ctxwindow …\]\W*)*")
 
@@ -463,3 +466,100 @@ def test_property_within_cap_deterministic_and_no_marker_lines(
         summary = first
     assert summary is not None
     assert summary.metadata["summarized_ids"] == [e.id for batch in folds for e in batch]
+
+
+# -- what the summary draws on -------------------------------------------------------
+
+
+def pieces_of(entry: Entry) -> list[str]:
+    return [p.text for p in TurnReader(TOK.text).read(entry, {}).pieces]
+
+
+def test_the_summary_draws_on_the_messages_its_facts_come_from() -> None:
+    entries = chat(SMALL_TALK_EN, FACTS_EN)
+    summary = fold_all(entries, 110)
+    text = body(summary)
+    drawn = summary.metadata["draws_on"]
+    facts = {e.id for e in entries if e.message["content"] in FACTS_EN}
+    assert drawn and set(drawn) <= facts, "small talk is never drawn on"
+    for entry in entries:
+        shown = any(piece in text for piece in pieces_of(entry))
+        assert shown == (entry.id in drawn), entry.message["content"]
+    assert drawn == sorted(drawn, key=[e.id for e in entries].index), "in conversation order"
+
+
+def test_a_fact_a_later_fold_drops_leaves_draws_on_and_the_state_stays_small() -> None:
+    entries = [said("user", f"Order O-{n} of client C{n % 7} ships on day {n}.", n)
+               for n in range(300)]  # fmt: skip
+    fold = rolling().fold
+    first = fold(None, entries[:6], 120)
+    assert first.metadata["draws_on"] == [e.id for e in entries[:6] if f"O-{e.seq} " in body(first)]
+    summary = first
+    for start in range(6, 300, 6):
+        summary = fold(summary, entries[start : start + 6], 120)
+        drawn = summary.metadata["draws_on"]
+        assert drawn == [e.id for e in entries if f"O-{e.seq} " in body(summary)]
+    assert not set(first.metadata["draws_on"]) & set(summary.metadata["draws_on"])
+    state = summary.metadata["rolling"]
+    assert len(state["ids"]) == len(summary.metadata["draws_on"]) < 20
+    # As a checkpoint holds it (JSON), the state gives the next fold the same ids.
+    plain = {k: v for k, v in summary.metadata.items() if k != "summarized_ids"}
+    resumed = dataclasses.replace(summary, metadata=json.loads(json.dumps(plain)))
+    more = [said("user", f"Order O-{n} of client C{n % 7} ships on day {n}.", n)
+            for n in range(300, 306)]  # fmt: skip
+    assert (
+        fold(resumed, more, 120).metadata["draws_on"]
+        == fold(summary, more, 120).metadata["draws_on"]
+    )
+
+
+def llm_fold(old: Entry | None, evicted: list[Entry], reply: str) -> Entry:
+    """A fold by a model that replies ``reply``."""
+    with LLMSummarizer(FakeModel(reply=reply), TOK) as model:
+        return asyncio.run(RollingSummary(model).afold(old, evicted, 60))
+
+
+PAD = " Thanks, that sounds great!" * 12  # over the fold's budget: the model is asked
+
+
+def test_a_models_summary_draws_on_the_messages_whose_marks_it_holds() -> None:
+    first = [
+        said("user", "Order A-1042 ships to Oslo on Friday." + PAD, 0),
+        said("assistant", "Caroline moved to Oslo last year." + PAD, 1),
+        said("user", "Ticket T-881 is blocked." + PAD, 2),
+        said("assistant", "Haha thanks 😂" + PAD, 3),
+    ]
+    summary = llm_fold(None, first, "Order A-1042 ships to Oslo.")
+    assert summary.metadata["compressed"]["by"] == "rolling(llm)"
+    assert summary.metadata["draws_on"] == [first[0].id], "Oslo is the first message's"
+    later = [said("user", "Caroline adopted a dog named Rex." + PAD, 4)]
+    summary = llm_fold(summary, later, "A-1042 to Oslo; Caroline adopted Rex.")
+    assert summary.metadata["draws_on"] == [first[0].id, later[0].id]
+    summary = llm_fold(summary, [said("user", "Nothing new here, really." + PAD, 5)], "Rex.")
+    assert summary.metadata["draws_on"] == [later[0].id], "A-1042 left the text: so did it"
+
+
+def test_a_models_summary_after_an_extractive_one_reads_what_that_one_drew_on() -> None:
+    entries = chat(SMALL_TALK_EN, FACTS_EN)
+    extractive = fold_all(entries, 110)
+    later = [said("user", "Meeting at 10:30 in Room 4B." + PAD, 40)]
+    summary = llm_fold(extractive, later, "ana.lima@example.com; Room 4B at 10:30.")
+    assert summary.metadata["compressed"]["by"] == "rolling(llm)"
+    invoice = next(e for e in entries if "invoice" in str(e.message["content"]))
+    assert summary.metadata["draws_on"] == [invoice.id, later[0].id]
+
+
+def test_credit_gives_a_mark_to_one_message_and_wants_two_words_without_one() -> None:
+    sources = [
+        ("a", "Caroline went camping in June."),
+        ("b", "Caroline loves painting."),
+        ("c", "The ceramic tiles arrived cracked."),
+        ("d", "The tiles are blue."),
+        ("e", "我们决定下周三在上海见面。"),
+        ("f", "👍🎉"),
+    ]
+    text = "Caroline: camping; ceramic tiles cracked. 下周三在上海见面。 👍🎉"
+    credits = credit(text, None, sources)
+    assert credited_ids(credits) == ["a", "c", "e"]
+    assert credit("Caroline.", credits, ()) == [["caroline", "a"]]
+    assert credit("Order A-10421.", None, [("x", "Order A-1042 shipped.")]) == []

@@ -21,6 +21,7 @@ from ctxwindow import ContextManager, MessageWindow, PriorityWindow, TokenWindow
 from ctxwindow.errors import BudgetError, CtxWindowError
 from ctxwindow.policies import Report, Window
 from ctxwindow.policies.explain import IN_CONTEXT, STATES
+from ctxwindow.policies.journal import FOLDED_AWAY
 from ctxwindow.stores.memory import MemoryStore
 from tests.test_priority_properties import hybrid_window, long_texts
 from tests.test_window_properties import texts, tool_unit
@@ -151,10 +152,11 @@ def test_the_priority_of_a_row_is_the_one_the_window_applied() -> None:
 
 
 def test_a_message_compressed_then_evicted_then_summarized_is_one_row() -> None:
-    window = hybrid_window(160)
+    window = hybrid_window(400)
     for i in range(14):
-        window.add("user", f"订单 A-{i} 已发货。 The code is K{i}. " * 6)
-    report = window.build().report
+        window.add("user", f"订单 A-{i} 已发货。 The code is K{i}. " * 12)
+    built = window.build()
+    report = built.report
     check_totals(report, window.total_tokens)
     summarized = [d for d in report.decisions if d.state == "summarized"]
     assert summarized and all(d.priority is not None for d in summarized)
@@ -162,6 +164,24 @@ def test_a_message_compressed_then_evicted_then_summarized_is_one_row() -> None:
     [summary] = [d for d in report.decisions if d.category == "summary"]
     assert summary.seq is None and summary.state == "pinned"
     assert [d.category for d in report.decisions[:2]] == ["system", "summary"]  # as sent
+    text = built.messages[1]["content"]
+    assert all(f"K{d.seq}." in text for d in summarized), "a summarized row is in the summary"
+    away = [d for d in report.decisions if d.reason == FOLDED_AWAY]
+    assert away and all(d.state == "evicted" and f"K{d.seq}." not in text for d in away)
+    assert f"of the {len(summarized) + len(away)} messages folded" in summary.reason
+
+
+def test_a_summary_that_holds_nothing_claims_nothing() -> None:
+    """The first shape of the live case: a summary too small for any fact."""
+    window = hybrid_window(160)
+    for i in range(14):
+        window.add("user", f"订单 A-{i} 已发货。 The code is K{i}. " * 6)
+    built = window.build()
+    check_totals(built.report, built.total_tokens)
+    assert built.messages[1]["content"].strip() == "Summary of earlier conversation:"
+    folded = [d for d in built.report.decisions if d.reason == FOLDED_AWAY]
+    assert folded and built.report.messages_by_state["summarized"] == 0
+    assert built.report.messages_by_state["evicted"] == len(folded)
 
 
 @given(st.lists(st.sampled_from(long_texts_list := ["订单 A-1042 已发货。", "The code is K7.",

@@ -38,10 +38,21 @@ nothing: a piece without a fact needs two content words (or a name and
 one) to weigh anything; otherwise ``weigh`` returns ``()`` and the piece is
 never kept.
 
+``marks`` tells what of a message a summary can be seen to carry: its
+identifiers, numbers written with digits and names (one is a trace of the
+message), and its other weighed terms (words, dates, CJK bigrams); ``mentions``
+whether a summary's text holds one, as a whole word (anywhere in CJK text).
+That is how a summary that cannot say which messages it drew on (a model's)
+is read: see ``ctxwindow.compress.rolling.credit``.
+
 >>> dict(weigh("Order A-1042 ships on Friday."))["id:a-1042"]
 3.0
 >>> weigh("Hey Mel! Thanks so much, that's awesome 😊")
 ()
+>>> marks("Order A-1042 ships to Oslo on Friday.")
+(('a-1042', '1042', 'oslo'), ('friday', 'order', 'ships'))
+>>> mentions("order a-1042 went to oslo.", "a-1042"), mentions("a-10421", "a-1042")
+(True, False)
 """
 
 from __future__ import annotations
@@ -50,7 +61,7 @@ import functools
 import re
 
 from ctxwindow.compress.entities import entities
-from ctxwindow.compress.sentences import STOPWORDS, is_cjk, terms
+from ctxwindow.compress.sentences import STOPWORDS, is_cjk, split_sentences, terms
 
 IDENTIFIER, NUMBER, DATE, NAME, DECISION, PLAN, PROBLEM = 3.0, 2.0, 2.0, 2.0, 2.0, 1.0, 2.0
 NUMBER_WORD, CONTENT, BIGRAM = 1.0, 0.5, 0.25
@@ -194,6 +205,40 @@ def weigh(text: str) -> tuple[tuple[str, float], ...]:
             weight *= MANY_WEIGHT if marks > MANY else 1.0
         weighed.append((term, weight * factor))
     return tuple(weighed)
+
+
+def marks(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What of ``text`` a summary can be seen to carry, casefolded, each once: its traces
+    (identifiers, numbers with digits, names), then its other weighed terms."""
+    traces: dict[str, None] = {}
+    others: dict[str, None] = {}
+    for sentence in split_sentences(text):  # weighed (and cached) one sentence at a time
+        for term, _ in weigh(sentence):
+            kind, _, value = term.partition(":")
+            if kind in ("id", "name") or (kind == "n" and _DIGIT.search(value)):
+                traces[value.casefold()] = None
+            elif kind in ("w", "d") or kind == "n":
+                others[value.casefold()] = None
+    return tuple(traces), tuple(t for t in others if t not in traces)
+
+
+def mentions(text: str, mark: str) -> bool:
+    """Whether ``text`` (casefolded) holds ``mark`` as a whole word: ``42`` is not in
+    ``1042``; next to a CJK character or punctuation, anywhere."""
+    start = text.find(mark) if mark else -1
+    while start >= 0:
+        end = start + len(mark)
+        if not (_joined(mark[0]) and start and _joined(text[start - 1])) and not (
+            _joined(mark[-1]) and end < len(text) and _joined(text[end])
+        ):
+            return True
+        start = text.find(mark, start + 1)
+    return False
+
+
+def _joined(char: str) -> bool:
+    """A letter or digit that runs into the next one (CJK characters do not need spaces)."""
+    return char.isalnum() and not is_cjk(char)
 
 
 def _marks(text: str, found: dict[str, float]) -> None:

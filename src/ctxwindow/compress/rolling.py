@@ -16,17 +16,32 @@ never kept; when the summary is full, the least fact-dense pieces go first,
 and among equals the oldest. Nothing is cut inside a piece to fit, so no
 line is ever a cut marker. A fold costs the same at the 10th and at the
 10,000th turn: it reads the batch and at most a summary's worth of facts.
+
+What the summary draws on: a fold records the ids of the messages its text
+still carries something of (``metadata["draws_on"]``), so a report calls a
+message ``summarized`` only while the model can see a trace of it. The
+extractive fold knows: the messages its kept facts come from. A model's
+summary cannot say, so it is read by the marks rule (``credit``): a message
+is drawn on when the text holds one of its traces — an identifier, a number
+written with digits or a name — or, having none found, two of its other
+words (CJK: character bigrams); each mark counts for one message only, the
+first that was credited with it, so ``Caroline`` in a summary stands for one
+message, not for every one that names her. A later fold keeps a credit while
+its mark is still in the text (``PriorityWindow`` reads the summary of a
+summarizer that records nothing by the same rule). Both cost what the fold
+reads: the batch and a summary's worth of facts or marks.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ctxwindow.compress import prompt
 from ctxwindow.compress.base import Compressor, total_tokens
 from ctxwindow.compress.calendar import Calendar
+from ctxwindow.compress.facts import marks, mentions
 from ctxwindow.compress.llm import LLMSummarizer, merged_entry
 from ctxwindow.compress.selection import (
     Candidate,
@@ -43,6 +58,8 @@ from ctxwindow.messages import Entry, Message
 from ctxwindow.tokens.chat import ChatTokenizer
 
 PRECUT = 4  # a batch above PRECUT x the budget is first cut by the summarizer
+DRAWS_ON = "draws_on"  # metadata: the ids of the messages the text still carries something of
+CREDITS = "draws_on_marks"  # metadata: [mark, id] pairs, a text read by the marks rule
 _TOKEN_CACHE = 16_384
 
 
@@ -53,6 +70,9 @@ class RollingSummary:
     id (or a new one derived from what it summarizes), the place (``seq``) of
     the earliest source, ``metadata["summarized_ids"]`` (every original entry
     id folded in so far, whether or not a fact of it is still in the text),
+    ``metadata["draws_on"]`` (the ids of those the text still carries
+    something of: see the module's docstring; ``"draws_on_marks"``, how a
+    model's text was credited),
     ``metadata["rolling"]`` (the facts and dates the next fold starts from;
     opaque) and ``metadata["compressed"]["by"]``: ``rolling(extractive)``, or
     ``rolling(llm)`` when an ``LLMSummarizer``'s summary is used. It never
@@ -115,15 +135,20 @@ class RollingSummary:
             )
         state = summary.metadata.get("rolling") if summary is not None else None
         calendar = Calendar.from_state(state)
-        turns = self._turns(self._precut(evicted, budget))
+        batch = self._precut(evicted, budget)
+        turns = self._turns(batch)
         calendar.add((turn.seq, turn.date) for turn in turns if turn.line == 0)
         facts = [*self._old_facts(summary, state), *facts_of(turns)]
         facts = [_dated(f, calendar) for f in facts]
         kept = select(candidates(facts, self._tokens), room)
         message, tokens, kept = self._fit(kept, budget)
-        rows = [c.fact.row() for c in sorted(kept, key=order)]
-        state = dict(calendar.state(), facts=rows)
-        return self._entry(summary, evicted, (message, tokens), "extractive", state)
+        kept = sorted(kept, key=order)
+        drawn = _drawn(kept, _seq_ids(state, batch))
+        ids = [[seq, source_id] for seq, source_id in drawn.items()]
+        state = dict(calendar.state(), facts=[c.fact.row() for c in kept], ids=ids)
+        credits = credit(prompt.content_text(message["content"]), _credits(summary), ())
+        draws = _draws_on([*drawn.values(), *credited_ids(credits)], credits)
+        return self._entry(summary, evicted, (message, tokens), "extractive", state, draws)
 
     def _precut(self, evicted: Sequence[Entry], budget: int) -> Sequence[Entry]:
         """A huge batch first goes through the summarizer, so a fold's cost stays bounded."""
@@ -205,9 +230,15 @@ class RollingSummary:
             return self._extract(summary, evicted, budget)
         state = summary.metadata.get("rolling") if summary is not None else None
         calendar = Calendar.from_state(state)
-        calendar.add((turn.seq, turn.date) for turn in self._turns(evicted) if turn.line == 0)
+        turns = self._turns(evicted)
+        calendar.add((turn.seq, turn.date) for turn in turns if turn.line == 0)
         tokens = self.tokenizer.message_tokens(message)
-        return self._entry(summary, evicted, (message, tokens), "llm", calendar.state())
+        # The model cannot say what it kept: what the old text drew on and the batch are
+        # read for their marks, the oldest first (the first credited with a mark keeps it).
+        said = [*_old_sources(state), *_sources_of(turns, _seq_ids(None, evicted))]
+        credits = credit(text, _credits(summary), said)
+        draws = _draws_on(credited_ids(credits), credits)
+        return self._entry(summary, evicted, (message, tokens), "llm", calendar.state(), draws)
 
     def _entry(
         self,
@@ -216,20 +247,22 @@ class RollingSummary:
         counted: tuple[Message, int],
         by: str,
         state: dict[str, Any],
+        draws: dict[str, Any],
     ) -> Entry:
-        """The new summary entry: ``counted`` is its message and the message's tokens."""
+        """The new summary entry: ``counted`` is its message and the message's tokens,
+        ``draws`` what its text draws on (``DRAWS_ON``, ``CREDITS``)."""
         sources = _sources(summary, evicted)
         message, tokens = counted
         label = f"rolling({by})"
         if summary is None:
             entry = merged_entry(sources, message, self.tokenizer, label, tokens=tokens)
-            metadata = dict(entry.metadata, rolling=state)
+            metadata = dict(entry.metadata, rolling=state, **draws)
             return dataclasses.replace(entry, pinned=True, metadata=metadata)
         # The summary keeps its id: no digest of every id folded so far (it grows).
         entry = merged_entry(
             sources, message, self.tokenizer, label, entry_id=summary.id, tokens=tokens
         )
-        metadata = dict(summary.metadata, **entry.metadata, rolling=state)
+        metadata = dict(summary.metadata, **entry.metadata, rolling=state, **draws)
         return dataclasses.replace(entry, pinned=True, metadata=metadata)
 
 
@@ -256,3 +289,99 @@ def _by_model(result: list[Entry], sources: list[Entry]) -> bool:
         and entry.metadata["compressed"].get("by") == LLMSummarizer.name
         for entry in result
     )
+
+
+# -- what the summary draws on ---------------------------------------------------------
+
+
+def credit(text: str, before: Any, sources: Iterable[tuple[str, str]]) -> list[list[str]]:
+    """The marks rule: which messages ``text`` (a summary) draws on, as ``[mark, id]`` pairs.
+
+    ``before``: the credits of the summary it replaces, kept while ``text`` still holds
+    their mark. ``sources``: ``(id, what it said)``, oldest first; each is credited
+    with its traces (``ctxwindow.compress.facts.marks``) that ``text`` holds and no one
+    has yet, else with two of its other words, else with nothing.
+    """
+    pairs = _pairs(before)
+    said = list(sources)
+    if not pairs and not said:
+        return []
+    folded = text.casefold()
+    credits = [pair for pair in pairs if mentions(folded, pair[0])]
+    taken = {mark for mark, _ in credits}
+    for source_id, what in said:
+        traces, others = marks(what)
+        found = [m for m in traces if m not in taken and mentions(folded, m)]
+        if not found:
+            found = [m for m in others if m not in taken and mentions(folded, m)][:2]
+            if len(found) < 2:
+                continue  # one common word is no trace of a message
+        taken.update(found)
+        credits.extend([mark, source_id] for mark in found)
+    return credits
+
+
+def credited_ids(credits: Sequence[Sequence[str]]) -> list[str]:
+    """The ids ``credit`` found, each once, in the order they were credited."""
+    return list(dict.fromkeys(source_id for _, source_id in credits))
+
+
+def _pairs(value: Any) -> list[list[str]]:
+    """The ``[mark, id]`` pairs of a summary's metadata (none when it holds something else)."""
+    if not isinstance(value, list):
+        return []
+    return [
+        [str(pair[0]), str(pair[1])]
+        for pair in value
+        if isinstance(pair, (list, tuple)) and len(pair) == 2
+    ]
+
+
+def _credits(summary: Entry | None) -> Any:
+    return summary.metadata.get(CREDITS) if summary is not None else None
+
+
+def _draws_on(ids: Iterable[str], credits: list[list[str]]) -> dict[str, Any]:
+    return {DRAWS_ON: list(dict.fromkeys(ids)), CREDITS: credits}
+
+
+def _seq_ids(state: Any, entries: Sequence[Entry]) -> dict[int, str]:
+    """Which message a fact's seq is: one the old summary drew on (its state's ``ids``)
+    or one of ``entries`` (not a summary among them: its facts are no one message's)."""
+    ids: dict[int, str] = {}
+    rows = state.get("ids") if isinstance(state, dict) else None
+    for row in rows if isinstance(rows, list) else ():
+        if isinstance(row, (list, tuple)) and len(row) == 2 and isinstance(row[0], int):
+            ids[row[0]] = str(row[1])
+    ids.update((entry.seq, entry.id) for entry in entries if entry.kind != "summary")
+    return ids
+
+
+def _drawn(kept: Sequence[Candidate], ids: dict[int, str]) -> dict[int, str]:
+    """The messages the kept facts come from, by seq, in conversation order."""
+    return {c.fact.seq: ids[c.fact.seq] for c in kept if c.fact.seq in ids}
+
+
+def _old_sources(state: Any) -> list[tuple[str, str]]:
+    """What the messages an extractive summary drew on said in it (its kept facts)."""
+    if not isinstance(state, dict) or not isinstance(state.get("facts"), list):
+        return []
+    try:
+        facts = [Fact.of(row) for row in state["facts"]]
+    except ValueError:
+        return []
+    return _said(((f.seq, f.text) for f in facts), _seq_ids(state, ()))
+
+
+def _sources_of(turns: Sequence[Turn], ids: dict[int, str]) -> list[tuple[str, str]]:
+    """What each message of ``turns`` said: its pieces."""
+    return _said(((t.seq, p.text) for t in turns for p in t.pieces), ids)
+
+
+def _said(pieces: Iterable[tuple[int, str]], ids: dict[int, str]) -> list[tuple[str, str]]:
+    """``(id, text)`` per message of ``pieces`` (``(seq, text)``), in seq order."""
+    texts: dict[int, list[str]] = {}
+    for seq, text in pieces:
+        if seq in ids:
+            texts.setdefault(seq, []).append(text)
+    return [(ids[seq], " ".join(texts[seq])) for seq in sorted(texts)]

@@ -20,7 +20,8 @@ _PRIORITY_NAMES = {int(p): p.name for p in Priority}
 
 # What became of a message in a context: in it (whole, as the window keeps it, made
 # smaller, or brought back from the archive) or not (folded into the rolling summary,
-# or left out).
+# which still carries something of it, or left out: a message folded in of which
+# nothing is left in the summary is left out too, "evicted").
 IN_CONTEXT = ("pinned", "kept", "compressed", "recalled")
 STATES = (*IN_CONTEXT, "summarized", "evicted")
 EARLIER = "left out before the window's record of evictions begins"

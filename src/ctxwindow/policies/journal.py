@@ -4,7 +4,11 @@ Evictions, compressions and folds are logged as they happen, cheaply (the
 entry, the action and the parts of the reason), and become ``Decision`` rows
 only when a report's rows are read: each message's *final* state (an entry
 compressed, then evicted, then folded into the summary is one row,
-``summarized``). A row about a kept entry is made once and reused while the
+``summarized``). A message folded into the summary is ``summarized`` only
+while the summary the report goes with still draws on it (its
+``metadata["draws_on"]``, recorded by each fold: see
+``ctxwindow.compress.rolling``), else ``evicted``: nothing of it is left for
+the model to see. A row about a kept entry is made once and reused while the
 entry stays as it is, so a report costs O(window + log) however long the
 history. The log keeps the last ``size`` events; messages left out before it
 begins are counted (``Report.earlier_entries``), not itemised.
@@ -21,7 +25,10 @@ from ctxwindow.policies.explain import Decision, Decisions, Report, in_order
 from ctxwindow.policies.rules import Priority
 
 SYSTEM_PROMPT = "system prompt"
-SUMMARY = "rolling summary of the messages folded into it"
+SUMMARY = "rolling summary: it carries something of {drawn:,} of the {folded:,} messages folded"
+FOLDED = "folded into the rolling summary"
+FOLDED_AWAY = "folded into the rolling summary; nothing of it is left there"
+DRAWS_ON = "draws_on"  # the summary's metadata: ids of the messages it still carries
 NARROWED = "left out: narrower budget for this call"
 
 
@@ -38,6 +45,8 @@ class Journal:
         self._ranked = ranked
         # Rows about kept entries, by seq, reused while an entry stays as it is.
         self._decided: dict[int, tuple[Entry, tuple[object, ...], Decision]] = {}
+        # What the current summary draws on, read once per summary (not once per report).
+        self._drawn: tuple[Entry | None, frozenset[str]] = (None, frozenset())
         self.evicted_entries = 0
         self.evicted_tokens = 0
 
@@ -56,7 +65,7 @@ class Journal:
 
     def summarized(self, entries: Sequence[Entry]) -> None:
         for entry in entries:
-            self._note(_Logged("summarized", entry, "folded into the rolling summary"))
+            self._note(_Logged("summarized", entry, FOLDED))
 
     def _note(self, item: _Logged) -> None:
         self._log.items.append(item)
@@ -71,6 +80,7 @@ class Journal:
         """Start again: the window forgot its messages (reports made before keep theirs)."""
         self._log = _Log(self._log.items.maxlen or 0)
         self._decided.clear()
+        self._drawn = (None, frozenset())
         self.evicted_entries = self.evicted_tokens = 0
 
     def report(
@@ -107,6 +117,7 @@ class Journal:
         self, system: Unit | None, summary: Unit | None, units: list[Unit], left: Sequence[Unit]
     ) -> Decisions:
         log, count = self._log, self._log.logged
+        drawn = self.drawn_on(summary)
 
         def rows() -> list[Decision]:
             # Made when first read: a build costs nothing however long the log.
@@ -124,7 +135,7 @@ class Journal:
                     logged = final.pop(entry.seq, None)
                     out.append(self._row(unit, entry, unit.seq in left_out, logged))
             out.extend(
-                item.decision(self) for item in final.values() if item.action != "compressed"
+                item.decision(self, drawn) for item in final.values() if item.action != "compressed"
             )
             return in_order(out)
 
@@ -145,7 +156,20 @@ class Journal:
 
     def _summary(self, summary: Unit) -> Decision:
         entry = summary.entries[0]
-        return Decision.of(entry, "pinned", SUMMARY, stored=False, **self.applied(summary, entry))
+        folded = entry.metadata.get("summarized_ids")
+        reason = SUMMARY.format(
+            drawn=len(self.drawn_on(summary)),
+            folded=len(folded) if isinstance(folded, Sequence) else 0,
+        )
+        return Decision.of(entry, "pinned", reason, stored=False, **self.applied(summary, entry))
+
+    def drawn_on(self, summary: Unit | None) -> frozenset[str]:
+        """The ids of the messages ``summary``'s text still carries something of."""
+        entry = summary.entries[0] if summary is not None else None
+        if self._drawn[0] is not entry:
+            ids = entry.metadata.get(DRAWS_ON) if entry is not None else None
+            self._drawn = (entry, frozenset(ids if isinstance(ids, list) else ()))
+        return self._drawn[1]
 
     def _said(
         self,
@@ -218,14 +242,18 @@ class _Logged:
                 self.stored_as = earlier.stored_as
         return self
 
-    def decision(self, journal: Journal) -> Decision:
-        if self._decision is None:
-            reason = self.reason
+    def decision(self, journal: Journal, drawn: frozenset[str]) -> Decision:
+        """The row: a message folded into the summary is evicted once nothing of it is
+        in the summary (``drawn``: the ids the summary draws on)."""
+        action, reason = self.action, self.reason
+        if action == "summarized" and self.entry.id not in drawn:
+            action, reason = "evicted", FOLDED_AWAY
+        if self._decision is None or self._decision.state != action:
             if isinstance(reason, tuple):
                 cause, priority, size = reason
                 reason = f"{cause}; {Priority(priority).name} priority, {size} tokens"
             applied = {} if self.unit is None else journal.applied(self.unit, self.entry)
             if self.stored_as is not None:
                 applied["stored_as"] = self.stored_as
-            self._decision = Decision.of(self.entry, self.action, reason, **applied)
+            self._decision = Decision.of(self.entry, action, reason, **applied)
         return self._decision

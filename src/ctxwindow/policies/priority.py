@@ -17,7 +17,8 @@ counts), it gives up the least valuable content first:
 - evicted units can be folded by a ``summarizer`` into one rolling summary,
   pinned after the system prompt and capped at ``summary_tokens``; evictions
   are folded in batches of ``fold_tokens`` (default half the summary budget),
-  since each fold re-summarizes the summary;
+  since each fold re-summarizes the summary; the report calls a folded
+  message ``summarized`` only while the summary draws on it;
 - repeated small talk keeps only the latest greeting or acknowledgement;
 - ``build()`` returns the messages with a ``Report`` of every decision, and
   can narrow the budget per call (``budget_hook``).
@@ -37,7 +38,7 @@ from ctxwindow.policies import checkpoint
 from ctxwindow.policies.base import EvictHook, Given, Oversize
 from ctxwindow.policies.explain import Context, Report
 from ctxwindow.policies.folding import Compressor, Folds, Summarizer, fold, shrink, shrink_alone
-from ctxwindow.policies.journal import Journal
+from ctxwindow.policies.journal import DRAWS_ON, Journal
 from ctxwindow.policies.kept import keep_last, leave_out, unit_tokens
 from ctxwindow.policies.rules import (
     DEFAULT_RULES,
@@ -48,6 +49,7 @@ from ctxwindow.policies.rules import (
     infer_kind,
     is_small_talk,
     priority_of,
+    text_of,
 )
 from ctxwindow.policies.token_window import TokenWindow
 from ctxwindow.policies.victims import VictimQueue
@@ -348,6 +350,7 @@ class PriorityWindow(TokenWindow):
         unit = fold(self.summarizer, old, entries, room) if self.summarizer else None
         if unit is None:
             return
+        _read_drawn_on(old, unit, entries)
         if old is not None:
             self._count_category(old, -1)
         self._kept.set_summary(unit)
@@ -472,3 +475,18 @@ class PriorityWindow(TokenWindow):
     def report(self) -> Report:
         """The explanation of the current window (see ``build``)."""
         return self._report(self._budget, [], self.total_tokens)
+
+
+def _read_drawn_on(old: Unit | None, new: Unit, entries: Sequence[Entry]) -> None:
+    """What a summary draws on, read by the marks rule when its summarizer did not say
+    (``RollingSummary`` does), so the report claims no more than the text holds."""
+    entry = new.entries[0]
+    if DRAWS_ON in entry.metadata:
+        return
+    # Only for such a summarizer: a window without one never loads the compressors.
+    from ctxwindow.compress.rolling import CREDITS, credit, credited_ids
+
+    before = old.entries[0].metadata.get(CREDITS) if old is not None else None
+    said = ((e.id, text_of(e.message)) for e in entries)
+    credits = credit(text_of(entry.message), before, said)
+    entry.metadata = {**entry.metadata, DRAWS_ON: credited_ids(credits), CREDITS: credits}
