@@ -177,6 +177,30 @@ def test_contexts_over_their_budget() -> None:
     )
 
 
+def test_strategies_that_leave_out_the_last_messages() -> None:
+    results = typical()
+    for per_budget in results["results"].values():
+        for metrics in per_budget.values():
+            metrics.update(recent_recall=1.0, recent_all=1.0)
+    results["results"]["hybrid"]["1024"]["recent_recall"] = 0.991  # not below 0.99
+    assert not any("last 4 messages" in s for s in findings(results))
+    results["results"]["token_window"]["1024"].update(recent_recall=0.95, recent_all=0.9)
+    results["results"]["token_window"]["4096"].update(recent_recall=0.875, recent_all=0.75)
+    results["results"]["full"]["unbounded"].update(recent_recall=0.98, recent_all=0.96)
+    assert sentence(results, "last 4 messages") == (
+        "Not every context has the last 4 messages before its question: token_window keeps "
+        "87.5% of them at 4,096 tokens (all 4 in 75.0% of its contexts) and full keeps 98.0% "
+        "of them with no budget (all 4 in 96.0% of its contexts)."
+    )
+
+
+def test_the_findings_count_the_messages_the_runner_counts() -> None:
+    from ctxwindow.eval.report.findings import RECENT
+    from ctxwindow.eval.runner import RECENT as COUNTED
+
+    assert RECENT == COUNTED
+
+
 def test_the_best_answers_when_scored() -> None:
     results = typical()
     results["results"]["hybrid"]["4096"]["answer_score"] = 0.71

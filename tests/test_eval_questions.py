@@ -18,17 +18,19 @@ from ctxwindow.eval.runner import OUTCOMES, run_eval
 from .test_eval import conversation, dataset
 
 # What the scripted strategy does with each question of test_eval.conversation():
-# the evidence ids it keeps whole, those it keeps compressed, whether the answer survives.
+# the evidence ids it keeps whole, those it keeps compressed, whether the answer survives
+# in their compressed form.
 SCRIPT = {
     "early": ({"m1"}, set(), False),  # m1 kept whole: kept
-    "late": (set(), {"m18"}, True),  # m18 compressed, answer still there: compressed
+    "late": (set(), {"m18"}, True),  # m18 compressed, the answer in it: compressed
     "both": ({"m2"}, set(), False),  # m2 of m2 + m17: partly lost
     "mid": (set(), {"m5"}, False),  # m5 compressed, answer cut: lost
 }
 
 
 class Scripted(Strategy):
-    """Builds, for each question, exactly what ``SCRIPT`` says."""
+    """Builds, for each question, exactly what ``SCRIPT`` says: the compressed evidence
+    is one summary message, which has the answer or not."""
 
     name = "scripted"
 
@@ -42,7 +44,8 @@ class Scripted(Strategy):
         whole, compressed, answer_kept = SCRIPT[case.question.id]
         text = f"a summary: {case.question.answer if answer_kept else 'nothing useful'}"
         messages = [{"role": "user", "content": text}, case.prompt]
-        return Built(messages, frozenset(whole), frozenset(compressed))
+        sent_as = dict.fromkeys(compressed, text)
+        return Built(messages, frozenset(whole), frozenset(compressed), sent_as)
 
 
 @pytest.fixture
@@ -58,9 +61,12 @@ def test_each_outcome_letter_says_what_became_of_the_evidence(scripted: str) -> 
     # File order, though "mid" is asked first (after m9).
     assert [q["id"] for q in results["questions"]] == ["early", "late", "both", "mid"]
     assert run["outcomes"] == "kcpl"
-    assert run["evidence_recall"] == 0.5  # kept and compressed count, as before
+    assert run["evidence_recall"] == 0.5  # kept, and compressed with the answer in it
+    assert run["evidence_recall_whole"] == 0.25  # kept only
     assert run["turn_recall"] == pytest.approx((1 + 1 + 0.5 + 0) / 4)
     assert set(OUTCOMES) == set("kcpl") == set(MARKS)  # the page reads the runner's letters
+    legend = render_html(results).split("<h2 id=questions>")[1]
+    assert "the answer in the compressed form of the evidence" in legend
 
 
 def test_the_question_list_names_each_question_once(scripted: str) -> None:

@@ -201,6 +201,22 @@ def test_optional_columns_appear_only_when_some_run_has_them(results: dict[str, 
     assert "Answer score" not in page
 
 
+def test_kept_whole_and_recent_recall_columns(results: dict[str, Any]) -> None:
+    """Shown when the runs have them (results.json of older versions lack them)."""
+
+    def head(page: str) -> list[str]:
+        return re.findall(r"<th class=num>([^<]*)</th>", page)[:4]
+
+    assert head(render_html(results, {}))[:2] == ["Evidence recall", "Turn recall"]
+    results["results"]["token_window"]["1024"].update(
+        evidence_recall_whole=0.375, recent_recall=0.9625
+    )
+    page = render_html(results, {})
+    assert head(page) == ["Evidence recall", "Kept whole", "Turn recall", "Recent recall"]
+    assert ">37.5%<" in page and ">96.2%<" in page  # 0.9625 rounds half to even
+    assert "<b>kept whole</b>" in page and "last 4 messages" in page
+
+
 def test_per_category_table(results: dict[str, Any]) -> None:
     page = render_html(results, {})
     assert "Evidence recall by question category" in page

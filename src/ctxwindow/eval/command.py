@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ctxwindow.eval.dataset import Dataset, DatasetError, load_dataset
-from ctxwindow.eval.runner import Answerer, run_eval, total_steps
+from ctxwindow.eval.runner import RECENT, Answerer, run_eval, total_steps
 from ctxwindow.eval.strategies import get_strategy
 from ctxwindow.extras import require
 from ctxwindow.tokens.models import model_info
@@ -228,7 +228,9 @@ TABLE_COLUMNS = (
     "strategy",
     "budget",
     "evidence recall",
+    "kept whole",
     "turn recall",
+    "recent",
     "mean tokens",
     "$ / question",
     "build p50 ms",
@@ -236,12 +238,19 @@ TABLE_COLUMNS = (
     "over budget",
 )
 
+# Under the table: what its two least obvious columns mean.
+TABLE_NOTE = (
+    "kept whole: evidence recall with no credit for compressed forms · "
+    f"recent: share of the last {RECENT} messages before a question that its context keeps"
+)
+
 
 def results_table(results: dict[str, Any]) -> Table:
     """The terminal table: one row per strategy and budget."""
     table = Table(
         title=f"{results['dataset']} · {results['model']} · "
-        f"{results['n_conversations']} conversations, {results['n_questions']} questions"
+        f"{results['n_conversations']} conversations, {results['n_questions']} questions",
+        caption=TABLE_NOTE,
     )
     scored = _scored(results)
     columns = [*TABLE_COLUMNS, "answer score"] if scored else list(TABLE_COLUMNS)
@@ -285,7 +294,9 @@ def _table_row(strategy: str, budget: str, m: dict[str, Any], scored: bool) -> l
         strategy,
         label,
         f"{m['evidence_recall']:.1%}",
+        _percent(m.get("evidence_recall_whole")),
         f"{m['turn_recall']:.1%}",
+        _percent(m.get("recent_recall")),
         f"{m['mean_tokens']:,.0f}",
         f"{m['mean_cost_usd']:.5f}",
         f"{m['build_ms_p50']:.3f}",
@@ -293,6 +304,10 @@ def _table_row(strategy: str, budget: str, m: dict[str, Any], scored: bool) -> l
         f"{m['over_budget_rate']:.0%}",
     ]
     if scored:
-        score = m.get("answer_score")
-        row.append("—" if score is None else f"{score:.1%}")
+        row.append(_percent(m.get("answer_score")))
     return row
+
+
+def _percent(value: float | None) -> str:
+    """A share as a percent; "—" for a metric the run lacks (results of an older version)."""
+    return "—" if value is None else f"{value:.1%}"

@@ -54,6 +54,8 @@ class HybridStrategy(Strategy):
         return state.holder.build("case").messages  # type: ignore[no-any-return]
 
     def build(self, state: Any, case: Case) -> Built:
+        from ctxwindow.eval.strategies import compressed_texts
+
         context = state.holder.preview("case", case.prompt)
         decisions = context.report.decisions
         now = {d.id for d in decisions if d.in_context}
@@ -61,8 +63,10 @@ class HybridStrategy(Strategy):
         summarized = {d.id for d in decisions if d.state == "summarized"}
         ids = state.dataset_ids
         whole = {ids[i] for i in now - compressed if i in ids}
-        partial = {ids[i] for i in (now & compressed) | summarized if i in ids}
-        return Built(context.messages, frozenset(whole), frozenset(partial - whole))
+        partial = {ids[i] for i in (now & compressed) | summarized if i in ids} - whole
+        texts = compressed_texts(context.messages, decisions, ids)
+        sent_as = {mid: text for mid, text in texts.items() if mid in partial}
+        return Built(context.messages, frozenset(whole), frozenset(partial), sent_as)
 
     def _embedder(self) -> Any:
         from ctxwindow.archive.embedders import MiniLMEmbedder

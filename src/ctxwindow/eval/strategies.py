@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ctxwindow.eval.dataset import Conversation, Question
-from ctxwindow.messages import Message
+from ctxwindow.messages import Entry, Message
+from ctxwindow.policies.explain import Decision
+from ctxwindow.policies.rules import text_of
 from ctxwindow.tokens.chat import ChatTokenizer
 
 
@@ -49,13 +51,77 @@ class Case:
 class Built:
     """A built context: the messages to send and the dataset ids of those kept.
 
-    ``compressed_ids`` are messages kept only in compressed or summarized
-    form: their evidence counts only if the answer survived in the context.
+    ``kept_ids`` are the messages sent whole. ``compressed_ids`` are those sent
+    only in a compressed form or folded into a summary, and ``compressed_text``
+    gives, for each of them, the text of that form in ``messages`` (for a
+    summarized one, the summary's text). A compressed evidence message counts
+    only when the question's answer is in its own text there (``runner``);
+    one without an entry in ``compressed_text`` is present but never credited.
+    A strategy that sends messages only whole fills ``kept_ids`` alone.
     """
 
     messages: list[Message]
     kept_ids: frozenset[str]
     compressed_ids: frozenset[str] = frozenset()
+    compressed_text: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+
+def compressed_texts(
+    messages: Sequence[Message], rows: Iterable[Decision], dataset_ids: Mapping[str, str]
+) -> dict[str, str]:
+    """For a context a ctxwindow window built (``messages``, its report's ``rows``): the
+    dataset id of each compressed or summarized message -> the text of its form in
+    ``messages``. ``dataset_ids`` maps entry ids to dataset ids.
+
+    A row names no message, but its preview is of the message as sent: a
+    compressed row's text is the message that its preview is the preview of, a
+    summarized row's the rolling summary's (the row without a seq). Several
+    messages with the same preview are told apart by their order.
+    """
+    rows = list(rows)
+    texts = [text_of(message) for message in messages]
+    previews = [_preview(text) for text in texts]
+    summary = next((row for row in rows if row.seq is None and row.in_context), None)
+    summary_text = None if summary is None else _sent_text(summary, rows, texts, previews)
+    found: dict[str, str] = {}
+    for row in rows:
+        mid = dataset_ids.get(row.id)
+        if mid is None or row.state not in ("compressed", "summarized"):
+            continue
+        text = _sent_text(row, rows, texts, previews) if row.state == "compressed" else summary_text
+        if text is not None:
+            found[mid] = text
+    return found
+
+
+def _preview(text: str) -> str:
+    """The preview a report row gives of a message of this text (``Decision.of``'s)."""
+    return Decision.of(Entry({"role": "user", "content": text}, 0, 0), "kept").preview
+
+
+def _sent_text(
+    row: Decision, rows: Sequence[Decision], texts: Sequence[str], previews: Sequence[str]
+) -> str | None:
+    """The text of the message ``row`` stands for, or None when none has its preview.
+
+    A message that joins several (the system prompt and the summary, for a model
+    that takes one system message) contains the row's preview rather than starting
+    with it.
+    """
+    same = [i for i, preview in enumerate(previews) if preview == row.preview]
+    if not same:
+        inner = " ".join(row.preview.removesuffix("…").split())
+        same = [i for i, text in enumerate(texts) if inner and inner in " ".join(text.split())]
+    if not same:
+        return None
+    if len({texts[i] for i in same}) == 1:
+        return texts[same[0]]
+    # The k-th row of this preview is taken to be the k-th message of it: rows come
+    # by seq, messages as sent, the same order but for recalled turns (which the
+    # cache mode sends after the window), so a recalled twin is left out of the count.
+    twins = [r for r in rows if r.in_context and r.state != "recalled" and r.preview == row.preview]
+    rank = next(k for k, twin in enumerate(twins) if twin is row)
+    return texts[same[min(rank, len(same) - 1)]]
 
 
 class Strategy(ABC):

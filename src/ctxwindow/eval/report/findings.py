@@ -5,7 +5,8 @@ keeps the most evidence at each budget and by how much, how the best
 budgeted run compares with the unbounded ones, the cheapest run within
 ``CLOSE`` of the best, where more budget stops paying, what the prompt cache
 did (with ``--replay``), categories where a leader falls behind, contexts
-over their budget, and the best answers (with answer scoring).
+over their budget, strategies that leave out some of the last messages before
+a question, and the best answers (with answer scoring).
 
 >>> results = {"results": {
 ...     "a": {"1024": {"evidence_recall": 0.5, "mean_tokens": 900}},
@@ -26,6 +27,8 @@ CLOSE = 0.05  # "within 5 points of the best"
 FLAT = 0.02  # more budget "stops paying" when every larger one adds less than this
 BEHIND = 0.05  # a leader "falls behind" in a category by at least this much
 MOST_BEHIND = 3  # at most this many such sentences
+RECENT = 4  # recent_recall counts the last this many messages (the runner's RECENT)
+RECENT_KEPT = 0.99  # below this recent_recall a strategy is said to drop recent messages
 
 
 def findings(results: Mapping[str, Any]) -> list[str]:
@@ -332,6 +335,36 @@ def _over_rate(run: Run) -> float:
     return float(run.metrics.get("over_budget_rate") or 0.0)
 
 
+def _recent_dropped(runs: Sequence[Run]) -> list[str]:
+    """Strategies whose contexts leave out some of the last messages before the question
+    (``recent_recall`` below ``RECENT_KEPT``), at their worst."""
+    low = [run for run in runs if _recent(run) < RECENT_KEPT]
+    worst: dict[str, Run] = {}
+    for run in sorted(low, key=_recent):
+        worst.setdefault(run.strategy, run)
+    clauses = [
+        f"{strategy} keeps {percent(_recent(run))} of them "
+        f"{'with no budget' if run.budget is None else f'at {run.budget:,} tokens'}"
+        + _all_of_them(run)
+        for strategy, run in worst.items()
+    ]
+    if not clauses:
+        return []
+    return [
+        f"Not every context has the last {RECENT} messages before its question: {_and(clauses)}."
+    ]
+
+
+def _recent(run: Run) -> float:
+    value = run.metrics.get("recent_recall")
+    return 1.0 if value is None else float(value)  # results of an older version lack it
+
+
+def _all_of_them(run: Run) -> str:
+    share = run.metrics.get("recent_all")
+    return "" if share is None else f" (all {RECENT} in {percent(float(share))} of its contexts)"
+
+
 def _answers(runs: Sequence[Run]) -> list[str]:
     """With answer scoring: the run whose answers scored best."""
     scored = [run for run in runs if run.metrics.get("answer_score") is not None]
@@ -359,5 +392,6 @@ FINDINGS: tuple[Callable[[Sequence[Run]], list[str]], ...] = (
     _replay,
     _behind,
     _over_budget,
+    _recent_dropped,
     _answers,
 )

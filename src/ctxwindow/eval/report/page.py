@@ -19,7 +19,7 @@ from html import escape
 from typing import Any
 
 from ctxwindow.eval.report.charts import Chart
-from ctxwindow.eval.report.findings import findings
+from ctxwindow.eval.report.findings import RECENT, findings
 from ctxwindow.eval.report.formats import count, ms, percent, score, usd
 from ctxwindow.eval.report.glyphs import advice
 from ctxwindow.eval.report.questions import questions_section
@@ -46,7 +46,9 @@ class _Column:
 
 COLUMNS = (
     _Column("Evidence recall", "evidence_recall", percent),
+    _Column("Kept whole", "evidence_recall_whole", percent),
     _Column("Turn recall", "turn_recall", percent),
+    _Column("Recent recall", "recent_recall", percent),
     _Column("Mean tokens", "mean_tokens", count),
     _Column("Cost / question", "mean_cost_usd", usd),
     _Column("Total cost", "total_cost_usd", usd),
@@ -72,12 +74,16 @@ PLACED_CHARTS = frozenset(
 )
 HOW_TO_READ = (
     "<b>Evidence recall</b> is the share of questions whose evidence messages are "
-    "<em>all</em> in the context the strategy built; <b>turn recall</b> is the mean share "
-    "of evidence messages present. <b>Tokens</b> are exact prompt tokens for the model, "
-    "and <b>cost</b> is those tokens at the model's input price ({price}). <b>Build "
-    "p50/p99</b> are the median and 99th-percentile times to build one context. "
-    "<b>Over budget</b> is the share of contexts larger than the budget. "
-    "<span class=best-key>Highlighted</span>: the best evidence recall at that budget."
+    "<em>all</em> in the context the strategy built (one sent compressed or summarized "
+    "counts when the answer is in its compressed form); <b>kept whole</b> is the share "
+    "whose evidence is all there uncompressed; <b>turn recall</b> is the mean share of "
+    "evidence messages present. <b>Recent recall</b> is the mean share of the last "
+    "{recent} messages before each question that its context has. <b>Tokens</b> are "
+    "exact prompt tokens for the model, and <b>cost</b> is those tokens at the model's "
+    "input price ({price}). <b>Build p50/p99</b> are the median and 99th-percentile "
+    "times to build one context. <b>Over budget</b> is the share of contexts larger than "
+    "the budget. <span class=best-key>Highlighted</span>: the best evidence recall at "
+    "that budget."
 )
 CSS = """
 :root { color-scheme: light; }
@@ -215,7 +221,7 @@ def _results_section(
 ) -> str:
     return "\n".join([
         "<h2 id=results>Results by strategy and budget</h2>",
-        f"<p>{HOW_TO_READ.format(price=escape(_price(results)))}</p>",
+        f"<p>{HOW_TO_READ.format(price=escape(_price(results)), recent=RECENT)}</p>",
         _main_table(runs, colors),
         _font_note(list(drawn.values())),
         _figures(drawn, "recall_vs_budget.png", "recall_vs_tokens.png"),

@@ -19,7 +19,7 @@ from ctxwindow.eval.report.runs import Run, by_strategy
 # The runner's outcome letters (ctxwindow.eval.runner.OUTCOMES): mark, meaning.
 OUTCOMES = {
     "k": ("✓", "kept whole"),
-    "c": ("≈", "compressed or summarized, the answer still there"),
+    "c": ("≈", "compressed or summarized, the answer in the compressed form of the evidence"),
     "p": ("½", "partly lost"),
     "l": ("✗", "lost"),
 }
@@ -29,7 +29,7 @@ OUTCOME_CHOICES = (
     ("pl", "lost, partly or wholly"),
     ("l", "lost wholly"),
     ("p", "partly lost"),
-    ("c", "compressed, answer kept"),
+    ("c", "compressed, the answer in it"),
     ("k", "kept whole"),
 )
 SCRIPT = """
