@@ -98,6 +98,21 @@ def test_locomo_questions_ids_answers_evidence_and_categories() -> None:
     assert all("after" not in q for q in questions.values())
 
 
+def test_locomo_evidence_with_a_leading_zero_names_the_turn(tmp_path: Path) -> None:
+    """ "D10:02" (as locomo10.json writes "D30:05") is turn D10:2; it was a turn that does
+    not exist, and the question was left out."""
+    data = fixture(LOCOMO)
+    data[0]["qa"][0]["evidence"] = ["D10:02"]
+    data[0]["qa"][1]["evidence"] = ["D02:1; D01:02"]
+    questions = questions_by_id(from_locomo(data).conversations[0])
+    assert questions["demo-1:q1"]["evidence"] == ["D10:2"]
+    assert questions["demo-1:q2"]["evidence"] == ["D2:1", "D1:2"]
+    dataset, notes = load_dataset(f"locomo:{write(tmp_path, data)}")
+    assert dataset.n_questions == 5  # as with the file's own ids: none more left out
+    assert dataset.conversations[0].questions[0].evidence == ("D10:2",)
+    assert not any("demo-1:q1" in note or "demo-1:q2" in note for note in notes)
+
+
 def test_locomo_loads_as_a_dataset() -> None:
     """Through load_dataset: ids and timestamps are not sent; questions follow the whole talk."""
     dataset, _ = load_dataset(f"locomo:{LOCOMO}")

@@ -33,7 +33,8 @@ LOCOMO_TIME = "%I:%M %p on %d %B, %Y"  # "1:56 pm on 8 May, 2023"
 
 _SESSION = re.compile(r"session_(\d+)")
 _EVIDENCE_SEPARATORS = re.compile(r"[;,\s]+")
-# locomo10.json writes D11:26 once as "D:11:26"; the reference figures count it as D11:26.
+# locomo10.json writes D11:26 once as "D:11:26" (the reference figures count it as D11:26),
+# and a turn number with a leading zero ("D30:05") names no turn: both are read as numbers.
 _DIA_ID = re.compile(r"D:?(\d+):(\d+)")
 
 
@@ -140,11 +141,11 @@ def _locomo_question(raw: Any, question_id: str, where: str) -> dict[str, Any]:
 def _dia_ids(entries: list[Any], where: str) -> list[str]:
     """Dialogue ids from the evidence list, repairing the original file's slips.
 
-    >>> _dia_ids(["D8:6; D9:17", " D1:3 ", "D:11:26", "D1:3"], "")
-    ['D8:6', 'D9:17', 'D1:3', 'D11:26']
+    >>> _dia_ids(["D8:6; D9:17", " D1:3 ", "D:11:26", "D1:3", "D30:05"], "")
+    ['D8:6', 'D9:17', 'D1:3', 'D11:26', 'D30:5']
     """
     if not all(isinstance(entry, str) for entry in entries):
         raise Malformed(f"{where}must be a list of strings")
     tokens = [t for entry in entries for t in _EVIDENCE_SEPARATORS.split(entry) if t]
-    ids = [f"D{m[1]}:{m[2]}" if (m := _DIA_ID.fullmatch(t)) else t for t in tokens]
+    ids = [f"D{int(m[1])}:{int(m[2])}" if (m := _DIA_ID.fullmatch(t)) else t for t in tokens]
     return list(dict.fromkeys(ids))
