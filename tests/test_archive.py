@@ -32,6 +32,7 @@ from ctxwindow.archive import (
     SQLiteArchive,
     reciprocal_rank_fusion,
 )
+from ctxwindow.archive.base import Ranked, fuse_scores
 
 POSTGRES_URL = os.environ.get("CTXWINDOW_TEST_POSTGRES_URL", "postgresql://127.0.0.1:5432/test")
 REQUIRE_SERVERS = os.environ.get("CTXWINDOW_REQUIRE_SERVERS") == "1"
@@ -598,7 +599,7 @@ def test_a_paraphrase_with_no_shared_words_is_found_by_meaning(make_archive: Mak
     hits = archive.search("s1", "package dispatched")
     assert contents(hits)[0] == PARAPHRASE_DOCS[0]
     assert hits[0].lexical_rank is None and hits[0].dense_rank == 1
-    assert hits[0].score == pytest.approx(1 / 61)
+    assert hits[0].score == pytest.approx(0.4)  # the dense share (dense_weight) of a best match
 
 
 def test_lexical_alone_misses_the_paraphrase(make_archive: MakeArchive) -> None:
@@ -617,7 +618,7 @@ def test_fusion_reports_both_ranks_and_rewards_agreement(make_archive: MakeArchi
     both = by_text["my dog loves the beach"]
     assert hits[0] is both
     assert both.lexical_rank == 1 and both.dense_rank == 1
-    assert both.score == pytest.approx(2 / 61)
+    assert both.score == pytest.approx(1.0)  # the best of both rankings
     assert by_text["a puppy at the park"].lexical_rank is None  # found by meaning only
     assert by_text["a puppy at the park"].dense_rank is not None
 
@@ -637,12 +638,12 @@ class TableEmbedder:
 
 
 @pytest.mark.parametrize(
-    ("weight", "first"), [(1.0, "puppy park"), (0.5, "dog food"), (2.0, "puppy park")]
+    ("weight", "first"), [(0.5, "puppy park"), (0.3, "dog food"), (0.8, "puppy park")]
 )
 def test_dense_weight_leans_the_fusion(
     make_archive: MakeArchive, weight: float, first: str
 ) -> None:
-    """A word match and a meaning match of the same rank tie at equal weights (seq decides)."""
+    """The best word match and the best meaning match tie at an even weight (seq decides)."""
     archive = make_archive(embedder=TableEmbedder(), dense_weight=weight)
     archive.index("s1", entries("puppy park", "dog food"))
     hits = archive.search("s1", "walk dog", k=2)
@@ -650,7 +651,23 @@ def test_dense_weight_leans_the_fusion(
     by_text = {hit.entry.message["content"]: hit for hit in hits}
     assert (by_text["dog food"].lexical_rank, by_text["dog food"].dense_rank) == (1, None)
     assert (by_text["puppy park"].lexical_rank, by_text["puppy park"].dense_rank) == (None, 1)
-    assert by_text["puppy park"].score == pytest.approx(weight / 61)
+    assert by_text["puppy park"].score == pytest.approx(weight)
+    assert by_text["dog food"].score == pytest.approx(1 - weight)
+
+
+def test_fusion_keeps_how_much_better_the_best_match_is() -> None:
+    """Scores, not ranks: a far weaker second match stays far below the first."""
+    lexical = [Ranked(1, 1, 9.0), Ranked(2, 2, 1.0)]
+    dense = [Ranked(1, 1, 0.9), Ranked(3, 3, 0.3)]
+    fused = {key: score for key, score, _, _ in fuse_scores(lexical, dense, 3, 0.5, 0.2)}
+    assert fused[1] == pytest.approx(1.0)
+    assert fused[2] == pytest.approx(0.5 / 9)
+    assert fused[3] == pytest.approx(0.5 * 0.1 / 0.7)
+
+
+def test_dense_weight_is_a_share() -> None:
+    with pytest.raises(ValueError, match="dense_weight"):
+        SQLiteArchive(dense_weight=1.5)
 
 
 def test_min_similarity_keeps_unrelated_entries_out(make_archive: MakeArchive) -> None:

@@ -28,7 +28,14 @@ def test_a_hit_shares_its_score_with_its_neighbours() -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", [{"depth": 0}, {"min_share": 1.5}, {"recent_share": -0.1}, {"spread": (2.0,)}]
+    "bad",
+    [
+        {"depth": 0},
+        {"tokens_per_hit": 0},
+        {"min_share": 1.5},
+        {"recent_messages": -1},
+        {"spread": (2.0,)},
+    ],
 )
 def test_a_policy_out_of_range_is_refused(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
@@ -67,9 +74,22 @@ def test_a_tool_result_alone_is_never_recalled() -> None:
     assert RecallPolicy().choose(ranked, kept=(), room=100).units == []
 
 
-def test_the_room_leaves_the_pinned_part_and_the_recent_share() -> None:
-    assert RecallPolicy(recent_share=0.125).room(1000, pinned=100) == 775
+def test_the_room_leaves_the_pinned_part_and_the_newest_messages() -> None:
+    assert RecallPolicy().room(1000, pinned=100, recent=50) == 850
     assert RecallPolicy().room(100, pinned=200) == 0
+
+
+def test_a_query_asks_for_enough_hits_to_fill_its_room() -> None:
+    policy = RecallPolicy(depth=50, tokens_per_hit=20)
+    assert policy.depth_for(512) == 50  # never fewer than depth
+    assert policy.depth_for(8192) == 409
+
+
+def test_the_floor_is_a_share_of_the_best_hit_not_of_a_lifted_neighbour() -> None:
+    policy = RecallPolicy(spread=(0.5,), min_share=0.5)
+    hits = {10: 4.0, 11: 4.0, 20: 2.0}
+    assert policy.scores(hits)[10] == 6.0  # lifted by its neighbour
+    assert policy.floor(hits) == 2.0  # half of 4.0, so the hit at 20 still counts
 
 
 # -- the split, decided per query ------------------------------------------------------

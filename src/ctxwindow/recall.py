@@ -10,13 +10,17 @@ questions than ranking the turns alone (docs/eval.md has the figures).
 
 The manager archives every turn its window sees (before the next search),
 so the window's own turns are ranked with the evicted ones, on one scale.
-The room is decided per query, not as a fixed share: the best candidates,
-best first, as long as they score at least ``min_share`` of the best one,
-take the budget less what the window always keeps (its pinned messages and
-``recent_share`` of the budget for the newest turns). Candidates the window
-holds are kept there (it leaves them out last); the others are recalled. A
-query that matches old turns strongly gets most of the budget for them; one
-that matches the recent turns, or nothing, leaves the window as it is.
+The room is decided per query, by the scores, not as a fixed share: the best
+candidates, best first, as long as they score at least ``min_share`` of the
+best match, take the budget less what every context keeps (the window's
+pinned messages and summary, and its newest ``recent_messages`` messages
+before the question). Candidates the window holds are kept there (it leaves
+them out last); the others are recalled. What the candidates leave goes to
+the window's newest turns: a query that matches much of the past gets most
+of the budget for it; one that matches little, or nothing, leaves the window
+as it is. A query asks the archive for enough hits to fill the room
+(``depth_for``): at 8,192 tokens 50 hits ran out of candidates and measured
+2.6 points less evidence recall on LoCoMo than 400.
 """
 
 from __future__ import annotations
@@ -37,19 +41,36 @@ class RecallPolicy:
     """
 
     depth: int = 50
-    """How many archive hits a query asks for."""
+    """The fewest archive hits a query asks for."""
+    tokens_per_hit: int = 20
+    """A query asks for one hit per this many tokens of room too (``depth_for``)."""
     spread: tuple[float, ...] = (0.5, 0.25, 0.125)
     """The share of a hit's score given to the turns 1, 2, 3... places away."""
-    min_share: float = 0.2
-    """Candidates below this share of the best candidate's score are not recalled."""
-    recent_share: float = 0.125
-    """The share of the budget left to the window's newest turns, whatever recall finds."""
+    min_share: float = 0.1
+    """Candidates below this share of the best hit's own score are not recalled."""
+    recent_messages: int = 4
+    """The newest messages before the question that every context keeps, whatever recall finds."""
 
     def __post_init__(self) -> None:
-        if self.depth < 1:
-            raise ValueError(f"depth must be at least 1, got {self.depth}")
-        if any(not 0 <= share <= 1 for share in (*self.spread, self.min_share, self.recent_share)):
-            raise ValueError("spread, min_share and recent_share are shares in [0, 1]")
+        if self.depth < 1 or self.tokens_per_hit < 1:
+            raise ValueError(
+                f"depth and tokens_per_hit must be at least 1, got {self.depth}, "
+                f"{self.tokens_per_hit}"
+            )
+        if self.recent_messages < 0:
+            raise ValueError(f"recent_messages must be 0 or more, got {self.recent_messages}")
+        if any(not 0 <= share <= 1 for share in (*self.spread, self.min_share)):
+            raise ValueError("spread and min_share are shares in [0, 1]")
+
+    def depth_for(self, room: int) -> int:
+        """How many hits a query with ``room`` tokens to fill asks the archive for."""
+        return max(self.depth, room // self.tokens_per_hit)
+
+    def floor(self, hits: Mapping[int, float]) -> float:
+        """The least score a candidate needs: ``min_share`` of the best hit's own score
+        (not of a neighbour-inflated one, which would cut a multi-hop question's second
+        piece of evidence)."""
+        return max(hits.values(), default=0.0) * self.min_share
 
     def scores(self, hits: Mapping[int, float]) -> dict[int, float]:
         """``seq -> score`` for the hits (``seq -> own score``) and their neighbours."""
@@ -62,25 +83,32 @@ class RecallPolicy:
                         out[near] = out.get(near, 0.0) + share * score
         return dict(sorted(out.items()))
 
-    def room(self, budget: int, pinned: int) -> int:
-        """The most recall may take of ``budget`` when the window's pinned part takes ``pinned``."""
-        return max(0, budget - pinned - int(budget * self.recent_share))
+    def room(self, budget: int, pinned: int, recent: int = 0) -> int:
+        """The most recall may take of ``budget`` beside the window's pinned part (``pinned``
+        tokens) and its newest messages (``recent`` tokens)."""
+        return max(0, budget - pinned - recent)
 
     def choose(
-        self, ranked: Sequence[tuple[float, Unit]], kept: Iterable[str], room: int
+        self,
+        ranked: Sequence[tuple[float, Unit]],
+        kept: Iterable[str],
+        room: int,
+        floor: float | None = None,
     ) -> Recall:
         """What comes back for the query, best first, within ``room`` tokens.
 
         ``ranked`` is ``(score, unit)`` best first; ``kept`` the ids of the
-        entries the window holds. Units scoring below ``min_share`` of the best
-        are left out, and a unit that does not fit is passed over for smaller
-        ones after it. A unit the window holds is not recalled but kept: the
-        window leaves it out last (``Recall.keep``); the others come back as
-        whole units of kind ``"recalled"``.
+        entries the window holds. Units scoring below ``floor`` (default:
+        ``min_share`` of the best unit's score) are left out, and a unit that
+        does not fit is passed over for smaller ones after it. A unit the
+        window holds is not recalled but kept: the window leaves it out last
+        (``Recall.keep``); the others come back as whole units of kind
+        ``"recalled"``.
         """
         if not ranked:
             return Recall()
-        floor = ranked[0][0] * self.min_share
+        if floor is None:
+            floor = ranked[0][0] * self.min_share
         held = set(kept)
         seen: set[str] = set()
         units: list[Unit] = []
@@ -105,10 +133,15 @@ class RecallPolicy:
 
 @dataclass(frozen=True)
 class Recall:
-    """What a query brings back: ``units`` from the archive, and window entries to ``keep``."""
+    """What a query brings back: ``units`` from the archive, and window entries to ``keep``.
+
+    ``carried``: the ids of recalled entries that an earlier turn brought and this
+    query does not score, kept in place for the prompt cache.
+    """
 
     units: list[Unit] = field(default_factory=list)
     keep: frozenset[str] = frozenset()
+    carried: frozenset[str] = frozenset()
 
     @property
     def tokens(self) -> int:

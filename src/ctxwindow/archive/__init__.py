@@ -2,7 +2,7 @@
 
 Lexical search always (BM25 over the archive's own per-session index, at a
 bounded cost per search; English stemming, Chinese and Japanese by bigrams);
-dense search when an ``Embedder`` is given; reciprocal-rank fusion of both.
+dense search when an ``Embedder`` is given; the two fused by score (``fuse_scores``).
 
 >>> from ctxwindow import Entry
 >>> with SQLiteArchive() as archive:
@@ -11,7 +11,7 @@ dense search when an ``Embedder`` is given; reciprocal-rank fusion of both.
 1
 """
 
-from ctxwindow.archive.base import Archive, Hit
+from ctxwindow.archive.base import Archive, Hit, fuse_scores
 from ctxwindow.archive.embedders import Embedder, MiniLMEmbedder
 from ctxwindow.archive.fusion import reciprocal_rank_fusion
 from ctxwindow.archive.postgres import PostgresArchive
@@ -24,5 +24,6 @@ __all__ = [
     "MiniLMEmbedder",
     "PostgresArchive",
     "SQLiteArchive",
+    "fuse_scores",
     "reciprocal_rank_fusion",
 ]

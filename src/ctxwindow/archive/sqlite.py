@@ -83,7 +83,7 @@ class SQLiteArchive(Archive):
         embedder: Embedder | None = None,
         table: str = "ctxwindow_archive",
         min_similarity: float = 0.2,
-        dense_weight: float = 1.0,
+        dense_weight: float = 0.4,
         depth: int = 50,
         reads_per_hit: int = 40,
         timeout: float = 5.0,

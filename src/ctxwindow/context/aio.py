@@ -438,7 +438,8 @@ class AsyncContextManager:
         core, archive = self._core, self._core.archive
         if archive is None or not query or core.holds_all(session, budget):
             return []
-        key = f"{session.last_seq}:{query}"
+        depth = core.recall.depth_for(budget)
+        key = f"{session.last_seq}:{depth}:{query}"
         if session.recall is not None and session.recall[0] == key:
             return session.recall[1]
         self._archive_later(session)
@@ -449,13 +450,13 @@ class AsyncContextManager:
         if whole:
             await self._archive(session_id)
         started = time.perf_counter()
-        hits = await run_blocking(archive.search, session_id, query, k=core.recall.depth)
-        scores, missing = core.scored(session, hits)
+        hits = await run_blocking(archive.search, session_id, query, k=depth)
+        scores, floor, missing = core.scored(session, hits)
         around = await run_blocking(archive.at, session_id, missing)
         core.searched(started)
         for entry in core.uncached(session, hits, around):
             core.cache(session, await self._whole_unit(session_id, entry))
-        ranked = core.ranked(session, scores)
+        ranked = core.ranked(session, scores, floor)
         session.recall = (key, ranked) if whole else None  # kept only if it saw every turn
         return ranked
 

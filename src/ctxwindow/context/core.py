@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -9,7 +10,7 @@ from typing import Any
 
 from ctxwindow.context import checkpoints
 from ctxwindow.context.contracts import REDACT_AT, ArchiveLike, EventHook, RedactAt
-from ctxwindow.context.policy import Policy, default_budget, hybrid_policy
+from ctxwindow.context.policy import LOW_WATER, Policy, default_budget, hybrid_policy
 from ctxwindow.context.question import Question, asked, compressed, sends, with_question
 from ctxwindow.context.session import CACHED_UNITS, HotSessions, Session, waiting_after
 from ctxwindow.errors import BudgetError, InvalidMessageError, OrphanToolResultError
@@ -24,10 +25,11 @@ from ctxwindow.redact.redactor import RedactFn, redacted_preview
 from ctxwindow.stores.base import Checkpoint
 from ctxwindow.tokens.registry import ModelRegistry, default_models
 
-STRONG = 0.5  # with the prompt cache: a match worth a step scores this share of the best
-
-
 RECALLED = "recalled: matched the query"
+CARRIED = "recalled for an earlier turn: kept in place for the prompt cache"
+CARRIED_SHARE = 0.5
+"""With the prompt cache, turns recalled for earlier questions that the new one does not
+score stay in place only while they take at most this share of the budget."""
 
 
 class Core:
@@ -237,20 +239,27 @@ class Core:
         queued, session.unarchived = session.unarchived, []
         return [entry for entry in queued if entry.seq > after] if after else queued
 
-    def scored(self, session: Session, hits: Sequence[Any]) -> tuple[dict[int, float], list[int]]:
-        """Each hit's and neighbour's score by seq, and the seqs to read from the archive.
+    def scored(
+        self, session: Session, hits: Sequence[Any]
+    ) -> tuple[dict[int, float], float, list[int]]:
+        """Each hit's and neighbour's score by seq, the least score recalled, and the seqs
+        to read from the archive.
 
         Only neighbours that could come back are read: a unit scores as its best
-        entry, and nothing below ``min_share`` of the best score is recalled.
+        entry, and nothing below ``RecallPolicy.floor`` is recalled.
         """
-        scores = self.recall.scores({hit.entry.seq: hit.score for hit in hits})
-        found = {hit.entry.seq for hit in hits}
-        floor = max(scores.values(), default=0.0) * self.recall.min_share
-        return scores, [
-            seq
-            for seq, score in scores.items()
-            if score >= floor and seq not in found and seq not in session.units
-        ]
+        own = {hit.entry.seq: hit.score for hit in hits}
+        scores, floor = self.recall.scores(own), self.recall.floor(own)
+        found = set(own)
+        return (
+            scores,
+            floor,
+            [
+                seq
+                for seq, score in scores.items()
+                if score >= floor and seq not in found and seq not in session.units
+            ],
+        )
 
     def uncached(
         self, session: Session, hits: Sequence[Any], around: Sequence[Entry]
@@ -265,22 +274,35 @@ class Core:
         if is_whole(unit):  # a call still waiting for results is read again later
             session.units.update((entry.seq, unit) for entry in unit.entries)
 
-    def ranked(self, session: Session, scores: Mapping[int, float]) -> list[tuple[float, Unit]]:
+    def ranked(
+        self, session: Session, scores: Mapping[int, float], floor: float
+    ) -> list[tuple[float, Unit]]:
         """The cached units of the scored seqs that could come back, ``(score, unit)`` best
-        first, each once.
-
-        A unit scores as its best entry, and none below ``min_share`` of the best
-        unit's score comes back (``RecallPolicy.choose``): those are not ranked.
-        """
+        first, each once: a unit scores as its best entry, and none below ``floor``."""
         cached = session.units
-        top = max((score for seq, score in scores.items() if seq in cached), default=0.0)
-        floor = top * self.recall.min_share
         units = {
             id(u): u
             for seq, score in scores.items()
             if score >= floor and (u := cached.get(seq)) is not None
         }
         return rank_units(scores, units.values())
+
+    def recent(self, session: Session, question: int | None) -> tuple[frozenset[str], int]:
+        """The entry ids and tokens of the window's units holding its newest
+        ``recent_messages`` messages before the question (the seq ``question``; None: a
+        preview, whose question is not in the window): every context keeps them."""
+        wanted, seen, tokens = self.recall.recent_messages, 0, 0
+        ids: set[str] = set()
+        for unit in session.window.newest_units():
+            if seen >= wanted:
+                break
+            before = sum(1 for e in unit.entries if e.seq != question)
+            if unit.pinned or not before:
+                continue  # counted as pinned, or the question itself
+            seen += before
+            ids.update(e.id for e in unit.entries)
+            tokens += unit.size
+        return frozenset(ids), tokens
 
     def holds_all(self, session: Session, budget: int) -> bool:
         """The window holds every message and fits ``budget``: recall could change nothing."""
@@ -295,55 +317,63 @@ class Core:
     ) -> Recall:
         """The candidates ``ranked`` that come back, in the room the budget leaves them.
 
-        With ``prompt_cache``, the units earlier turns recalled stay where they
-        were put, and new ones go before the user turn ``question`` (a seq; None:
-        a preview, which keeps nothing for later), into the room the window and
-        those leave: between the window's steps the context only grows. When
-        the strong matches (``STRONG`` of the best score or more) that are not
-        in the context do not fit there, the prefix changes once for them: the
-        turns recalled before are given up and, if that is not enough, the
-        window steps down to leave recall the room it has without the cache
-        mode (``Window.make_room``; a preview leaves the window's units out
-        instead).
+        The room is the budget less the window's pinned part and its newest
+        messages (``recent``), which every context keeps; the candidates the
+        window holds are kept there, the others recalled. With
+        ``prompt_cache``, the units earlier turns recalled stay where they
+        were put, and new ones go before the user turn ``question`` (a seq;
+        None: a preview, which keeps nothing for later): between steps the
+        context only grows. When what the query earns does not fit beside
+        what is sent already, the prefix changes once (a step): the turns
+        recalled before that this query does not score leave, and the window
+        steps down as far as the new ones need (``Window.make_room``; a
+        preview leaves the window's units out instead).
         """
         window = session.window  # its entries have their store seqs (see ``restore``)
+        recent, recent_tokens = self.recent(session, question)
+        ranked = [(s, u) for s, u in ranked if not recent.issuperset(e.id for e in u.entries)]
         kept = {e.id for _, unit in ranked for e in unit.entries if window.holds(e.seq)}
-        room = self.recall.room(budget, window.pinned_tokens)
+        room = self.recall.room(budget, window.pinned_tokens, recent_tokens)
         if not self.prompt_cache:
-            return self.recall.choose(ranked, kept, room)
+            found = self.recall.choose(ranked, kept, room, floor=0.0)
+            return Recall(found.units, found.keep | recent)
         sticky = session.sticky
+        sent = {e.id for unit in sticky for e in unit.entries}
+        earned = self.recall.choose(ranked, kept | sent, room, floor=0.0)
         used = sum(unit.size for unit in sticky)
-        sent = {unit.entries[0].id for unit in sticky}
-        fresh = [(score, unit) for score, unit in ranked if unit.entries[0].id not in sent]
-        best = ranked[0][0] if ranked else 0.0
-        strong = [(score, unit) for score, unit in fresh if score >= best * STRONG]
-
-        def free() -> int:  # for new ones, beside the window and the earlier ones
-            return min(room - used, budget - window.total_tokens - used)
-
-        wanted = self.recall.choose(strong, kept, max(0, room - used)).tokens > free()
-        if wanted or window.total_tokens + used > budget:
-            if question is not None and sticky:
-                window.last_step = f"recalled turns given up: {len(sticky)} before seq {question}"
-            sticky, used = [], 0  # given up at once: the prefix changes after the window
+        carried = [unit for unit in sticky if unit.entries[0].id not in earned.keep]
+        over = sum(unit.size for unit in carried) > budget * CARRIED_SHARE
+        if over or earned.tokens > budget - window.total_tokens - used:  # a step
+            stay = [unit for unit in sticky if unit.entries[0].id in earned.keep]
+            if question is not None and len(stay) < len(sticky):
+                gone = len(sticky) - len(stay)
+                window.last_step = f"recalled turns given up: {gone} before seq {question}"
+            sticky, used, carried = stay, sum(unit.size for unit in stay), []
+            fresh = [(score, unit) for score, unit in ranked if unit.entries[0].id not in sent]
             if question is not None:
-                session.sticky = sticky
-        if wanted and question is not None and budget - window.total_tokens < room:
-            # One step down, to the room recall has without the cache mode (stepping only
-            # as far as the strong matches need measured 4 points less evidence recall on
-            # LoCoMo at 4,096 and 8,192 tokens).
-            window.make_room(room, keep=question)  # the question stays: it is sent
-            kept = {e.id for _, unit in ranked for e in unit.entries if window.holds(e.seq)}
-        found = self.recall.choose(fresh, kept, room if wanted else max(0, free()))
+                self.step_for(session, earned.tokens + used, question, recent_tokens)
+                kept = {e.id for _, unit in ranked for e in unit.entries if window.holds(e.seq)}
+            earned = self.recall.choose(fresh, kept, max(0, room - used), floor=0.0)
         at = question if question is not None else session.last_seq + 1
-        for unit in found.units:
+        for unit in earned.units:
             unit.at = at
         if question is not None:
-            session.sticky = [*sticky, *found.units]
-        return Recall([*sticky, *found.units], found.keep)
+            session.sticky = [*sticky, *earned.units]
+        ids = frozenset(e.id for unit in carried for e in unit.entries)
+        return Recall([*sticky, *earned.units], earned.keep | recent, ids)
+
+    def step_for(self, session: Session, size: int, question: int, recent: int) -> None:
+        """Step the window down so that ``size`` tokens are free beside it, never below what
+        it keeps in every context (its pinned part, its newest messages and the question)."""
+        window = session.window
+        asked = next((unit.size for unit in window.newest_units() if unit.seq == question), 0)
+        floor = window.pinned_tokens + math.ceil((recent + asked) / LOW_WATER)
+        window.make_room(min(size, max(0, window.budget - floor)), keep=question)
 
     @staticmethod
-    def merge(context: Context, recalled: list[Unit], budget: int) -> Context:
+    def merge(
+        context: Context, recalled: list[Unit], budget: int, carried: frozenset[str] = frozenset()
+    ) -> Context:
         """The window's context, built with the recalled units in place, reported so.
 
         (The window was built in ``budget`` less the recalled units' room, and
@@ -352,7 +382,7 @@ class Core:
         """
         if not recalled:
             return context
-        report = with_recalled(context.report, recalled, budget, context.total_tokens)
+        report = with_recalled(context.report, recalled, budget, context.total_tokens, carried)
         return replace(context, report=report)
 
     def context(
@@ -471,7 +501,7 @@ class Core:
         keep = recalled.keep if question is None else recalled.keep | {question[0].id}
         window, units = session.window, recalled.units
         context = window.build(max_tokens=budget - recalled.tokens, keep=keep, added=units)
-        built = self.merge(context, units, budget)
+        built = self.merge(context, units, budget, recalled.carried)
         if question is None or sends(session.window, built, question):
             return built
         if recalled.units:
@@ -491,14 +521,25 @@ def _one_system(messages: list[Message]) -> list[Message]:
     return [system, *messages[head:]]
 
 
-def with_recalled(report: Report, recalled: list[Unit], budget: int, tokens: int) -> Report:
+def with_recalled(
+    report: Report,
+    recalled: list[Unit],
+    budget: int,
+    tokens: int,
+    carried: frozenset[str] = frozenset(),
+) -> Report:
     """The window's ``report`` with the recalled units' tokens and rows: a recalled entry
     was evicted, its row is now ``recalled`` (and it is no longer counted out). Recall,
     not the window's ranking, chose them: their rows have no priority."""
     entries = [entry for unit in recalled for entry in unit.entries]
 
     def rows() -> list[Decision]:
-        return [Decision.of(e, "recalled", RECALLED, category="recalled") for e in entries]
+        return [
+            Decision.of(
+                e, "recalled", CARRIED if e.id in carried else RECALLED, category="recalled"
+            )
+            for e in entries
+        ]
 
     return report.amended(
         rows,

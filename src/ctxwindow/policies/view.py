@@ -184,6 +184,10 @@ class WindowView(ABC):
         for unit in reversed(self._kept.units.values()):
             yield from reversed(unit.entries)
 
+    def newest_units(self) -> Iterator[Unit]:
+        """The kept units from the newest back, system prompt excluded (read lazily)."""
+        return reversed(self._kept.units.values())
+
     def holds(self, seq: int) -> bool:
         """Whether the window keeps the entry of this seq (whole or compressed), in O(log n)."""
         return self._kept.holds(seq)
