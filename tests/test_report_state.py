@@ -250,3 +250,42 @@ def test_the_service_context_has_one_row_per_stored_message() -> None:
     assert report["earlier"] == {"entries": 0, "tokens": 0}
     gate = next(d for d in rows if "4471" in d["preview"])
     assert gate["state"] == "recalled" and gate["seq"] == stored[0]["seq"]
+
+
+def test_a_tool_unit_dropped_whole_has_an_evicted_row_for_each_message_added() -> None:
+    """The saved falsifying example: beside four pinned turns, a tool call's second result
+    makes its unit too large (``oversize="drop"``); the call and the first result, both
+    added, leave with the unit, and each has its row, evicted as too large."""
+    window = hybrid_window(150)
+    pins = [
+        "The order A-1042 shipped.",
+        "The order A-1042 shipped.",
+        "请记住我的生日是五月三日。",
+        "hello hello hello hello hello hello hello hello hello hello",
+    ]
+    added = [window.add("user", text, pin=True) for text in pins]
+    big = "hello hello hello" + " The order A-1042 shipped." * 7
+    call, first, second = tool_unit(2, [big, "hello"], 4)
+    added += [window.add(call), window.add(first)]
+    assert window.add(second) is None  # too large with it: the unit is dropped whole
+    built = window.build()
+    check_totals(built.report, built.total_tokens)
+    rows = {d.id: d for d in built.report.decisions if d.seq is not None and d.seq >= 0}
+    assert set(rows) == {entry.id for entry in added if entry is not None}
+    dropped = [rows[entry.id] for entry in added[-2:] if entry is not None]
+    assert len(dropped) == 2 and all(d.state == "evicted" for d in dropped)
+    assert all(d.reason.startswith("dropped: too large") for d in dropped)
+    assert built.report.evicted_entries == 2 and built.report.earlier_entries == 0
+
+
+def test_a_dropped_tool_call_of_a_plain_window_has_its_row() -> None:
+    window = TokenWindow(max_tokens=60, oversize="drop")
+    go = window.add("user", "go")
+    call, first, second = tool_unit(2, ["huge " * 300, "late"], 0)
+    kept = window.add(call)
+    assert go is not None and kept is not None
+    assert window.add(first) is None and window.add(second) is None
+    report = window.build().report
+    check_totals(report, window.total_tokens)
+    assert [(d.id, d.state) for d in report.decisions] == [(go.id, "kept"), (kept.id, "evicted")]
+    assert "too large" in report.decisions[-1].reason and report.evicted_entries == 1

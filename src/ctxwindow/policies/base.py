@@ -25,7 +25,7 @@ from ctxwindow.errors import (
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message, tool_call_ids
 from ctxwindow.policies import checkpoint
 from ctxwindow.policies.checkpoint import CheckpointError
-from ctxwindow.policies.journal import Journal
+from ctxwindow.policies.journal import TOO_LARGE, Journal
 from ctxwindow.policies.kept import Kept
 from ctxwindow.policies.view import WindowView
 from ctxwindow.tokens.chat import ChatTokenizer, chat_tokenizer
@@ -398,10 +398,10 @@ class Window(WindowView):
             grown = self._kept.pinned_used + self._size_of(entry)
             self._require_pinned_fit(grown, "the pinned tool call and its results")
         else:
-            room = self._budget - self._kept.pinned_used - unit.size
-            fitted = self._fit_oversize([*unit.entries, entry], entry, room + unit.size)
+            room = self._budget - self._kept.pinned_used
+            fitted = self._fit_oversize([*unit.entries, entry], entry, room)
             if fitted is None:
-                self._drop_open_unit(unit)
+                self._drop_open_unit(unit, self._measure([*unit.entries, entry]), room)
                 return None
             entry = fitted
         self._extend_unit(unit, entry, call_id)
@@ -416,11 +416,14 @@ class Window(WindowView):
             self._open = None
         self._evict_until_fits(keep=unit)
 
-    def _drop_open_unit(self, unit: Unit) -> None:
+    def _drop_open_unit(self, unit: Unit, size: int, room: int) -> None:
+        """Drop the open unit whole: with its next result it would be ``size``, more than the
+        ``room`` the budget leaves. Its messages were added, so each gets an evicted row."""
         self._untrack(unit)
         self._remove(unit)
         self._dropped_calls |= unit.pending
         self._open = None
+        self._journal.dropped(unit, TOO_LARGE.format(size=size, room=room))
         self._notify([unit], "dropped")
 
     # -- oversize policy -------------------------------------------------------------

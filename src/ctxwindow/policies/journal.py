@@ -30,6 +30,10 @@ FOLDED = "folded into the rolling summary"
 FOLDED_AWAY = "folded into the rolling summary; nothing of it is left there"
 DRAWS_ON = "draws_on"  # the summary's metadata: ids of the messages it still carries
 NARROWED = "left out: narrower budget for this call"
+TOO_LARGE = (
+    "dropped: too large; with its next tool result the unit needs {size:,} tokens, "
+    "more than the {room:,} the budget leaves (oversize='drop')"
+)
 
 
 class Journal:
@@ -51,14 +55,21 @@ class Journal:
         self.evicted_tokens = 0
 
     def evicted(self, units: Sequence[Unit], cause: str) -> None:
-        log = self._log
         for unit in units:  # on every eviction: kept to a few appends
-            reason = (cause, unit.priority, unit.size) if self._ranked else cause
-            for entry in unit.entries:
-                self.evicted_entries += 1
-                self.evicted_tokens += stored_tokens(entry)
-                log.items.append(_Logged("evicted", entry, reason, unit))
-            log.logged += len(unit.entries)
+            self._left(unit, (cause, unit.priority, unit.size) if self._ranked else cause)
+
+    def dropped(self, unit: Unit, reason: str) -> None:
+        """A unit dropped whole, too large (``oversize="drop"``, a tool result that does
+        not fit): its messages were added, so each has an evicted row, for ``reason``."""
+        self._left(unit, reason)
+
+    def _left(self, unit: Unit, reason: str | tuple[str, int, int]) -> None:
+        log = self._log
+        for entry in unit.entries:
+            self.evicted_entries += 1
+            self.evicted_tokens += stored_tokens(entry)
+            log.items.append(_Logged("evicted", entry, reason, unit))
+        log.logged += len(unit.entries)
 
     def compressed(self, old: Entry, new: Entry, cause: str) -> None:
         self._note(_Logged("compressed", new, cause, stored_as=stored_tokens(old)))
