@@ -1,25 +1,22 @@
-"""Evidence recall of the strategies against plain BM25, side by side in one run.
+"""Evidence recall of the hybrid against the strongest simple baselines, side by side.
 
-On real long conversations (LoCoMo: ``../shared/data/locomo-dev.json`` beside
-the repository, or the file given as the first argument) and on the built-in
-datasets, ``ctxwindow eval``'s runner measures, by budget and by category:
+On each dataset of ``DATASETS`` (a spec and its budgets: LoCoMo's dev file at
+512-8,192 tokens, ``builtin:all`` at 1,024-16,384), ``ctxwindow eval``'s
+runner measures ``hybrid``, ``hybrid_nocache``, ``token_window`` and every
+strategy whose ``baseline`` is set (``bm25`` and those of
+``ctxwindow.eval.baselines``: BM25, dense and RRF fill, with neighbours, and
+half newest + RRF; the dense ones when the ``embeddings`` extra is installed).
+It prints evidence recall by budget, the best baseline at each budget (its
+value and name) and ``hybrid − best baseline`` for ``hybrid`` and
+``hybrid_nocache``, then the same tables by category, and the wall times: the
+hybrid alone at its five budgets, the other two, the lexical baselines and
+the dense ones (model loading and embedding included, each text once per
+worker process).
 
-- ``token_window``: the newest whole turns that fit;
-- ``hybrid``: ctxwindow's default (priority window, rolling summary, lexical
-  recall), and ``hybrid_dense`` with dense embeddings fused in when the
-  ``embeddings`` extra is installed;
-- ``bm25``: ctxwindow's archive ranking alone over every turn (no window,
-  no neighbours, no summary);
-- ``bm25s``: the reference of ``shared/data/README.md`` computed here with
-  the bm25s package (Lucene BM25, k1 1.5, b 0.75, English stop words,
-  Snowball stemming; every turn ranked by the question, the best that fit
-  taken), on the same turns with the same token counts.
-
-It prints the wall time of ``token_window,hybrid,hybrid_norecall`` at five
-budgets (the issue's target: all ten LoCoMo conversations in 60 s here, so
-about 30 s for the five of the dev file) and hybrid's margin over each BM25.
-Run with ``make bench`` (the ``bench`` extra installs bm25s and PyStemmer).
-Nothing here asserts a number.
+LoCoMo is read from the first argument, else ``$CTXWINDOW_LOCOMO``, else
+``../shared/data/locomo-dev.json`` beside the repository (its licence, CC
+BY-NC, keeps it out of the repository). Run with ``make bench``. Nothing here
+asserts a number.
 """
 
 from __future__ import annotations
@@ -27,105 +24,81 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxwindow.eval import Built, Case, Strategy, load_dataset, register_strategy, run_eval
+from ctxwindow.eval import get_strategy, load_dataset, run_eval, strategy_names
 from ctxwindow.eval.dataset import Dataset
-from ctxwindow.messages import Message
-from ctxwindow.tokens.chat import ChatTokenizer
+from ctxwindow.extras import require
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 LOCOMO_BUDGETS = [512, 1024, 2048, 4096, 8192]
 BUILTIN_BUDGETS = [1024, 2048, 4096, 8192, 16384]
-TIMED = ["token_window", "hybrid", "hybrid_norecall"]
+HYBRIDS = ["hybrid", "hybrid_nocache"]
+WINDOW = "token_window"
 WORKERS = os.cpu_count() or 1
+COLUMN = 14  # wide enough for a baseline's name
+LABEL = 34
 
 
-@dataclass
-class _Turns:
-    budget: int
-    tokenizer: ChatTokenizer
-    ids: list[str] = field(default_factory=list)
-    messages: list[Message] = field(default_factory=list)
-    sizes: list[int] = field(default_factory=list)
-    index: Any = None
-    indexed: int = -1
+def datasets(locomo: Path) -> list[tuple[str, list[int]]]:
+    """What is measured: each dataset's spec and budgets (add one here to measure it)."""
+    found: list[tuple[str, list[int]]] = []
+    if locomo.exists():
+        found.append((f"locomo:{locomo}", LOCOMO_BUDGETS))
+    else:
+        print(f"{locomo} not found: LoCoMo not measured (see shared/data/README.md)")
+    found.append(("builtin:all", BUILTIN_BUDGETS))
+    return found
 
 
-class BM25sReference(Strategy):
-    """The README's reference: bm25s over every turn, the question as the query."""
-
-    name = "bm25s"
-
-    def start(self, budget: int | None, tokenizer: ChatTokenizer) -> Any:
-        assert budget is not None
-        return _Turns(budget, tokenizer)
-
-    def ingest(self, state: Any, message_id: str, message: Message) -> None:
-        state.ids.append(message_id)
-        state.messages.append(message)
-
-    def build(self, state: Any, case: Case) -> Built:
-        if state.indexed != len(state.ids):  # the questions at one point share the index
-            state.index = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
-            state.index.index(_tokens([_text(m) for m in state.messages]), show_progress=False)
-            state.sizes = [state.tokenizer.message_tokens(m) for m in state.messages]
-            state.indexed = len(state.ids)
-        room = state.budget - state.tokenizer.count([case.prompt])
-        found, scores = state.index.retrieve(
-            _tokens([case.question.question]), k=len(state.ids), show_progress=False
-        )
-        kept, used = [], 0
-        for i, score in zip(found[0], scores[0], strict=True):
-            if score <= 0:
-                break
-            if used + state.sizes[i] <= room:
-                used += state.sizes[i]
-                kept.append(int(i))
-        kept.sort()
-        messages = [state.messages[i] for i in kept]
-        return Built([*messages, case.prompt], frozenset(state.ids[i] for i in kept))
+def baselines() -> tuple[list[str], list[str]]:
+    """The baselines that can run here, lexical then dense; says which cannot, and why."""
+    lexical, dense = [], []
+    for name in strategy_names():
+        strategy = get_strategy(name)
+        if not strategy.baseline:
+            continue
+        if strategy.extra is None:
+            lexical.append(name)
+            continue
+        try:
+            require(strategy.extra, f"the baseline {name!r}")  # looked up: nothing is loaded
+        except ImportError as exc:
+            print(f"{exc}: not measured")
+            continue
+        dense.append(name)
+    return lexical, dense
 
 
-def _text(message: Message) -> str:
-    content = message.get("content")
-    return content if isinstance(content, str) else ""
-
-
-def _tokens(texts: list[str]) -> Any:
-    return bm25s.tokenize(texts, stopwords="en", stemmer=STEMMER, show_progress=False)
-
-
-def dense_available() -> str | None:
-    """None when hybrid_dense can run, else why not."""
-    try:
-        from ctxwindow.archive.embedders import MiniLMEmbedder
-
-        MiniLMEmbedder()
-    except Exception as exc:  # the extra is optional: say why and go on
-        return f"hybrid_dense not measured: {exc}".splitlines()[0]
-    return None
-
-
-def measure(dataset: Dataset, budgets: list[int], dense: bool) -> None:
+def timed(dataset: Dataset, names: list[str], budgets: list[int]) -> tuple[dict[str, Any], float]:
     start = time.perf_counter()
-    timed = run_eval(dataset, strategies=TIMED, budgets=budgets, workers=WORKERS)
-    wall = time.perf_counter() - start
+    results = run_eval(dataset, strategies=names, budgets=budgets, workers=WORKERS)["results"]
+    return results, time.perf_counter() - start
+
+
+def measure(spec: str, budgets: list[int], lexical: list[str], dense: list[str]) -> None:
+    dataset, _ = load_dataset(spec)
     print(
         f"\n{dataset.name}: {len(dataset.conversations)} conversations, "
-        f"{dataset.n_questions} questions; {', '.join(TIMED)} at {len(budgets)} budgets "
-        f"in {wall:.1f} s ({WORKERS} workers)"
+        f"{dataset.n_questions} questions, {len(budgets)} budgets, {WORKERS} workers"
     )
-    others = ["bm25", "bm25s", *(["hybrid_dense"] if dense else [])]
-    start = time.perf_counter()
-    rest = run_eval(dataset, strategies=others, budgets=budgets, workers=WORKERS)
-    print(f"  ({', '.join(others)} in {time.perf_counter() - start:.1f} s)")
-    results = {**timed["results"], **rest["results"]}
-    order = ["token_window", "hybrid_norecall", "hybrid", *others]
+    results: dict[str, Any] = {}
+    groups = [
+        ("hybrid alone", ["hybrid"]),
+        ("hybrid_nocache, token_window", ["hybrid_nocache", WINDOW]),
+        ("lexical baselines", lexical),
+        ("dense baselines", dense),
+    ]
+    for label, names in groups:
+        if names:
+            found, wall = timed(dataset, names, budgets)
+            results.update(found)
+            print(f"  wall: {label} ({', '.join(names)}) {wall:.1f} s")
+    compared = [*lexical, *dense]
+    order = [WINDOW, *HYBRIDS, *compared]
     print_table("evidence recall (%)", results, order, budgets)
-    print_margins(results, budgets)
+    print_best(results, compared, budgets)
     categories = sorted(next(iter(results["hybrid"].values()))["by_category"])
     for category in categories:
         by = {
@@ -136,50 +109,42 @@ def measure(dataset: Dataset, budgets: list[int], dense: bool) -> None:
             for name, rows in results.items()
         }
         n = by["hybrid"][str(budgets[0])]["n"]
-        print_table(f"{category} ({n})", by, ["token_window", "hybrid", *others], budgets)
+        print_table(f"{category} ({n})", by, order, budgets)
+        print_best(by, compared, budgets)
+
+
+def recall(results: dict[str, Any], name: str, budget: int) -> float:
+    return 100 * float(results[name][str(budget)]["evidence_recall"])
 
 
 def print_table(title: str, results: dict[str, Any], order: list[str], budgets: list[int]) -> None:
-    print(f"  {title:<24}" + "".join(f"{b:>8}" for b in budgets))
+    print(f"  {title:<{LABEL}}" + "".join(f"{b:>{COLUMN}}" for b in budgets))
     for name in order:
-        rows = results[name]
-        cells = "".join(f"{100 * rows[str(b)]['evidence_recall']:>8.1f}" for b in budgets)
-        print(f"    {name:<22}{cells}")
+        cells = "".join(f"{recall(results, name, b):>{COLUMN}.1f}" for b in budgets)
+        print(f"    {name:<{LABEL - 2}}{cells}")
 
 
-def print_margins(results: dict[str, Any], budgets: list[int]) -> None:
-    for reference in ("bm25s", "bm25"):
-        hybrid, other = results["hybrid"], results[reference]
-        margins = [
-            100 * (hybrid[str(b)]["evidence_recall"] - other[str(b)]["evidence_recall"])
-            for b in budgets
-        ]
-        print(f"    {'hybrid - ' + reference:<22}" + "".join(f"{m:>+8.1f}" for m in margins))
+def print_best(results: dict[str, Any], compared: list[str], budgets: list[int]) -> None:
+    """The best baseline at each budget (value, then name), and each hybrid's margin over it."""
+    if not compared:
+        return
+    best = [max(compared, key=lambda name: recall(results, name, b)) for b in budgets]
+    values = [recall(results, name, b) for name, b in zip(best, budgets, strict=True)]
+    print(f"    {'best baseline':<{LABEL - 2}}" + "".join(f"{v:>{COLUMN}.1f}" for v in values))
+    print(f"    {'':<{LABEL - 2}}" + "".join(f"{name:>{COLUMN}}" for name in best))
+    for hybrid in HYBRIDS:
+        margins = [recall(results, hybrid, b) - v for b, v in zip(budgets, values, strict=True)]
+        label = f"{hybrid} − best baseline"
+        print(f"    {label:<{LABEL - 2}}" + "".join(f"{m:>+{COLUMN}.1f}" for m in margins))
 
 
 def main() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]  # progress as it comes
-    register_strategy(BM25sReference.name, BM25sReference)
-    dense = dense_available()
-    if dense is not None:
-        print(dense)
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else LOCOMO
-    if path.exists():
-        locomo, _ = load_dataset(f"locomo:{path}")
-        measure(locomo, LOCOMO_BUDGETS, dense is None)
-    else:
-        print(f"{path} not found: LoCoMo not measured (see shared/data/README.md)")
-    builtin, _ = load_dataset("builtin:all")
-    measure(builtin, BUILTIN_BUDGETS, dense is None)
+    given = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("CTXWINDOW_LOCOMO")
+    lexical, dense = baselines()
+    for spec, budgets in datasets(Path(given) if given else LOCOMO):
+        measure(spec, budgets, lexical, dense)
 
-
-try:
-    import bm25s
-    import Stemmer
-except ImportError:  # pragma: no cover - the bench extra
-    sys.exit("bench_recall needs the bench extra: pip install -e '.[bench]' (bm25s, PyStemmer)")
-
-STEMMER = Stemmer.Stemmer("english")
 
 if __name__ == "__main__":
     main()

@@ -100,6 +100,7 @@ class Retrieval(Strategy):
     """
 
     name = "bm25"
+    baseline = True
 
     def start(self, budget: int | None, tokenizer: ChatTokenizer) -> Any:
         from ctxwindow.archive.sqlite import SQLiteArchive
@@ -132,17 +133,12 @@ class Retrieval(Strategy):
 
     def _chosen(self, state: Any, query: str, prompt: Message) -> set[int]:
         """The indexes of the history messages sent with ``prompt``."""
-        prompt_tokens = state.tokenizer.count([prompt])
-        room = state.budget - prompt_tokens
+        from ctxwindow.eval.baselines import fill
+
+        room = state.budget - state.tokenizer.count([prompt])
+        hits = state.archive.search("case", query, k=len(state.ids) or 1)
         chosen: set[int] = set()
-        used = 0
-        for hit in state.archive.search("case", query, k=len(state.ids) or 1):
-            unit = state.unit_of(hit.entry.seq - 1)
-            size = sum(state.tokens[i] for i in unit)
-            if chosen.intersection(unit) or used + size > room:
-                continue
-            chosen.update(unit)
-            used += size
+        fill((hit.entry.seq - 1 for hit in hits), state.units, state.tokens, room, chosen)
         return chosen
 
 
@@ -158,18 +154,12 @@ class _Retrieved:
     tokens: list[int] = field(default_factory=list)
     units: list[int] = field(default_factory=list)  # index of the message starting each unit
 
-    def unit_of(self, index: int) -> range:
-        start = self.units[index]
-        end = index + 1
-        while end < len(self.units) and self.units[end] == start:
-            end += 1
-        return range(start, end)
-
 
 def _unit_start(state: _Retrieved, message: Message) -> int:
     """Where the unit of a new message starts: a tool result belongs to its call's unit."""
-    index = len(state.units)
-    return state.units[-1] if message["role"] == "tool" and state.units else index
+    from ctxwindow.eval.baselines import unit_start
+
+    return unit_start(state.units, message)
 
 
 _embedders: dict[type, Any] = {}

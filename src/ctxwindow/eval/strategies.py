@@ -131,6 +131,7 @@ class Strategy(ABC):
     budgeted: ClassVar[bool] = True
     # The extra it needs beyond ``eval`` (``ctxwindow eval`` checks it before any work).
     extra: ClassVar[str | None] = None
+    baseline: ClassVar[bool] = False  # a simple baseline: the report and bench_recall take the best
 
     def calibrate(
         self, cases: Sequence[Case], budget: int, tokenizer: ChatTokenizer
@@ -214,6 +215,13 @@ _BUILTIN = {
     "hybrid_nosummary": "ctxwindow.eval.window_strategies:HybridNoSummary",
     "full": "ctxwindow.eval.window_strategies:FullHistory",
     "bm25": "ctxwindow.eval.recall_strategies:Retrieval",
+    "bm25_fill": "ctxwindow.eval.baselines:BM25Fill",
+    "dense_fill": "ctxwindow.eval.baselines:DenseFill",
+    "rrf_fill": "ctxwindow.eval.baselines:RRFFill",
+    "bm25_fill_nb": "ctxwindow.eval.baselines:BM25FillNeighbours",
+    "dense_fill_nb": "ctxwindow.eval.baselines:DenseFillNeighbours",
+    "rrf_fill_nb": "ctxwindow.eval.baselines:RRFFillNeighbours",
+    "recent_rrf": "ctxwindow.eval.baselines:RecentRRF",
 }
 
 
