@@ -53,7 +53,7 @@ def _app(**overrides: Any) -> Any:
 
 
 def _conversation() -> list[list[dict[str, Any]]]:
-    """The appends of the long session: a gate code, a manual, CJK, tool calls, a script,
+    """The appends of the long session: a gate code, an account, a manual, CJK, tool calls, a script,
     shipments enough for a 512-token window to summarize the old turns, and a tool result
     too large for the window, compressed."""
     call = {"id": "call_1", "type": "function",
@@ -61,6 +61,8 @@ def _conversation() -> list[list[dict[str, Any]]]:
     turns: list[list[dict[str, Any]]] = [
         [{"role": "system", "content": "You are the support agent of Nordlys Freight."}],
         [{"role": "user", "content": GATE}, {"role": "assistant", "content": "Noted: 4471."}],
+        [{"role": "user", "content": "Invoices go to account ACC-778812, attention Ms Halvorsen."},
+         {"role": "assistant", "content": "Noted: ACC-778812."}],
         [{"role": "user", "content": MANUAL}, {"role": "assistant", "content": "Manual read."}],
         [{"role": "user", "content": CJK},
          {"role": "assistant", "content": None, "tool_calls": [call]},

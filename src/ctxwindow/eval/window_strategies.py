@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxwindow.compress.rolling import DRAWS_ON
 from ctxwindow.eval.strategies import Built, Case, Strategy
 from ctxwindow.messages import SYSTEM_ROLES, Message
 from ctxwindow.policies import MessageWindow, TokenWindow, Window
+from ctxwindow.policies.rules import text_of
 from ctxwindow.tokens.chat import ChatTokenizer
 
 
@@ -76,7 +78,7 @@ class _WindowStrategy(Strategy):
         context = window.preview(case.prompt)
         sent = {id(message) for message in context.messages}
         kept: set[str] = set()
-        compressed: set[str] = set()
+        sent_as: dict[str, str] = {}  # a compressed or summarized message -> its text as sent
         for entry in window.entries():
             if id(entry.message) not in sent:
                 continue
@@ -84,12 +86,15 @@ class _WindowStrategy(Strategy):
             if mid is not None and (
                 "compressed" in entry.metadata or "truncated" in entry.metadata
             ):
-                compressed.add(mid)
+                sent_as[mid] = text_of(entry.message)
             elif mid is not None:
                 kept.add(mid)
-            summarized = entry.metadata.get("summarized_ids", ())
-            compressed.update(state.dataset_ids[i] for i in summarized if i in state.dataset_ids)
-        return Built(context.messages, frozenset(kept), frozenset(compressed) - kept)
+            summarized = entry.metadata.get(DRAWS_ON, ())  # what the summary still carries
+            ids = state.dataset_ids
+            sent_as.update((ids[i], text_of(entry.message)) for i in summarized if i in ids)
+        partial = frozenset(sent_as) - kept
+        texts = {mid: text for mid, text in sent_as.items() if mid in partial}
+        return Built(context.messages, frozenset(kept), partial, texts)
 
 
 class TokenWindowStrategy(_WindowStrategy):
@@ -161,7 +166,8 @@ class HybridNoRecall(_WindowStrategy):
 
     The window ``ctxwindow.context.hybrid_policy`` builds. ``entry ids``
     survive compression, so a compressed or summarized evidence message counts
-    only when the answer is still in the context.
+    only when the answer is in its own compressed form (or in the summary that
+    still draws on it).
     """
 
     name = "hybrid_norecall"
