@@ -53,9 +53,9 @@ def _app(**overrides: Any) -> Any:
 
 
 def _conversation() -> list[list[dict[str, Any]]]:
-    """The appends of the long session: a gate code, an account, a manual, CJK, tool calls, a script,
-    shipments enough for a 512-token window to summarize the old turns, and a tool result
-    too large for the window, compressed."""
+    """The appends of the long session: a gate code, an account, a manual, CJK, tool calls,
+    a script, shipments enough for a 512-token window to summarize the old turns, and a tool
+    result too large for the window, compressed."""
     call = {"id": "call_1", "type": "function",
             "function": {"name": "track_parcel", "arguments": '{"order": "D-4"}'}}  # fmt: skip
     turns: list[list[dict[str, Any]]] = [
