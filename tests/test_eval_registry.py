@@ -8,12 +8,20 @@ from ctxwindow.eval import Strategy, get_strategy, strategy_names
 
 BUILTIN = [
     "bm25",
+    "bm25_fill",
+    "bm25_fill_nb",
+    "dense_fill",
+    "dense_fill_nb",
     "full",
     "hybrid",
     "hybrid_dense",
+    "hybrid_nocache",
     "hybrid_norecall",
     "hybrid_nosummary",
     "message_window",
+    "recent_rrf",
+    "rrf_fill",
+    "rrf_fill_nb",
     "token_window",
 ]
 
@@ -31,5 +39,5 @@ def test_a_builtin_strategy_is_a_new_instance_of_its_name(name: str) -> None:
 
 
 def test_an_unknown_name_lists_the_known_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown strategy 'mine'; known strategies: bm25, full"):
+    with pytest.raises(ValueError, match=r"unknown strategy 'mine'; known strategies: bm25, bm25_fill, "):
         get_strategy("mine")
