@@ -15,8 +15,10 @@ worker process).
 
 LoCoMo is read from the first argument, else ``$CTXWINDOW_LOCOMO``, else
 ``../shared/data/locomo-dev.json`` beside the repository (its licence, CC
-BY-NC, keeps it out of the repository). Run with ``make bench``. Nothing here
-asserts a number.
+BY-NC, keeps it out of the repository). BEAM (2,048-32,768 tokens) is measured
+when ``$CTXWINDOW_BEAM`` names a tier folder of a BEAM checkout
+(``chats/100K``; it has no licence, so it is never copied here). Run with
+``make bench``. Nothing here asserts a number.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ctxwindow.extras import require
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 LOCOMO_BUDGETS = [512, 1024, 2048, 4096, 8192]
 BUILTIN_BUDGETS = [1024, 2048, 4096, 8192, 16384]
+BEAM_BUDGETS = [2048, 4096, 8192, 16384, 32768]
 HYBRIDS = ["hybrid", "hybrid_nocache"]
 WINDOW = "token_window"
 WORKERS = os.cpu_count() or 1
@@ -41,13 +44,17 @@ COLUMN = 14  # wide enough for a baseline's name
 LABEL = 34
 
 
-def datasets(locomo: Path) -> list[tuple[str, list[int]]]:
+def datasets(locomo: Path, beam: str | None) -> list[tuple[str, list[int]]]:
     """What is measured: each dataset's spec and budgets (add one here to measure it)."""
     found: list[tuple[str, list[int]]] = []
     if locomo.exists():
         found.append((f"locomo:{locomo}", LOCOMO_BUDGETS))
     else:
         print(f"{locomo} not found: LoCoMo not measured (see shared/data/README.md)")
+    if beam:
+        found.append((f"beam:{beam}", BEAM_BUDGETS))
+    else:
+        print("BEAM not measured: set CTXWINDOW_BEAM to a BEAM checkout's chats/100K folder")
     found.append(("builtin:all", BUILTIN_BUDGETS))
     return found
 
@@ -142,7 +149,8 @@ def main() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]  # progress as it comes
     given = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("CTXWINDOW_LOCOMO")
     lexical, dense = baselines()
-    for spec, budgets in datasets(Path(given) if given else LOCOMO):
+    beam = os.environ.get("CTXWINDOW_BEAM")
+    for spec, budgets in datasets(Path(given) if given else LOCOMO, beam):
         measure(spec, budgets, lexical, dense)
 
 
