@@ -34,6 +34,7 @@ def test_a_hit_shares_its_score_with_its_neighbours() -> None:
         {"tokens_per_hit": 0},
         {"min_share": 1.5},
         {"recent_messages": -1},
+        {"recent_share": 1.5},
         {"spread": (2.0,)},
     ],
 )
@@ -173,3 +174,28 @@ def test_windows_leave_the_kept_units_out_last(texts: list[str], room: int, data
         wanted = [e.message for e in entries if e.id in keep]
         if count_tokens(wanted) <= room:
             assert keep <= in_kept  # what is kept goes last: it stays when it fits
+
+
+def test_the_newest_messages_kept_share_a_quarter_of_the_budget() -> None:
+    """Long turns: the newest messages every context keeps take at most a quarter of the
+    budget together (the newest always), and leave the rest to what recall finds."""
+    manager = ContextManager(
+        MemoryStore(), "gpt-4o", archive=SQLiteArchive(), budget=2000, reserve_output=0,
+        prefetch=False, prompt_cache=False,
+    )  # fmt: skip
+    for i in range(20):  # more than the budget holds, all about the question
+        text = f"Shipment {i}: ceramic tiles to Bergen, pallet count {i + 3}. " * 12
+        manager.add("s", {"role": "user", "content": text})
+    for i in range(6):  # about 300 tokens each, nothing to do with the question
+        manager.add("s", {"role": "assistant", "content": f"Weather note {i}. " + "Grey. " * 140})
+    context = manager.preview("s", {"role": "user", "content": "Which tiles went to Bergen?"})
+    weather = [str(m["content"])[:14] for m in context.messages if "Grey." in str(m["content"])]
+    assert weather == ["Weather note 5"]  # the newest only: two would take over a quarter
+    manager.close()
+
+
+def test_a_long_unit_needs_a_stronger_match_than_a_short_one() -> None:
+    policy = RecallPolicy(short=100)
+    short, long = unit(1, tokens=50), unit(2, tokens=400)
+    ranked = policy.rank({1: 0.6, 2: 1.0}, [long, short])
+    assert [(round(worth, 2), u.seq) for worth, u in ranked] == [(0.6, 1), (0.5, 2)]

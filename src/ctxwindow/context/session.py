@@ -29,6 +29,7 @@ class Session:
         # With the prompt cache in mind: the units recalled by earlier turns, each before
         # the user turn it was recalled for; sent again until the window's next step.
         self.sticky: list[Unit] = []
+        self.calm = 0  # with the prompt cache: builds left before recall may step again
         window.on_evict = self.evicted
         # With redact="context": message id -> (message, redacted copy, token change),
         # for the messages of the last context (each message is redacted once).

@@ -166,7 +166,23 @@ _embedders: dict[type, Any] = {}
 
 
 def _shared_embedder(kind: type) -> Any:
-    """One embedding model per process: loading it is the slow part."""
+    """One embedding model per process (loading it is the slow part), and each text
+    embedded once: every budget and strategy of a run indexes the same turns."""
     if kind not in _embedders:
-        _embedders[kind] = kind()
+        _embedders[kind] = _Memo(kind())
     return _embedders[kind]
+
+
+class _Memo:
+    """An embedder that embeds each distinct text once per process."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+        self.dim: int = embedder.dim
+        self._vectors: dict[str, list[float]] = {}
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        new = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if new:
+            self._vectors.update(zip(new, self.embedder.embed(new), strict=True))
+        return [self._vectors[text] for text in texts]
