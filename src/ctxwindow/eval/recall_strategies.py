@@ -162,15 +162,18 @@ def _unit_start(state: _Retrieved, message: Message) -> int:
     return unit_start(state.units, message)
 
 
-_embedders: dict[type, Any] = {}
+_memos: dict[type, Any] = {}
 
 
 def _shared_embedder(kind: type) -> Any:
-    """One embedding model per process (loading it is the slow part), and each text
-    embedded once: every budget and strategy of a run indexes the same turns."""
-    if kind not in _embedders:
-        _embedders[kind] = _Memo(kind())
-    return _embedders[kind]
+    """The process's one model of ``kind`` (``shared_embedder``: loading it is the slow
+    part), each text embedded once: every budget and strategy of a run indexes the same
+    turns."""
+    from ctxwindow.archive.embedders import shared_embedder
+
+    if kind not in _memos:
+        _memos[kind] = _Memo(shared_embedder(kind))
+    return _memos[kind]
 
 
 class _Memo:
