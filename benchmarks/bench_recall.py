@@ -2,10 +2,10 @@
 
 On each dataset of ``DATASETS`` (a spec and its budgets: LoCoMo's dev file at
 512-8,192 tokens, ``builtin:all`` at 1,024-16,384), ``ctxwindow eval``'s
-runner measures ``hybrid``, ``hybrid_nocache``, ``token_window`` and every
+runner measures ``hybrid``, ``hybrid_nocache``, ``hybrid_words``, ``token_window`` and every
 strategy whose ``baseline`` is set (``bm25`` and those of
 ``ctxwindow.eval.baselines``: BM25, dense and RRF fill, with neighbours, and
-half newest + RRF; the dense ones when the ``embeddings`` extra is installed).
+half newest + RRF; the dense ones when the ``dense`` extra is installed).
 It prints evidence recall by budget, the best baseline at each budget (its
 value and name) and ``hybrid − best baseline`` for ``hybrid`` and
 ``hybrid_nocache``, then the same tables by category, and the wall times: the
@@ -37,7 +37,7 @@ LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.j
 LOCOMO_BUDGETS = [512, 1024, 2048, 4096, 8192]
 BUILTIN_BUDGETS = [1024, 2048, 4096, 8192, 16384]
 BEAM_BUDGETS = [2048, 4096, 8192, 16384, 32768]
-HYBRIDS = ["hybrid", "hybrid_nocache"]
+HYBRIDS = ["hybrid", "hybrid_nocache", "hybrid_words"]
 WINDOW = "token_window"
 WORKERS = os.cpu_count() or 1
 COLUMN = 14  # wide enough for a baseline's name
@@ -93,7 +93,7 @@ def measure(spec: str, budgets: list[int], lexical: list[str], dense: list[str])
     results: dict[str, Any] = {}
     groups = [
         ("hybrid alone", ["hybrid"]),
-        ("hybrid_nocache, token_window", ["hybrid_nocache", WINDOW]),
+        ("hybrid_nocache, hybrid_words, token_window", ["hybrid_nocache", "hybrid_words", WINDOW]),
         ("lexical baselines", lexical),
         ("dense baselines", dense),
     ]

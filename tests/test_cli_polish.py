@@ -311,8 +311,8 @@ def test_version_prints_the_installed_version(tmp_path: Path) -> None:
         ),
         (
             ("sentence_transformers",),
-            ["--strategies", "token_window,hybrid_dense"],
-            "the strategy 'hybrid_dense' needs sentence_transformers:"
+            ["--strategies", "token_window,hybrid_minilm"],
+            "the strategy 'hybrid_minilm' needs sentence_transformers:"
             " pip install 'ctxwindow[embeddings]'",
         ),
     ],

@@ -312,7 +312,7 @@ def crowded_results() -> dict[str, Any]:
     results = make_results()
     per_category = {c: {"evidence_recall": i / 7, "n": 3 + i} for i, c in enumerate(categories)}
     budgets = [1000, 1024, 2048, 4096, 8192, 16384, 32768]
-    for k, name in enumerate(["滑动窗口", "hybrid", "hybrid_norecall", "bm25", "hybrid_dense"]):
+    for k, name in enumerate(["滑动窗口", "hybrid", "hybrid_norecall", "bm25", "hybrid_minilm"]):
         results["results"][name] = {
             str(b): _run(min(1.0, k * 0.1 + i * 0.15), b * 0.9, by_category=per_category)
             for i, b in enumerate(budgets)

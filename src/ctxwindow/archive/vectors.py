@@ -10,6 +10,8 @@ vectors from the database.
 from __future__ import annotations
 
 import importlib
+import math
+import statistics
 import sys
 from array import array
 from collections.abc import Sequence
@@ -24,6 +26,30 @@ def unit(vector: Vector) -> list[float]:
     """``vector`` scaled to length 1 (a zero vector stays zero)."""
     norm = sum(x * x for x in vector) ** 0.5
     return [x / norm for x in vector] if norm else [0.0 for _ in vector]
+
+
+# Fewer cosines than this say little of what "unrelated" scores: dense_floor keeps min_similarity.
+FLOOR_SAMPLE = 16
+
+
+def dense_floor(scores: Sequence[float], min_similarity: float) -> float:
+    """The cosine below which a match means nothing, for one query: the larger of
+    ``min_similarity`` and the median of its cosines over the searched entries
+    (when there are at least ``FLOOR_SAMPLE`` of them).
+
+    Most entries of a conversation are unrelated to any one question, so the
+    median is what "unrelated" scores with this model. Models differ a lot
+    there (all-MiniLM-L6-v2 about 0.1, multilingual-e5 about 0.8), so a fixed
+    threshold suits one model and flattens the other; the median follows the
+    model and the conversation, with no constant to tune.
+
+    >>> dense_floor([0.1] * 8 + [0.2] * 8 + [0.9], 0.0), dense_floor([0.1, 0.2, 0.9], 0.0)
+    (0.2, 0.0)
+    """
+    finite = [score for score in scores if math.isfinite(score)]
+    if len(finite) < FLOOR_SAMPLE:
+        return min_similarity
+    return max(min_similarity, statistics.median(finite))
 
 
 def pack(vector: Vector) -> bytes:

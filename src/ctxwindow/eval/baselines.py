@@ -503,7 +503,7 @@ class DenseFill(_Baseline):
 
     name = "dense_fill"
     dense = True
-    extra = "embeddings"
+    extra = "dense"
 
 
 class RRFFill(_Baseline):
@@ -512,7 +512,7 @@ class RRFFill(_Baseline):
     name = "rrf_fill"
     lexical = True
     dense = True
-    extra = "embeddings"
+    extra = "dense"
 
 
 class BM25FillNeighbours(BM25Fill):

@@ -1,6 +1,6 @@
 """The evaluation strategies that search past turns: the whole hybrid, and plain retrieval.
 
-``hybrid`` (and ``hybrid_dense``) is the ``ContextManager``, whose window
+``hybrid`` (and ``hybrid_words``, ``hybrid_minilm``) is the ``ContextManager``, whose window
 evicts to an archive that the question recalls from; ``bm25`` ranks every
 past turn against the question, the baseline recall must beat. Registered by
 name in ``ctxwindow.eval.strategies``.
@@ -9,7 +9,7 @@ name in ``ctxwindow.eval.strategies``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ctxwindow.eval.strategies import Built, Case, Strategy
 from ctxwindow.eval.window_strategies import Ingested
@@ -24,12 +24,16 @@ class HybridStrategy(Strategy):
     ``SQLiteArchive`` in memory: its bounded BM25 over per-session postings);
     every turn is archived, and the question recalls archived units into the
     context as ``ctxwindow.recall`` decides.
-    ``hybrid_dense`` adds dense embeddings (the ``embeddings`` extra) fused
-    with the lexical ranking.
+    The archive ranks by BM25 fused with the cosine of ctxwindow's default
+    embedder (``E5SmallEmbedder``, the ``dense`` extra, which ``eval`` brings),
+    as the service does by default; ``hybrid_words`` is the same without the
+    embedder (what an install without the ``dense`` extra gets) and
+    ``hybrid_minilm`` the same with all-MiniLM-L6-v2 (the ``embeddings`` extra).
     """
 
     name = "hybrid"
-    dense = False
+    dense = True
+    extra: ClassVar[str | None] = "dense"
     prompt_cache = True
 
     def start(self, budget: int | None, tokenizer: ChatTokenizer) -> Any:
@@ -69,9 +73,9 @@ class HybridStrategy(Strategy):
         return Built(context.messages, frozenset(whole), frozenset(partial), sent_as)
 
     def _embedder(self) -> Any:
-        from ctxwindow.archive.embedders import MiniLMEmbedder
+        from ctxwindow.archive.embedders import E5SmallEmbedder
 
-        return _shared_embedder(MiniLMEmbedder)
+        return _shared_embedder(E5SmallEmbedder)
 
 
 class HybridNoCache(HybridStrategy):
@@ -82,12 +86,24 @@ class HybridNoCache(HybridStrategy):
     prompt_cache = False
 
 
-class HybridDense(HybridStrategy):
-    """``hybrid`` with lexical and dense recall fused (needs the ``embeddings`` extra)."""
+class HybridWords(HybridStrategy):
+    """``hybrid`` searching by words alone (BM25): the default without the ``dense`` extra."""
 
-    name = "hybrid_dense"
-    dense = True
+    name = "hybrid_words"
+    dense = False
+    extra = None
+
+
+class HybridMiniLM(HybridStrategy):
+    """``hybrid`` with all-MiniLM-L6-v2 as the embedder (needs the ``embeddings`` extra)."""
+
+    name = "hybrid_minilm"
     extra = "embeddings"
+
+    def _embedder(self) -> Any:
+        from ctxwindow.archive.embedders import MiniLMEmbedder
+
+        return _shared_embedder(MiniLMEmbedder)
 
 
 class Retrieval(Strategy):
@@ -177,15 +193,25 @@ def _shared_embedder(kind: type) -> Any:
 
 
 class _Memo:
-    """An embedder that embeds each distinct text once per process."""
+    """An embedder that embeds each distinct text once per process, in each of its forms
+    (``embed``, and ``embed_queries``/``embed_passages`` where the model has them)."""
 
     def __init__(self, embedder: Any) -> None:
         self.embedder = embedder
         self.dim: int = embedder.dim
-        self._vectors: dict[str, list[float]] = {}
+        self.embed = _memoized(embedder.embed)
+        if hasattr(embedder, "embed_passages") and hasattr(embedder, "embed_queries"):
+            self.embed_passages = _memoized(embedder.embed_passages)
+            self.embed_queries = _memoized(embedder.embed_queries)
 
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        new = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+
+def _memoized(embed: Any) -> Any:
+    vectors: dict[str, list[float]] = {}
+
+    def memoized(texts: list[str]) -> list[list[float]]:
+        new = list(dict.fromkeys(t for t in texts if t not in vectors))
         if new:
-            self._vectors.update(zip(new, self.embedder.embed(new), strict=True))
-        return [self._vectors[text] for text in texts]
+            vectors.update(zip(new, embed(new), strict=True))
+        return [vectors[text] for text in texts]
+
+    return memoized

@@ -30,6 +30,7 @@ tests hold the shared path to, result for result).
 from __future__ import annotations
 
 import multiprocessing
+import os
 import re
 import time
 import unicodedata
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import ctxwindow
+from ctxwindow.archive.embedders import fork_safe
 from ctxwindow.eval.dataset import Conversation, Dataset, Question
 from ctxwindow.eval.replay import CacheMeter, Replayed, mean_by_turn
 from ctxwindow.eval.strategies import DEFAULT_STRATEGIES, Built, Case, Strategy, get_strategy
@@ -222,15 +224,28 @@ def _measure_all(
     on_progress: Callable[[int], None] | None,
     workers: int,
 ) -> list[list[_Measured]]:
-    """Each run's measurements, conversation by conversation in dataset order."""
+    """Each run's measurements, conversation by conversation in dataset order.
+
+    In parallel, a worker measures every run of a conversation (each budget
+    and strategy), so what it computes once per conversation (an embedder's
+    vectors of its turns) is computed once per run of the eval, and the
+    longest conversations go first. Each worker's native thread pools get an
+    equal share of the cores (``OMP_NUM_THREADS``, unless the user set it).
+    """
     global _JOBS
-    jobs = [(r, c) for r in range(len(runs)) for c in range(len(dataset.conversations))]
-    parallel = workers > 1 and answerer is None and len(jobs) > 1
+    conversations = sorted(
+        range(len(dataset.conversations)), key=lambda c: -len(dataset.conversations[c].messages)
+    )
+    jobs = [(r, c) for c in conversations for r in range(len(runs))]
+    parallel = workers > 1 and answerer is None and len(jobs) > 1 and fork_safe()
     if parallel and "fork" in multiprocessing.get_all_start_methods():
         _JOBS = (dataset, runs, tokenizer)
+        threads = str(max(1, (os.cpu_count() or 1) // workers))
         try:
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
-                done = pool.imap(_measure_job, jobs, chunksize=1)
+            with multiprocessing.get_context("fork").Pool(
+                workers, initializer=_share_cores, initargs=(threads,)
+            ) as pool:
+                done = pool.imap(_measure_job, jobs, chunksize=len(runs))
                 found = [_progressed(part, on_progress) for part in done]
         finally:
             _JOBS = None
@@ -243,10 +258,15 @@ def _measure_all(
                     _measure_conversation(run, conversation, tokenizer, answerer), on_progress
                 )
             )
-    per_run: list[list[_Measured]] = [[] for _ in runs]
-    for (r, _), part in zip(jobs, found, strict=True):
-        per_run[r].append(part)
-    return per_run
+    per_run: list[dict[int, _Measured]] = [{} for _ in runs]
+    for (r, c), part in zip(jobs, found, strict=True):
+        per_run[r][c] = part
+    return [[parts[c] for c in range(len(dataset.conversations))] for parts in per_run]
+
+
+def _share_cores(threads: str) -> None:
+    """A worker's native thread pools (OpenMP's) get its share of the cores."""
+    os.environ.setdefault("OMP_NUM_THREADS", threads)
 
 
 def _measure_job(job: tuple[int, int]) -> _Measured:

@@ -44,7 +44,7 @@ def create_app(
     """
     owned = None
     if archive is None and (path := settings.archive_path()) is not None:
-        archive = owned = open_archive(path)
+        archive = owned = open_archive(path, dense=settings.embedder == "default")
     if redactor is None:
         redactor = _default_redactor(settings)
     service = Service(
@@ -126,16 +126,20 @@ def _operator(service: Service) -> Callable[..., Awaitable[None]]:
     return operator
 
 
-def open_archive(where: str) -> Any:
+def open_archive(where: str, *, dense: bool = True) -> Any:
     """A PostgreSQL archive for a ``postgresql://`` URL (shared by every machine), else a
-    SQLite archive in that file (shared by the processes of one machine)."""
+    SQLite archive in that file (shared by the processes of one machine); with ``dense``,
+    searched by meaning too when the packaged embedder is installed (``default_embedder``)."""
+    from ctxwindow.archive.embedders import default_embedder
+
+    embedder = default_embedder() if dense else None
     if where.startswith(("postgresql://", "postgres://")):
         from ctxwindow.archive.postgres import PostgresArchive
 
-        return PostgresArchive(where)
+        return PostgresArchive(where, embedder=embedder)
     from ctxwindow.archive.sqlite import SQLiteArchive
 
-    return SQLiteArchive(where)
+    return SQLiteArchive(where, embedder=embedder)
 
 
 _READY = {

@@ -100,6 +100,10 @@ class Settings(BaseSettings):
     # file path, a postgresql:// URL (shared by every machine), or "off".
     # Default: archive.db beside a SQLite store, else <data_dir>/archive.db.
     archive: str | None = None
+    # Recall by meaning beside words: "default" fuses the packaged embedder's
+    # cosine (multilingual-e5-small, the `dense` extra that `server` brings)
+    # with BM25 when it is installed, else words alone; "off": words alone.
+    embedder: Literal["default", "off"] = "default"
     api_keys: dict[str, str] = {}  # API key -> tenant; empty: no auth, loopback only
     # With api_keys, GET /metrics needs one of them too, unless this opens it
     # (a scraper on a network of its own). /healthz and /readyz stay open.
