@@ -31,6 +31,7 @@ from ctxwindow.archive import (
     PostgresArchive,
     SQLiteArchive,
     reciprocal_rank_fusion,
+    vectors,
 )
 from ctxwindow.archive.base import Ranked, fuse_scores
 
@@ -674,6 +675,97 @@ def test_min_similarity_keeps_unrelated_entries_out(make_archive: MakeArchive) -
     archive = make_archive(embedder=ConceptEmbedder(), min_similarity=0.5)
     archive.index("s1", entries(*PARAPHRASE_DOCS))
     assert archive.search("s1", "quantum chromodynamics") == []
+
+
+@pytest.mark.parametrize("embedder", [None, "concepts"])
+def test_a_question_searched_before_its_own_turn_does_not_set_the_scale(
+    make_archive: MakeArchive, embedder: str | None
+) -> None:
+    """Archived as it is asked, a question matches itself best; ``before`` leaves it (and
+    what follows) out before ranking, so the real match leads with the best score."""
+    archive = make_archive(embedder=ConceptEmbedder() if embedder else None)
+    said = ["The package ships on Monday.", "I had pasta for lunch.", "小包は月曜日に発送"]
+    question = "when is the package dispatched?"
+    archive.index("s1", entries(*said, question, "the package is dispatched 🚚"))
+    asked_at = len(said) + 1
+    with_itself = archive.search("s1", question, k=3)
+    assert contents(with_itself)[0] == question
+    hits = archive.search("s1", question, k=3, before=asked_at)
+    assert hits and all(hit.entry.seq < asked_at for hit in hits)
+    assert contents(hits)[0] == said[0]
+    if embedder:  # fused scores are shares of the best match: now the real one
+        assert hits[0].score > with_itself[1].score
+    with pytest.raises(ValueError, match="before applies to one session"):
+        archive.search("s1", question, before=asked_at, user_id="u1")
+
+
+class TwoFormEmbedder(ConceptEmbedder):
+    """An asymmetric model (as E5): passages and queries embedded by their own methods."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[tuple[str, list[str]]] = []
+
+    def embed_passages(self, texts: list[str]) -> list[list[float]]:
+        self.forms.append(("passage", list(texts)))
+        return [self._vector(text) for text in texts]
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        self.forms.append(("query", list(texts)))
+        return [self._vector(text) for text in texts]
+
+
+def test_an_asymmetric_model_embeds_entries_as_passages_and_questions_as_queries(
+    make_archive: MakeArchive,
+) -> None:
+    embedder = TwoFormEmbedder()
+    archive = make_archive(embedder=embedder)
+    archive.index("s1", entries(*PARAPHRASE_DOCS))
+    assert contents(archive.search("s1", "package dispatched"))[0] == PARAPHRASE_DOCS[0]
+    assert embedder.forms == [("passage", list(PARAPHRASE_DOCS)), ("query", ["package dispatched"])]
+    assert embedder.calls == []  # the symmetric form is not used when both others exist
+
+
+class OffsetEmbedder(ConceptEmbedder):
+    """ConceptEmbedder's vectors plus a large shared component: every cosine sits near 0.9,
+    as with models whose unrelated texts already score high (multilingual-e5)."""
+
+    def _vector(self, text: str) -> list[float]:
+        vector = ConceptEmbedder()._vector(text)
+        norm = sum(x * x for x in vector) ** 0.5 or 1.0
+        return [x / norm for x in vector] + [3.0]
+
+    dim = ConceptEmbedder.dim + 1
+
+
+def test_a_model_whose_unrelated_texts_score_high_is_not_flattened(
+    make_archive: MakeArchive,
+) -> None:
+    filler = [f"note {i} about the weather in spring" for i in range(30)]
+    docs = [*filler, "The parcel ships on Monday."]
+    plain = make_archive(embedder=ConceptEmbedder())
+    offset = make_archive(embedder=OffsetEmbedder())
+    for archive in (plain, offset):
+        archive.index("s1", entries(*docs))
+    assert min(vectors.similarities(
+        vectors.unit(OffsetEmbedder()._vector("package dispatched")),
+        [vectors.unit(OffsetEmbedder()._vector(doc)) for doc in filler],
+    )) > 0.85  # fmt: skip
+    # Measured against the query's median cosine, not against 0.2, the paraphrase stands
+    # out as clearly as with the plain model, and the unrelated notes earn nothing.
+    for archive in (plain, offset):
+        hits = archive.search("s1", "package dispatched", k=40)
+        assert contents(hits)[0] == docs[-1]
+        assert hits[0].score == pytest.approx(0.4)
+        assert all(hit.score <= 0.2 for hit in hits[1:])
+
+
+def test_dense_floor_is_the_median_cosine_of_enough_entries() -> None:
+    many = [0.1 * i for i in range(20)]
+    assert vectors.dense_floor(many, 0.2) == pytest.approx(0.95)
+    assert vectors.dense_floor(many, 1.5) == 1.5  # never below min_similarity
+    assert vectors.dense_floor(many[:5], 0.2) == 0.2  # too few to say what unrelated scores
+    assert vectors.dense_floor([float("-inf")] * 40, 0.2) == 0.2  # other models' vectors
 
 
 def test_unchanged_entries_are_not_embedded_again(make_archive: MakeArchive) -> None:

@@ -430,7 +430,7 @@ def test_dense_baselines_declare_their_extra_and_all_are_baselines() -> None:
     for name in BASELINES:
         strategy = get_strategy(name)
         assert strategy.baseline
-        assert strategy.extra == ("embeddings" if name in DENSE else None)
+        assert strategy.extra == ("dense" if name in DENSE else None)
     assert get_strategy("bm25").baseline
     assert not get_strategy("token_window").baseline
     assert not get_strategy("hybrid").baseline
@@ -440,7 +440,7 @@ def test_dense_fill_with_the_real_packaged_embedder() -> None:
     try:
         embedder = bl.default_embedder()
     except ImportError as exc:
-        pytest.skip(f"the embeddings extra is not installed ({exc})")
+        pytest.skip(f"the dense extra is not installed ({exc})")
     strategy, c = baseline("dense_fill", embedder), case("dog")
     strategy.calibrate([c], 60, TOKENIZER)  # one batch, not a call a turn: faster on a CPU
     result = strategy.build(strategy.prepare(c, 60, TOKENIZER), c)

@@ -769,6 +769,28 @@ def test_recall_works_out_of_the_box_with_the_default_archive(
     assert off.archive_path() is None
 
 
+@pytest.mark.parametrize("embedder", ["default", "off"])
+def test_the_default_archive_recalls_by_meaning_unless_told_not_to(
+    upstream: FakeUpstream, tmp_path: Any, embedder: str
+) -> None:
+    """With the dense extra installed (the server extra brings it), a question that shares no
+    word with the turn that answers it still recalls that turn; embedder="off" cannot."""
+    settings = Settings(
+        data_dir=tmp_path, upstream="http://u.test/v1", budget_ratio=0.004, embedder=embedder,
+        summary="off",  # else the summary would carry the sentence
+    )  # fmt: skip
+    app = create_app(settings, upstream_transport=upstream.transport())
+    with TestClient(app) as http:
+        chat(http, "Our wedding took place in Kyoto last June, under the maple trees.", "r")
+        for i in range(30):  # the wedding leaves the window, for the archive
+            upstream.reply = f"Logged shipment {i} of ceramic tiles to depot {i % 5}."
+            chat(http, f"Log shipment {i}: {i} pallets of ceramic tiles, fragile.", "r")
+        chat(http, "When did I get married?", "r")
+    said = "Our wedding took place in Kyoto last June, under the maple trees."
+    recalled = any(m["role"] == "user" and m["content"] == said for m in upstream.last)
+    assert recalled == (embedder == "default")
+
+
 def test_a_streamed_tool_call_is_stored_whole() -> None:
     """Tool-call deltas are assembled by index into the stored assistant message."""
 

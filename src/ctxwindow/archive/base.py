@@ -8,9 +8,10 @@ An archive keeps whole entries per session and finds them by a query:
   changed. ``through`` raises the session's watermark in the same transaction.
 - ``indexed_through(session_id) -> int``: the session's watermark: every entry
   up to that seq is archived, as callers of ``index`` said (0: none said).
-- ``search(session_id, query, *, k=5, user_id=None) -> list[Hit]``: the best
-  ``k`` entries of the session, or, with ``user_id``, of the session and every
-  session indexed under that user.
+- ``search(session_id, query, *, k=5, user_id=None, before=None) -> list[Hit]``:
+  the best ``k`` entries of the session, or, with ``user_id``, of the session
+  and every session indexed under that user; with ``before``, only the
+  session's entries said before that seq.
 - ``at(session_id, seqs) -> list[Entry]``: the session's archived entries at
   these sequence numbers, in order (the neighbours of a hit, for recall).
 - ``forget(session_id) -> int`` (entries and watermark), ``close()`` and
@@ -158,21 +159,38 @@ class Archive(ABC):
         return self._indexed_through(check_session_id(session_id))
 
     def search(
-        self, session_id: str, query: str, *, k: int = 5, user_id: str | None = None
+        self,
+        session_id: str,
+        query: str,
+        *,
+        k: int = 5,
+        user_id: str | None = None,
+        before: int | None = None,
     ) -> list[Hit]:
-        """The ``k`` entries that best match ``query``, best first (ties: lower seq first)."""
+        """The ``k`` entries that best match ``query``, best first (ties: lower seq first).
+
+        ``before``: only entries said before that seq. A question archived as it
+        is asked matches itself best, by every word and by meaning; searching
+        what was said before it keeps that match from setting the scale that
+        the other hits are measured on (a share of the best). Only for one
+        session's search: other sessions' seqs say nothing of this one's order.
+        """
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
+        if before is not None and user_id is not None:
+            raise ValueError("before applies to one session's search, not with user_id")
         scope = Scope(check_session_id(session_id), user_id)
         depth = max(k, self.depth)
         terms = query_terms(query)
         budget = self.reads_per_hit * depth  # postings a search may read (archive.ranking)
-        lexical = self._lexical(scope, terms, depth, budget) if terms else []
+        later = 0 if before is None else LATER
+        lexical = self._lexical(scope, terms, depth + later, budget) if terms else []
+        lexical = _said_before(lexical, before)[:depth]
         ranked: list[tuple[int, float, int | None, int | None]]
         if self.embedder is None:
             ranked = [(row.key, row.score, rank, None) for rank, row in enumerate(lexical[:k], 1)]
         else:
-            dense, floor = self._dense(scope, query, depth) if query.strip() else ([], 0.0)
+            dense, floor = self._dense(scope, query, depth, before) if query.strip() else ([], 0.0)
             ranked = fuse_scores(lexical, dense, k, self.dense_weight, floor)
         rows = self._load([key for key, *_ in ranked])
         return [
@@ -230,14 +248,18 @@ class Archive(ABC):
             vectors[i] = unit(vector)
         return vectors
 
-    def _dense(self, scope: Scope, query: str, depth: int) -> tuple[list[Ranked], float]:
-        """The ``depth`` entries closest in meaning, best first, and the cosine taken as "unrelated"
-        (``dense_floor``): only entries above it are ranked."""
+    def _dense(
+        self, scope: Scope, query: str, depth: int, before: int | None
+    ) -> tuple[list[Ranked], float]:
+        """The ``depth`` entries closest in meaning (said before ``before``), best first, and
+        the cosine taken as "unrelated" (``dense_floor``): only entries above it are ranked."""
         assert self.embedder is not None
         embed = getattr(self.embedder, "embed_queries", self.embedder.embed)
         embedded = embed([query])
         _check_embeddings(self.embedder, embedded, 1)
         rows = self._vectors(scope)
+        if before is not None:
+            rows = [row for row in rows if row[1] < before]
         scores = similarities(unit(embedded[0]), [vector for _, _, vector in rows])
         floor = dense_floor(scores, self.min_similarity)
         ranked = [
@@ -322,6 +344,15 @@ def fuse_scores(
             fused[row.key] = fused.get(row.key, 0.0) + weight * share
     best = sorted(fused, key=lambda key: (-fused[key], seq[key], key))[:k]
     return [(key, fused[key], lexical_rank.get(key), dense_rank.get(key)) for key in best]
+
+
+# How many entries at or after ``before`` a lexical search asks for beside its depth: the
+# question and what came with it in one request (left out afterwards).
+LATER = 4
+
+
+def _said_before(rows: list[Ranked], before: int | None) -> list[Ranked]:
+    return rows if before is None else [row for row in rows if row.seq < before]
 
 
 def _check_seqs(seqs: Iterable[int]) -> None:

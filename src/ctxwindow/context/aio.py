@@ -450,7 +450,7 @@ class AsyncContextManager:
         if whole:
             await self._archive(session_id)
         started = time.perf_counter()
-        hits = await run_blocking(archive.search, session_id, query, k=depth)
+        hits = await run_blocking(core.search, session, query, depth)
         scores, floor, missing = core.scored(session, hits)
         around = await run_blocking(archive.at, session_id, missing)
         core.searched(started)

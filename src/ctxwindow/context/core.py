@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from ctxwindow.archive.base import Archive
 from ctxwindow.context import checkpoints
 from ctxwindow.context.contracts import REDACT_AT, ArchiveLike, EventHook, RedactAt
 from ctxwindow.context.policy import LOW_WATER, Policy, default_budget, hybrid_policy
@@ -243,6 +244,20 @@ class Core:
         (the archive's watermark, on a cold load): see ``context/archiving.py``."""
         queued, session.unarchived = session.unarchived, []
         return [entry for entry in queued if entry.seq > after] if after else queued
+
+    def search(self, session: Session, query: str, depth: int) -> list[Any]:
+        """The archive's ``depth`` best hits for ``query`` among the turns said before the
+        session's question: archived as it is asked, the question matches itself best and
+        would set the scale every other hit is measured on (and take a candidate's place)."""
+        archive = self.archive
+        assert archive is not None
+        if session.question is None:
+            return list(archive.search(session.id, query, k=depth))
+        before = session.question[0].seq
+        if isinstance(archive, Archive):  # leaves it out before ranking and fusion
+            return archive.search(session.id, query, k=depth, before=before)
+        hits = archive.search(session.id, query, k=depth)
+        return [hit for hit in hits if hit.entry.seq < before]
 
     def scored(
         self, session: Session, hits: Sequence[Any]

@@ -435,7 +435,7 @@ class ContextManager:
         if whole:
             self._archive(session_id)
         started = time.perf_counter()
-        hits = run_blocking(archive.search, session_id, query, k=depth)
+        hits = run_blocking(core.search, session, query, depth)
         scores, floor, missing = core.scored(session, hits)
         around = run_blocking(archive.at, session_id, missing)
         core.searched(started)
