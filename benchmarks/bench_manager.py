@@ -26,13 +26,22 @@ in the same run, and a PASS/MISS line per target. Nothing fails on a time.
    much the interleaving (cold CPU caches after a manager's turn) costs it.
 2. **Recall build.** Each LoCoMo dev conversation (``../shared/data``, read
    in place, never copied: CC BY-NC) goes whole into a ``ContextManager`` as
-   ``ctxwindow eval``'s ``hybrid`` strategy builds it (``MemoryStore``,
+   ``ctxwindow eval``'s ``hybrid_words`` strategy builds it (``MemoryStore``,
    in-memory ``SQLiteArchive``, ``reserve_output=0``, no prefetch), at
    budgets 2,048 and 4,096; then every question is timed as
    ``manager.preview(session, {"role": "user", "content": question})``
    (wall and CPU; the archive drained first). The ``on_event`` hook's
    ``("recall_seconds", s)`` gives the share of the time spent searching the
    archive. Without the file, a synthetic 600-turn conversation stands in.
+   These builds search by words (the archive without an embedder): part 3
+   prices the embedder.
+3. **The default embedder's cost per turn.** With ``EMBEDDER_N`` messages in
+   the session, the same turns through a ``SQLiteArchive`` searched by words
+   and one searched by words and meaning (``default_embedder()``, the
+   ``dense`` extra), interleaved as in part 1: the difference of the median
+   process CPU per turn is what the embedder adds (embedding the turn's two
+   messages in the archive's worker, the question as a query, and scanning
+   the vectors). Skipped, with the reason, without the extra.
 
 ``--quick``: N up to 1,000, 50 turns, 2 conversations. ``--turns T`` sets the
 timed turns per N (default 200).
@@ -56,6 +65,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctxwindow import TokenWindow
+from ctxwindow.archive.embedders import Embedder, default_embedder
 from ctxwindow.archive.sqlite import SQLiteArchive
 from ctxwindow.context import ContextManager
 from ctxwindow.eval import load_dataset
@@ -84,8 +94,11 @@ LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.j
 SESSION = "bench"
 TARGET_RATIO = 5.0  # ContextManager with an archive / TokenWindow, CPU per turn
 TARGET_P99_MS = 2.0  # hybrid build with recall, wall p99
+EMBEDDER_N = 1_000  # messages in the session when the embedder's cost per turn is measured
+WORDS, MEANING = "words (BM25)", "words + meaning (e5)"
 
 Message = dict[str, str]
+Pair = tuple[Message, Message]  # a user turn and its reply
 
 
 # -- workload ------------------------------------------------------------------------
@@ -154,8 +167,8 @@ def tagged(message: Message, tag: int) -> Message:
 class WatchedArchive(SQLiteArchive):
     """A ``SQLiteArchive`` that can be waited on until a session is indexed through a seq."""
 
-    def __init__(self, path: str = ":memory:") -> None:
-        super().__init__(path)
+    def __init__(self, path: str = ":memory:", embedder: Embedder | None = None) -> None:
+        super().__init__(path, embedder=embedder)
         self._indexed = threading.Condition()
         self._through: dict[str, int] = {}
 
@@ -304,6 +317,21 @@ def measure_size(texts: Texts, n: int, turns: int, folder: Path) -> dict[str, Ti
     prefill = texts.messages(n)
     pairs = [(texts.message("user"), texts.message("assistant")) for _ in range(turns)]
     racers = contenders(folder, n)
+    times = interleaved(racers, prefill, pairs)
+    alone = WindowTurns()
+    times[ALONE] = prefilled(alone, prefill)
+    gc.collect()
+    for user, reply in pairs:
+        timed_turn(alone, times[ALONE], tagged(user, len(racers)), tagged(reply, len(racers)))
+    return times
+
+
+def interleaved(
+    racers: Sequence[Contender],
+    prefill: Sequence[Message],
+    pairs: Sequence[tuple[Message, Message]],
+) -> dict[str, Times]:
+    """Each contender prefilled, then the turns timed, the contenders in rotating order."""
     times = {racer.name: prefilled(racer, prefill) for racer in racers}
     gc.collect()
     for i, (user, reply) in enumerate(pairs):
@@ -311,11 +339,6 @@ def measure_size(texts: Texts, n: int, turns: int, folder: Path) -> dict[str, Ti
             timed_turn(racers[k], times[racers[k].name], tagged(user, k), tagged(reply, k))
     for racer in racers:
         racer.close()
-    alone = WindowTurns()
-    times[ALONE] = prefilled(alone, prefill)
-    gc.collect()
-    for user, reply in pairs:
-        timed_turn(alone, times[ALONE], tagged(user, len(racers)), tagged(reply, len(racers)))
     return times
 
 
@@ -497,8 +520,8 @@ def bench_recall(conversations: list[Conversation], source: str) -> dict[int, Bu
     rule("2. The hybrid's build with recall: ContextManager.preview per question")
     print(
         f"   {source}\n"
-        "   Per budget and conversation: every turn added (MemoryStore, in-memory\n"
-        "   SQLiteArchive, reserve_output 0, no prefetch: as `ctxwindow eval` builds `hybrid`),\n"
+        "   Per budget and conversation: every turn added (MemoryStore, in-memory SQLiteArchive,\n"
+        "   reserve_output 0, no prefetch: as `ctxwindow eval` builds `hybrid_words`),\n"
         "   the archive drained, then preview(session, question) timed for every question.\n"
         "   search = share of the wall time inside archive searches (on_event recall_seconds)."
     )
@@ -530,6 +553,55 @@ def print_built(budget: int, name: str, turns: int, built: Built) -> None:
         f" {fmt_ns(p99(built.cpu)):>9} {fmt_ns(max(built.cpu)):>9} {share:>6.0%}",
         flush=True,
     )
+
+
+# -- part 3: the default embedder ---------------------------------------------------
+
+
+def bench_embedder(turns: int) -> float | None:
+    """The default embedder's cost per turn: the same turns through an archive searched by
+    words alone and by words and meaning, interleaved; returns the added process CPU (ns)."""
+    rule(f"3. The default embedder's cost per turn (N = {EMBEDDER_N:,}, {turns} turns)")
+    try:
+        embedder = default_embedder()
+    except ImportError as exc:  # installed but not loadable
+        print(f"   not measured: {exc}")
+        return None
+    if embedder is None:
+        print("   not measured: the dense extra is not installed (pip install '.[dense]')")
+        return None
+    print(
+        f"   {type(embedder).__name__} ({getattr(embedder, 'name', '?')}): a turn's two messages\n"
+        "   embedded as passages by the archive's worker, the question as a query, and the\n"
+        "   session's vectors scanned per search; both contenders as in part 1 (SQLite store\n"
+        "   and archive files). CPU = the process's, every thread, until the turn is indexed."
+    )
+    texts = Texts(SEED + 1)
+    prefill = texts.messages(EMBEDDER_N)
+    pairs = [(texts.message("user"), texts.message("assistant")) for _ in range(turns)]
+    with tempfile.TemporaryDirectory(prefix="bench-embedder-") as name:
+        folder = Path(name)
+        racers = [
+            ManagerTurns(
+                WORDS, SQLiteStore(folder / "w.db"), WatchedArchive(str(folder / "wa.db"))
+            ),
+            ManagerTurns(
+                MEANING,
+                SQLiteStore(folder / "m.db"),
+                WatchedArchive(str(folder / "ma.db"), embedder=embedder),
+            ),
+        ]
+        times = interleaved(racers, prefill, pairs)
+    print(f"   {'archive':<26} {'wall p50':>9} {'wall p99':>9} {'CPU p50':>9} {'CPU p99':>9}")
+    for name, t in times.items():
+        print(
+            f"   {name:<26} {fmt_ns(median(t.of('wall'))):>9} {fmt_ns(p99(t.of('wall'))):>9}"
+            f" {fmt_ns(median(t.of('process'))):>9} {fmt_ns(p99(t.of('process'))):>9}"
+        )
+    added = median(times[MEANING].of("process")) - median(times[WORDS].of("process"))
+    wall = median(times[MEANING].of("wall")) - median(times[WORDS].of("wall"))
+    print(f"   the embedder's cost per turn: {fmt_ns(added)} CPU, {fmt_ns(wall)} wall (medians)")
+    return added
 
 
 def recall_workload(quick: bool) -> tuple[list[Conversation], str]:
@@ -600,7 +672,9 @@ def header(args: argparse.Namespace) -> None:
     print(f"workload  seed {SEED}; N = {sizes}; {args.turns} turns per N; 10-80 words, some CJK")
 
 
-def summary(turns: dict[int, dict[str, Times]], recall: dict[int, Built]) -> None:
+def summary(
+    turns: dict[int, dict[str, Times]], recall: dict[int, Built], embedder: float | None
+) -> None:
     rule("Summary (targets)")
     archived = "manager, SQLite + archive"
     cpu, n = worst_ratio(turns, archived, "process")
@@ -621,6 +695,8 @@ def summary(turns: dict[int, dict[str, Times]], recall: dict[int, Built]) -> Non
         f"(wall, worst budget {budget:,}): {fmt_ns(p99(worst.wall))} "
         f"(target <= {TARGET_P99_MS:.0f} ms); CPU p99 {fmt_ns(p99(worst.cpu))}"
     )
+    if embedder is not None:
+        print(f"   info  the default embedder's cost per turn (process CPU): {fmt_ns(embedder)}")
 
 
 def arguments() -> argparse.Namespace:
@@ -643,7 +719,8 @@ def main() -> None:
     turns = bench_turns(args.sizes, args.turns)
     conversations, source = recall_workload(args.quick)
     recall = bench_recall(conversations, source)
-    summary(turns, recall)
+    embedder = bench_embedder(args.turns)
+    summary(turns, recall, embedder)
     print(f"   total run time {time.perf_counter() - started:.0f} s")
 
 

@@ -7,8 +7,11 @@ strategy whose ``baseline`` is set (``bm25`` and those of
 ``ctxwindow.eval.baselines``: BM25, dense and RRF fill, with neighbours, and
 half newest + RRF; the dense ones when the ``dense`` extra is installed).
 It prints evidence recall by budget, the best baseline at each budget (its
-value and name) and ``hybrid − best baseline`` for ``hybrid`` and
-``hybrid_nocache``, then the same tables by category, and the wall times: the
+value and name) and ``hybrid − best baseline`` for each hybrid, whether each
+hybrid is monotone in budget (no budget more than 0.5 points below the one
+before), the hybrids' ``recent_recall`` (the share of the 4 newest messages
+before the question present) and ``evidence_recall_whole`` (compressed
+evidence not credited), then the tables by category, and the wall times: the
 hybrid alone at its five budgets, the other two, the lexical baselines and
 the dense ones (model loading and embedding included, each text once per
 worker process).
@@ -106,6 +109,9 @@ def measure(spec: str, budgets: list[int], lexical: list[str], dense: list[str])
     order = [WINDOW, *HYBRIDS, *compared]
     print_table("evidence recall (%)", results, order, budgets)
     print_best(results, compared, budgets)
+    print_monotone(results, HYBRIDS, budgets)
+    print_table("recent_recall (%)", results, HYBRIDS, budgets, "recent_recall")
+    print_table("evidence_recall_whole (%)", results, HYBRIDS, budgets, "evidence_recall_whole")
     categories = sorted(next(iter(results["hybrid"].values()))["by_category"])
     for category in categories:
         by = {
@@ -120,15 +126,33 @@ def measure(spec: str, budgets: list[int], lexical: list[str], dense: list[str])
         print_best(by, compared, budgets)
 
 
-def recall(results: dict[str, Any], name: str, budget: int) -> float:
-    return 100 * float(results[name][str(budget)]["evidence_recall"])
+def recall(
+    results: dict[str, Any], name: str, budget: int, metric: str = "evidence_recall"
+) -> float:
+    return 100 * float(results[name][str(budget)][metric])
 
 
-def print_table(title: str, results: dict[str, Any], order: list[str], budgets: list[int]) -> None:
+def print_table(
+    title: str,
+    results: dict[str, Any],
+    order: list[str],
+    budgets: list[int],
+    metric: str = "evidence_recall",
+) -> None:
     print(f"  {title:<{LABEL}}" + "".join(f"{b:>{COLUMN}}" for b in budgets))
     for name in order:
-        cells = "".join(f"{recall(results, name, b):>{COLUMN}.1f}" for b in budgets)
+        cells = "".join(f"{recall(results, name, b, metric):>{COLUMN}.1f}" for b in budgets)
         print(f"    {name:<{LABEL - 2}}{cells}")
+
+
+def print_monotone(results: dict[str, Any], names: list[str], budgets: list[int]) -> None:
+    """Whether each budget keeps at least the previous one's evidence recall, less 0.5 points."""
+    for name in names:
+        values = [recall(results, name, b) for b in budgets]
+        pairs = zip(budgets[1:], values[:-1], values[1:], strict=True)
+        drops = [f"{b:,}" for b, before, now in pairs if now < before - 0.5]
+        verdict = f"drops at {', '.join(drops)}" if drops else "yes"
+        print(f"    {f'{name} monotone (-0.5)':<{LABEL - 2}}{verdict:>{COLUMN}}")
 
 
 def print_best(results: dict[str, Any], compared: list[str], budgets: list[int]) -> None:
