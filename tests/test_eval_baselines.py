@@ -426,6 +426,40 @@ def test_each_text_is_embedded_once_across_budgets_and_strategies(
     assert "How cold was it in Oslo?" in embedded
 
 
+class TwoForms(Concepts):
+    """An asymmetric model (as E5): what is searched and the questions in forms of their own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[tuple[str, list[str]]] = []
+
+    def embed_passages(self, texts: list[str]) -> list[list[float]]:
+        self.forms.append(("passage", list(texts)))
+        return [self._vector(text) for text in texts]
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        self.forms.append(("query", list(texts)))
+        return [self._vector(text) for text in texts]
+
+
+def test_an_asymmetric_model_embeds_turns_as_passages_and_questions_as_queries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As the archive does: the strongest form of the model for retrieval, each text once."""
+    fake = TwoForms()
+    monkeypatch.setattr(bl, "_DEFAULT", bl.Embeddings(lambda: fake))
+    dataset = data()
+    run_eval(dataset, strategies=DENSE, budgets=[60, 120], workers=1)
+    assert fake.calls == []  # the symmetric form is never used
+    passages = Counter(t for form, texts in fake.forms if form == "passage" for t in texts)
+    queries = Counter(t for form, texts in fake.forms if form == "query" for t in texts)
+    assert max(passages.values()) == 1 and max(queries.values()) == 1
+    asked = {q.question for c in dataset.conversations for q in c.questions}
+    assert set(queries) == asked
+    assert not asked & set(passages)  # no question embedded as a passage
+    assert "How cold was it in Oslo?" in queries
+
+
 def test_dense_baselines_declare_their_extra_and_all_are_baselines() -> None:
     for name in BASELINES:
         strategy = get_strategy(name)

@@ -271,44 +271,75 @@ class Lexical:
 class Embeddings:
     """Unit vectors of texts, each distinct text embedded once, for one embedder.
 
-    ``expect`` notes texts that come together (no model is loaded): the first of
-    them asked for embeds them all in one call.
+    A model with the asymmetric pair (``embed_passages`` and ``embed_queries``,
+    as E5's prefixes) embeds the searched texts as passages and the questions
+    as queries, as the archive does (the form it was trained to retrieve by);
+    any other embeds both with ``embed``. ``expect`` notes texts that come
+    together (no model is loaded): the first of them asked for embeds them all
+    in one call per form.
     """
 
     def __init__(self, make: Callable[[], Embedder]) -> None:
         self._make = make
         self._embedder: Embedder | None = None
-        self._vectors: dict[str, Vector] = {}
-        self._batches: dict[str, tuple[str, ...]] = {}
+        self._vectors: dict[tuple[bool, str], Vector] = {}
+        self._batches: dict[tuple[bool, str], tuple[tuple[bool, str], ...]] = {}
         self._noted: set[Hashable] = set()
 
-    def expect(self, key: Hashable, texts: Callable[[], Iterable[str]]) -> None:
-        """Note the ``texts`` that come together under ``key`` (noted once a key)."""
+    def expect(
+        self, key: Hashable, passages: Callable[[], Iterable[str]], queries: Iterable[str] = ()
+    ) -> None:
+        """Note the texts searched (``passages``) and the ``queries`` that come together under
+        ``key`` (noted once a key)."""
         if key in self._noted:
             return
         self._noted.add(key)
-        batch = tuple(dict.fromkeys(t for t in texts() if t not in self._vectors))
-        for text in batch:
-            self._batches.setdefault(text, batch)
+        items = [*((False, t) for t in passages()), *((True, t) for t in queries)]
+        batch = tuple(dict.fromkeys(item for item in items if item not in self._vectors))
+        for item in batch:
+            self._batches.setdefault(item, batch)
 
-    def vector(self, text: str) -> Vector:
-        found = self._vectors.get(text)
+    def vector(self, text: str, *, query: bool = False) -> Vector:
+        """The unit vector of ``text``, searched (a passage) or searched for (``query``)."""
+        embedder = self._loaded()
+        asymmetric = _asymmetric(embedder)
+        item = (query and asymmetric, text)  # a symmetric model has one form for both
+        found = self._vectors.get(item)
         if found is not None:
             return found
-        import numpy as np
+        batch = self._batches.get((query, text), ())
+        wanted = dict.fromkeys([item, *((q and asymmetric, t) for q, t in batch)])
+        for form in (False, True):
+            texts = [t for q, t in wanted if q == form and (q, t) not in self._vectors]
+            if texts:
+                for t, vector in zip(texts, self._embed(embedder, texts, form), strict=True):
+                    self._vectors[(form, t)] = vector
+        for q, t in batch:
+            self._batches.pop((q, t), None)
+        return self._vectors[item]
 
-        batch = [t for t in self._batches.get(text, ()) if t not in self._vectors]
-        batch = batch if text in batch else [text, *batch]
+    def _loaded(self) -> Embedder:
         if self._embedder is None:
             self._embedder = self._make()
             _one_thread_in_a_worker()
-        vectors = np.asarray(self._embedder.embed(batch), dtype=np.float64)
+        return self._embedder
+
+    @staticmethod
+    def _embed(embedder: Embedder, texts: list[str], query: bool) -> list[Vector]:
+        import numpy as np
+
+        if _asymmetric(embedder):
+            found = getattr(embedder, "embed_queries" if query else "embed_passages")(texts)
+        else:
+            found = embedder.embed(texts)
+        vectors = np.asarray(found, dtype=np.float64)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
-        for t, v in zip(batch, vectors, strict=True):
-            self._vectors[t] = v
-            self._batches.pop(t, None)
-        return self._vectors[text]
+        return list(np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0))
+
+
+def _asymmetric(embedder: Embedder) -> bool:
+    """Whether the model embeds what is searched and what searches it in forms of their own."""
+    return hasattr(embedder, "embed_passages") and hasattr(embedder, "embed_queries")
 
 
 def _one_thread_in_a_worker() -> None:
@@ -415,8 +446,8 @@ class _Baseline(Strategy):
                 seen = max(conversation.seen(case.question) for case in group)
                 questions = [case.question.question for case in group]
                 messages = conversation.messages[:seen]
-                texts = functools.partial(_texts, messages, questions)
-                self.embeddings.expect((conversation.id, seen, tuple(questions)), texts)
+                texts = functools.partial(map, message_text, messages)
+                self.embeddings.expect((conversation.id, seen, tuple(questions)), texts, questions)
         return {}
 
     def start(self, budget: int | None, tokenizer: ChatTokenizer) -> Any:
@@ -482,13 +513,9 @@ class _Baseline(Strategy):
             rankings.append(order[: np.count_nonzero(scores > 0)].tolist())
         if state.dense is not None:
             assert self.embeddings is not None
-            scores = state.dense.scores(self.embeddings.vector(query))[:end]
+            scores = state.dense.scores(self.embeddings.vector(query, query=True))[:end]
             rankings.append(np.argsort(-scores, kind="stable").tolist())
         return rankings[0] if len(rankings) == 1 else rrf(rankings)
-
-
-def _texts(messages: Sequence[Message], questions: Sequence[str]) -> list[str]:
-    return [*map(message_text, messages), *questions]
 
 
 class BM25Fill(_Baseline):
