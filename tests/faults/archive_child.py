@@ -5,14 +5,18 @@
 Adds turns to session ``s`` (a SQLite store and a SQLite archive, a budget
 that evicts most turns, no prefetch) and prints ``SEQ ID`` as soon as each
 add has returned. The archive is slow — each entry of a batch takes 2 ms
-inside the batch's transaction — so when the process is killed turns are
-queued for the archive, and most likely a batch is half written.
+inside the batch's transaction — and stalls for good inside the batch that
+reaches seq ``STALL_AFTER`` + 1, so when the process is killed (after 300
+acknowledged turns) turns are queued for the archive and a batch is half
+written, however loaded the machine (with the 2 ms alone, a loaded machine
+let the archive catch up before the kill).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from typing import Any
 
 from ctxwindow.archive import SQLiteArchive
 from ctxwindow.archive.base import Document
@@ -20,12 +24,16 @@ from ctxwindow.context import ContextManager
 from ctxwindow.stores.sqlite import SQLiteStore
 
 MAX_TURNS = 5_000  # a child whose parent died stops on its own
+STALL_AFTER = 100  # the archive never writes past this seq
 
 
 class SlowArchive(SQLiteArchive):
-    def _upsert(self, session_id: str, user_id: str | None, doc: Document) -> int:
-        time.sleep(0.002)  # inside the transaction of the batch
-        return super()._upsert(session_id, user_id, doc)
+    def _replace(
+        self, session_id: str, user_id: str | None, documents: list[Document], counted: Any
+    ) -> None:
+        super()._replace(session_id, user_id, documents, counted)  # inside the batch's transaction
+        stalled = any(doc.seq > STALL_AFTER for doc in documents)
+        time.sleep(3600 if stalled else 0.002 * len(documents))
 
 
 def turn(i: int) -> dict[str, str]:
