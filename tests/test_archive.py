@@ -35,6 +35,8 @@ from ctxwindow.archive import (
 )
 from ctxwindow.archive.base import Ranked, fuse_scores
 
+from .two_forms import TwoForms
+
 POSTGRES_URL = os.environ.get("CTXWINDOW_TEST_POSTGRES_URL", "postgresql://127.0.0.1:5432/test")
 REQUIRE_SERVERS = os.environ.get("CTXWINDOW_REQUIRE_SERVERS") == "1"
 
@@ -699,20 +701,8 @@ def test_a_question_searched_before_its_own_turn_does_not_set_the_scale(
         archive.search("s1", question, before=asked_at, user_id="u1")
 
 
-class TwoFormEmbedder(ConceptEmbedder):
+class TwoFormEmbedder(TwoForms, ConceptEmbedder):
     """An asymmetric model (as E5): passages and queries embedded by their own methods."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.forms: list[tuple[str, list[str]]] = []
-
-    def embed_passages(self, texts: list[str]) -> list[list[float]]:
-        self.forms.append(("passage", list(texts)))
-        return [self._vector(text) for text in texts]
-
-    def embed_queries(self, texts: list[str]) -> list[list[float]]:
-        self.forms.append(("query", list(texts)))
-        return [self._vector(text) for text in texts]
 
 
 def test_an_asymmetric_model_embeds_entries_as_passages_and_questions_as_queries(

@@ -20,6 +20,8 @@ from ctxwindow.eval import baselines as bl
 from ctxwindow.eval.dataset import Dataset, parse_dataset
 from ctxwindow.tokens import chat_tokenizer
 
+from .two_forms import TwoForms
+
 TOKENIZER = chat_tokenizer("gpt-4o")
 BASELINES = [
     "bm25_fill",
@@ -426,27 +428,15 @@ def test_each_text_is_embedded_once_across_budgets_and_strategies(
     assert "How cold was it in Oslo?" in embedded
 
 
-class TwoForms(Concepts):
+class TwoFormConcepts(TwoForms, Concepts):
     """An asymmetric model (as E5): what is searched and the questions in forms of their own."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.forms: list[tuple[str, list[str]]] = []
-
-    def embed_passages(self, texts: list[str]) -> list[list[float]]:
-        self.forms.append(("passage", list(texts)))
-        return [self._vector(text) for text in texts]
-
-    def embed_queries(self, texts: list[str]) -> list[list[float]]:
-        self.forms.append(("query", list(texts)))
-        return [self._vector(text) for text in texts]
 
 
 def test_an_asymmetric_model_embeds_turns_as_passages_and_questions_as_queries(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """As the archive does: the strongest form of the model for retrieval, each text once."""
-    fake = TwoForms()
+    fake = TwoFormConcepts()
     monkeypatch.setattr(bl, "_DEFAULT", bl.Embeddings(lambda: fake))
     dataset = data()
     run_eval(dataset, strategies=DENSE, budgets=[60, 120], workers=1)
