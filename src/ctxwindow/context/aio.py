@@ -244,6 +244,12 @@ class AsyncContextManager:
             row = session.window.previewed_row(new, seq=session.last_seq + 1)
             return built.plus(row, new.message, budget=budget)
 
+    async def last_seq(self, session_id: str) -> int:
+        """The seq of the session's newest stored entry (0: none), as the store has it now
+        (the window catches up first); within a turn, nobody else can change it."""
+        async with self.turn(session_id):
+            return (await self._session(session_id)).last_seq
+
     async def history(self, session_id: str) -> list[Entry]:
         """Every stored entry of the session, in order."""
         return await self.store.load(session_id)

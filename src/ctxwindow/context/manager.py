@@ -246,6 +246,12 @@ class ContextManager:
             row = session.window.previewed_row(new, seq=session.last_seq + 1)
             return built.plus(row, new.message, budget=budget)
 
+    def last_seq(self, session_id: str) -> int:
+        """The seq of the session's newest stored entry (0: none), as the store has it now
+        (the window catches up first); within a turn, nobody else can change it."""
+        with self.turn(session_id):
+            return (self._session(session_id)).last_seq
+
     def history(self, session_id: str) -> list[Entry]:
         """Every stored entry of the session, in order."""
         return self.store.load(session_id)

@@ -95,15 +95,14 @@ async def _exchange(
     """Store the new turns, build the context, call upstream, store the reply.
 
     A retry (the same ``Idempotency-Key`` and body) stores nothing again, and
-    is answered from the store if the reply was stored; the key with another
-    body is a 422, checked first.
+    is answered from the store if the reply was stored, refused (409) if the
+    session moved on since its turn (``exchange.answered``); the key with
+    another body is a 422, checked first.
     """
     model = body["model"]
-    await exchange.store_turns(service, manager, sid, messages, key, body)
-    if key is not None:
-        answered = await service.store.replayed(sid, f"{key}:reply")
-        if answered:
-            return _replay(answered[0], model, bool(body.get("stream")))
+    turn = await exchange.store_turns(service, manager, sid, messages, key, body)
+    if (reply := await exchange.answered(service, manager, sid, key, turn)) is not None:
+        return _replay(reply, model, bool(body.get("stream")))
     context = await exchange.build(manager, sid, budget)
     evicted, recalled = service.metrics.observe_context(context.report, context.total_tokens)
     headers = exchange.context_headers(service, model, context.total_tokens, evicted, recalled)

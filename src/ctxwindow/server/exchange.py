@@ -116,13 +116,11 @@ async def converse(
 ) -> Response:
     """Store the new turns, build, forward, store the reply (the session held by the caller)."""
     try:
-        await store_turns(service, manager, sid, messages, key, body)
+        turn = await store_turns(service, manager, sid, messages, key, body)
     except APIError as exc:
         raise _named(exc, wire.param) from exc
-    if key is not None:
-        answered = await service.store.replayed(sid, f"{key}:reply")
-        if answered:
-            return wire.replay(answered[0], wire.stream)
+    if (reply := await answered(service, manager, sid, key, turn)) is not None:
+        return wire.replay(reply, wire.stream)
     context = await build(manager, sid, budget)
     if wire.check is not None:
         wire.check(context)
@@ -157,21 +155,52 @@ async def store_turns(
     messages: list[dict[str, Any]],
     key: str | None,
     body: dict[str, Any],
-) -> None:
-    """Store the request's messages, all or none, within the limit (a retry: nothing).
+) -> list[Entry]:
+    """Store the request's messages, all or none, within the limit (a retry: nothing);
+    the turn's entries (a retry: those its first attempt stored).
 
     The key is bound to the body, less how the answer is delivered (``stream``,
     ``stream_options``): the same request may be retried streamed or not.
     """
     asked = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
     try:
-        await manager.extend(
+        return await manager.extend(
             sid, messages, metadata={"request": key} if key else None, idempotency_key=key,
             max_messages=service.settings.max_messages_per_session,
             request_hash=request_hash(asked) if key else None,
         )  # fmt: skip
     except CtxWindowError as exc:
         raise from_library(exc) from exc
+
+
+async def answered(
+    service: Service, manager: AsyncContextManager, sid: str, key: str | None, turn: list[Entry]
+) -> Entry | None:
+    """The stored reply a retry of ``key`` is answered with; None when there is none and
+    the request's ``turn`` still ends the session (the exchange goes on).
+
+    A retry whose turn was never answered, in a session that has moved on since
+    (another turn was stored after it, answered or not), is refused: its answer
+    would follow other turns, and be built on what was said after its question.
+    The 409 asks not to be retried (``x-should-retry``, read by the OpenAI and
+    Anthropic SDKs); the question stays stored, unanswered.
+    """
+    if key is None:
+        return None
+    reply = await service.store.replayed(sid, f"{key}:reply")
+    if reply:
+        return reply[0]
+    newest = await manager.last_seq(sid)
+    if turn and newest > turn[-1].seq:
+        raise APIError(
+            409, f"the request with this Idempotency-Key was never answered, and the session"
+            f" has moved on since (its turn ends at seq {turn[-1].seq}, the session at seq"
+            f" {newest}): an answer now would not follow its question. Send the question"
+            " again as a new turn, with a new key",
+            code="idempotency_turn_superseded", param="Idempotency-Key",
+            headers={"x-should-retry": "false"},
+        )  # fmt: skip
+    return None
 
 
 async def build(manager: AsyncContextManager, sid: str, budget: int) -> Context:
