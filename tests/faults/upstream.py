@@ -18,6 +18,8 @@ reset       half the body, then a TCP RST           two deltas, then a TCP RST
 eof         half the body, then a clean close       two deltas, then a clean end, no ``[DONE]``
 garbage     200 with a body that is not JSON        a delta, lines that are not SSE JSON, [DONE]
 slow        the completion after ``gap`` seconds    the deltas ``gap`` seconds apart, [DONE]
+late        the completion                          every event, [DONE], then a close before
+                                                    the body's last chunk (all three protocols)
 ==========  ======================================  ===========================================
 
 ``gate``, when set, holds every completion until it is opened (bounded), so a
@@ -38,7 +40,7 @@ from typing import Any
 
 from tests.protocol_upstreams import FakeMessages, FakeResponses, ProtocolFake
 
-MODES = ("ok", "500", "timeout", "reset", "eof", "garbage", "slow")
+MODES = ("ok", "500", "timeout", "reset", "eof", "garbage", "slow", "late")
 GATE_LIMIT = 60.0  # seconds a gated request waits at most: a forgotten gate cannot hang a test
 
 
@@ -122,7 +124,11 @@ def _handler(fake: FaultyUpstream) -> type[BaseHTTPRequestHandler]:
 
         def _answer(self, protocol: ProtocolFake, body: dict[str, Any]) -> None:
             answer = protocol.answer(body)
-            if body.get("stream"):
+            if body.get("stream") and fake.mode == "late":
+                self._head(200, "text/event-stream")
+                self._chunk(protocol.events(answer))
+                self._close()  # no last chunk: the client's read ends incomplete
+            elif body.get("stream"):
                 self._send(200, protocol.events(answer), "text/event-stream")
             else:
                 self._send(200, json.dumps(answer).encode())
@@ -166,6 +172,9 @@ def _handler(fake: FaultyUpstream) -> type[BaseHTTPRequestHandler]:
                     time.sleep(fake.gap)
                 self._chunk(event)
             self._chunk(DONE)
+            if fake.mode == "late":
+                self._close()  # no last chunk: the client's read ends incomplete
+                return
             self._chunk(b"")
 
         def _head(self, status: int, media: str, length: int | None = None) -> None:

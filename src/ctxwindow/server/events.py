@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import httpx
 
 from ctxwindow.server.errors import APIError
-from ctxwindow.server.upstream import StreamFault, event_of
+from ctxwindow.server.upstream import Relayed, StreamFault, closed_late, event_of
 
 
 class EventReply(Protocol):
@@ -40,9 +40,11 @@ async def relay(
 ) -> AsyncIterator[bytes]:
     """The stream's bytes for the client, lines whole; ``finish()`` (storing the reply) runs
     before the last event is passed on, and a stream that does not end properly ends with
-    ``reply.error_event`` instead (``failed`` is told; ``finish`` never runs)."""
+    ``reply.error_event`` instead (``failed`` is told; ``finish`` never runs). A transport
+    error after the last event is logged and counted, not sent (``closed_late``)."""
+    relayed = Relayed()
     try:
-        async for piece in _checked(response.aiter_bytes(), reply, finish):
+        async for piece in _checked(response.aiter_bytes(), reply, finish, relayed):
             yield piece
     except StreamFault as exc:
         fault = exc
@@ -57,6 +59,9 @@ async def relay(
         return
     finally:
         await response.aclose()
+    if relayed.ended:  # the upstream closed badly after its last event: the reply is whole
+        yield closed_late(fault, failed)
+        return
     if failed is not None:
         failed(fault)
     yield reply.error_event(fault)
@@ -66,6 +71,7 @@ async def _checked(
     chunks: AsyncIterator[bytes],
     reply: EventReply,
     finish: Callable[[], Awaitable[None]] | None,
+    relayed: Relayed,
 ) -> AsyncIterator[bytes]:
     buffer, done = b"", False
     async for chunk in chunks:
@@ -82,7 +88,7 @@ async def _checked(
                         ready = []
                     if finish is not None:
                         await asyncio.shield(asyncio.ensure_future(finish()))
-                    done = True
+                    done = relayed.ended = True
             ready.append(line + b"\n")
         if ready:
             yield b"".join(ready)
@@ -91,7 +97,7 @@ async def _checked(
         if reply.ends(event):
             if finish is not None:
                 await asyncio.shield(asyncio.ensure_future(finish()))
-            done = True
+            done = relayed.ended = True
     if not done:
         raise StreamFault("malformed", "the upstream stream ended before its last event")
     if buffer:

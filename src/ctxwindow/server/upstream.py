@@ -10,6 +10,7 @@ on, and its partial reply is never handed on to be stored (``sse_reply``).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -22,6 +23,8 @@ from ctxwindow.server.metrics import Metrics
 from ctxwindow.server.settings import Settings
 
 COMPLETIONS = "chat/completions"
+
+logger = logging.getLogger(__name__)
 
 
 class Upstream:
@@ -246,6 +249,25 @@ class StreamFault(APIError):
         self.kind = kind
 
 
+class Relayed:
+    """How far a relay got: ``ended`` once the stream's last event has been passed on."""
+
+    __slots__ = ("ended",)
+
+    def __init__(self) -> None:
+        self.ended = False
+
+
+def closed_late(fault: StreamFault, failed: Callable[[StreamFault], None] | None) -> bytes:
+    """What follows a transport error after the stream's last event: the reply was whole
+    (and stored), so the client gets no error event, only a blank line that ends the last
+    event if it was cut there; the fault is logged and counted (kind ``after_end``)."""
+    logger.warning("the upstream closed its stream badly after the last event: %s", fault)
+    if failed is not None:
+        failed(StreamFault("after_end", str(fault)))
+    return b"\n"
+
+
 def error_event(error: APIError) -> bytes:
     """``error`` as the SSE event the OpenAI SDKs raise on: ``data: {"error": {...}}``.
 
@@ -272,9 +294,13 @@ async def sse_reply(
     of JSON, or reports an error itself — ends with an error event instead
     (``failed(fault)`` is told), and ``finish()`` is never called: a partial
     reply is not the reply. So does an ``APIError`` raised by ``finish()``.
+    A transport error after ``[DONE]`` (an upstream that closes its connection
+    badly once it has said everything) is no fault of the reply: it is logged
+    and counted, and the client's stream ends as it should (``closed_late``).
     """
+    relayed = Relayed()
     try:
-        async for piece in _checked(chunks, into, finish):
+        async for piece in _checked(chunks, into, finish, relayed):
             yield piece
     except StreamFault as exc:
         fault = exc
@@ -287,6 +313,9 @@ async def sse_reply(
         return
     else:
         return
+    if relayed.ended:
+        yield closed_late(fault, failed)
+        return
     if failed is not None:
         failed(fault)
     yield error_event(fault)
@@ -296,6 +325,7 @@ async def _checked(
     chunks: AsyncIterator[bytes],
     into: StreamedReply,
     finish: Callable[[], Awaitable[None]] | None,
+    relayed: Relayed,
 ) -> AsyncIterator[bytes]:
     """The stream's complete lines, each checked, until ``[DONE]``; ``StreamFault`` otherwise."""
     buffer, done = b"", False
@@ -311,7 +341,7 @@ async def _checked(
                     ready = []
                 if finish is not None:
                     await asyncio.shield(asyncio.ensure_future(finish()))
-                done = True
+                done = relayed.ended = True
             elif event is not None:
                 into.add(event)
                 if into.hides(event):
@@ -322,7 +352,7 @@ async def _checked(
     if not done and _event(buffer) is _DONE:  # the last line, without its line end
         if finish is not None:
             await asyncio.shield(asyncio.ensure_future(finish()))
-        done = True
+        done = relayed.ended = True
     if not done:
         raise StreamFault("malformed", "the upstream stream ended before data: [DONE]")
     if buffer:

