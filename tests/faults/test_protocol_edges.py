@@ -124,3 +124,30 @@ def test_messages_stream_closed_after_message_stop_is_whole(
     assert final.content[0].text == REPLY  # type: ignore[union-attr]
     assert [m["role"] for m in stored(http, sid)] == ["user", "assistant"]
     assert errors_after_end(http) == 1
+
+
+# -- headers passed upstream ---------------------------------------------------------------
+
+
+def ask_claude(http: TestClient, sid: str | None, text: str = "Where?", **headers: Any) -> Any:
+    body = {"model": CLAUDE, "max_tokens": 64, "messages": [{"role": "user", "content": text}]}
+    if sid is not None:
+        headers["X-Session-Id"] = sid
+    return http.post("/v1/messages", json=body, headers=headers)
+
+
+@pytest.mark.parametrize("value", ["2023-06-01 ✓", "ümlaut", "日本語", "🙂"])
+@pytest.mark.parametrize("name", ["anthropic-version", "anthropic-beta"])
+@pytest.mark.parametrize("session", [True, False], ids=["session", "stateless"])
+def test_a_header_passed_upstream_that_is_not_ascii_is_a_400_storing_nothing(
+    http: TestClient, upstream: FaultyUpstream, name: str, value: str, session: bool
+) -> None:
+    sid = new_sid() if session else None
+    for _ in range(3):  # every retry is refused alike, and leaves nothing
+        response = ask_claude(http, sid, **{name: value.encode()})
+        assert response.status_code == 400, response.text[:400]
+        assert response.json()["error"]["param"] == name
+        assert "invalid_header" in response.text
+    assert upstream.requests == []
+    if sid is not None:
+        assert stored(http, sid) == []

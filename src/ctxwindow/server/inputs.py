@@ -222,6 +222,24 @@ def header_text(request: Request, name: str) -> str | None:
         ) from exc  # fmt: skip
 
 
+def passed_on(request: Request, names: tuple[str, ...]) -> dict[str, str]:
+    """The headers ``names`` the client sent, to send upstream as they are: each must be
+    printable ASCII (what an HTTP client can send on), else a 400 naming it, before
+    anything is stored."""
+    out: dict[str, str] = {}
+    for name in names:
+        value = request.headers.get(name)
+        if value is None:
+            continue
+        if not all(" " <= c <= "~" for c in value):
+            raise APIError(
+                400, f"{name} must be printable ASCII, as the upstream API defines it",
+                code="invalid_header", param=name,
+            )  # fmt: skip
+        out[name] = value
+    return out
+
+
 def session_id(request: Request, body: dict[str, Any]) -> str | None:
     """The session named by ``X-Session-Id`` (UTF-8), else by ``metadata.session_id``.
 

@@ -208,7 +208,7 @@ def _wire(
     extra: int,
 ) -> exchange.Wire:
     model = body["model"]
-    passed = {name: request.headers[name] for name in PASSED_ON if name in request.headers}
+    passed = inputs.passed_on(request, PASSED_ON)
     headers = service.upstream.headers(
         {"anthropic-version": ANTHROPIC_VERSION, **passed}, key="x-api-key"
     )
