@@ -576,6 +576,24 @@ def test_extend_refuses_a_batch_over_the_limit_and_counts_only_new_messages() ->
     assert len(cm.extend("s", batch_of(3), idempotency_key="a", max_messages=4)) == 3  # a retry
 
 
+def test_extend_with_max_tokens_refuses_what_the_next_build_could_not_send() -> None:
+    cm = ContextManager(MemoryStore(), budget=400)
+    cm.add("s", {"role": "system", "content": "Answer briefly, in the user's language. " * 4})
+    call = {"id": "call_9", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    dangling = [{"role": "user", "content": "Where?"},
+                {"role": "assistant", "content": None, "tool_calls": [call]}]  # fmt: skip
+    with pytest.raises(InvalidMessageError, match="call_9"):
+        cm.extend("s", dangling, max_tokens=400)
+    with pytest.raises(MessageTooLargeError):  # 5 tokens leave the question no room at all
+        cm.extend("s", [{"role": "user", "content": "東京はどこ? 🗼 " * 40}], max_tokens=5)
+    assert len(cm.history("s")) == 1  # nothing of either batch
+    cm.extend("s", dangling)  # without max_tokens the library takes a call awaiting results
+    answered = [{"role": "tool", "tool_call_id": "call_9", "content": "here"}]
+    assert len(cm.extend("s", answered, max_tokens=400)) == 1
+    big = cm.extend("s", [{"role": "user", "content": "東京はどこ? 🗼 " * 40}], max_tokens=60)
+    assert cm.build("s", max_tokens=60).messages[-1]["content"] != big[0].message["content"]
+
+
 def test_the_async_extend_behaves_like_the_sync_one() -> None:
     async def run() -> list[int]:
         async with AsyncContextManager(AsyncMemoryStore(), budget=400) as cm:

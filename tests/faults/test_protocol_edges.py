@@ -151,3 +151,75 @@ def test_a_header_passed_upstream_that_is_not_ascii_is_a_400_storing_nothing(
     assert upstream.requests == []
     if sid is not None:
         assert stored(http, sid) == []
+
+
+# -- requests refused for their budget or a dangling tool call store nothing ---------------
+
+
+def send(
+    http: TestClient, protocol: str, sid: str, turns: list[dict[str, Any]], **headers: str
+) -> Any:
+    """``turns`` (chat messages: user text, an assistant's tool call) in ``protocol``."""
+    headers["X-Session-Id"] = sid
+    if protocol == "chat":
+        body: dict[str, Any] = {"model": "gpt-4o", "messages": turns}
+        return http.post("/v1/chat/completions", json=body, headers=headers)
+    if protocol == "responses":
+        items: list[dict[str, Any]] = []
+        for turn in turns:
+            if turn.get("tool_calls"):
+                call = turn["tool_calls"][0]
+                items.append({"type": "function_call", "call_id": call["id"],
+                              "name": call["function"]["name"],
+                              "arguments": call["function"]["arguments"]})  # fmt: skip
+            else:
+                items.append({"type": "message", "role": turn["role"], "content": turn["content"]})
+        body = {"model": "gpt-4o", "input": items, "conversation": sid}
+        return http.post("/v1/responses", json=body, headers=headers)
+    messages: list[dict[str, Any]] = []
+    for turn in turns:
+        if turn.get("tool_calls"):
+            call = turn["tool_calls"][0]
+            block = {"type": "tool_use", "id": call["id"], "name": call["function"]["name"],
+                     "input": {"order": "D-4"}}  # fmt: skip
+            messages.append({"role": "assistant", "content": [block]})
+        else:
+            messages.append(turn)
+    body = {"model": CLAUDE, "max_tokens": 64, "messages": messages}
+    return http.post("/v1/messages", json=body, headers=headers)
+
+
+QUESTION = {"role": "user", "content": "Where is order D-4 — 東京 or 大阪? 📦 " * 20}
+CALL = {
+    "role": "assistant", "content": None,
+    "tool_calls": [{"id": "call_1", "type": "function",
+                    "function": {"name": "where_is", "arguments": '{"order": "D-4"}'}}],
+}  # fmt: skip
+PROTOCOLS = ["chat", "responses", "messages"]
+
+
+@pytest.mark.parametrize("limit", ["1", "5", "12"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_request_refused_for_its_budget_stores_nothing(
+    http: TestClient, upstream: FaultyUpstream, protocol: str, limit: str
+) -> None:
+    sid = new_sid()
+    for key in ("k-1", "k-1", None):  # retried with its key, then without one
+        headers = {"X-Context-Max-Tokens": limit} | ({"Idempotency-Key": key} if key else {})
+        response = send(http, protocol, sid, [QUESTION], **headers)
+        assert response.status_code == 400, response.text[:400]
+        assert "context_length_exceeded" in response.text
+    assert stored(http, sid) == [], "a refused request left turns behind"
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_new_turns_ending_with_a_tool_call_without_its_result_are_refused_first(
+    http: TestClient, upstream: FaultyUpstream, protocol: str
+) -> None:
+    sid = new_sid()
+    response = send(http, protocol, sid, [{"role": "user", "content": "Where is D-4?"}, CALL])
+    assert response.status_code == 400, response.text[:400]
+    assert "call_1" in response.json()["error"]["message"]
+    assert stored(http, sid) == []
+    assert upstream.requests == [], "a request that cannot be valid was sent (and paid for)"

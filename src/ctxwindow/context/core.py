@@ -203,6 +203,31 @@ class Core:
             pending = waiting_after(pending, entries[-1].message)
         return entries
 
+    def check_sendable(self, session: Session, entries: list[Entry], budget: int) -> None:
+        """Refuse a batch (before it is stored) that the build in ``budget`` after it could
+        not send: tool calls of the batch left without their results (no provider takes a
+        request that ends so: ``InvalidMessageError``), or a question (the batch's last
+        user turn) that cannot fit, not even compressed, beside what is always sent
+        (``MessageTooLargeError``, as ``build`` would raise it after storing). A batch that
+        holds a system message changes what is always sent: ``build`` checks it."""
+        pending = session.window.pending_tool_calls
+        for entry in entries:
+            pending = waiting_after(pending, entry.message)
+        if pending and any(entry.message.get("tool_calls") for entry in entries):
+            calls = ", ".join(sorted(pending))
+            raise InvalidMessageError(
+                f"the new turns end with tool calls that have no result ({calls}): send each"
+                " call's result after it, in the same request"
+            )
+        last, window = entries[-1], session.window
+        if last.message["role"] != "user" or any(e.pinned for e in entries):
+            return
+        if last.tokens > budget - window.pinned_tokens:  # else it fits whole: nothing to try
+            always = window.build(max_tokens=window.pinned_tokens).total_tokens
+            room = budget - always
+            if last.tokens > room:
+                compressed(window, last, room, budget)
+
     def previewed(self, session: Session, message: Mapping[str, Any], budget: int) -> Entry:
         """A message to preview, validated (and redacted as ``add`` would), with its tokens.
 

@@ -173,6 +173,7 @@ class ContextManager:
         idempotency_key: str | None = None,
         max_messages: int | None = None,
         request_hash: str | None = None,
+        max_tokens: int | None = None,
     ) -> list[Entry]:
         """Store several messages in order, in one turn, as one atomic, idempotent batch.
 
@@ -184,6 +185,10 @@ class ContextManager:
         another request with it raises ``IdempotencyConflictError``.
         ``max_messages`` refuses (``SessionFullError``, nothing stored) a
         batch that would take the session over that many messages.
+        ``max_tokens``, the budget of the ``build`` that sends the batch next,
+        refuses (nothing stored) a batch that build could not send: tool calls
+        of the batch without their results (``InvalidMessageError``), or a
+        question that cannot fit even compressed (``MessageTooLargeError``).
         """
         checked = validated(messages)
         key = None if idempotency_key is None else batch_key(idempotency_key)
@@ -198,6 +203,8 @@ class ContextManager:
             entries = self._core.prepare_all(session, checked, metadata)
             if max_messages is not None:  # the window has caught up: its last seq is the store's
                 check_room(session.last_seq, len(entries), max_messages)
+            if max_tokens is not None and entries:
+                self._core.check_sendable(session, entries, min(max_tokens, self.budget))
             stored = self.store.append(session_id, entries, idempotency_key=key)
             self._core.restore(session, stored)
             self._archive_later(session)

@@ -100,7 +100,7 @@ async def _exchange(
     another body is a 422, checked first.
     """
     model = body["model"]
-    turn = await exchange.store_turns(service, manager, sid, messages, key, body)
+    turn = await exchange.store_turns(service, manager, sid, messages, key, body, budget)
     if (reply := await exchange.answered(service, manager, sid, key, turn)) is not None:
         return _replay(reply, model, bool(body.get("stream")))
     context = await exchange.build(manager, sid, budget)

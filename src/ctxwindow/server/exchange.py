@@ -116,7 +116,7 @@ async def converse(
 ) -> Response:
     """Store the new turns, build, forward, store the reply (the session held by the caller)."""
     try:
-        turn = await store_turns(service, manager, sid, messages, key, body)
+        turn = await store_turns(service, manager, sid, messages, key, body, budget)
     except APIError as exc:
         raise _named(exc, wire.param) from exc
     if (reply := await answered(service, manager, sid, key, turn)) is not None:
@@ -155,9 +155,13 @@ async def store_turns(
     messages: list[dict[str, Any]],
     key: str | None,
     body: dict[str, Any],
+    budget: int,
 ) -> list[Entry]:
     """Store the request's messages, all or none, within the limit (a retry: nothing);
-    the turn's entries (a retry: those its first attempt stored).
+    the turn's entries (a retry: those its first attempt stored). Messages the
+    build in ``budget`` could not send (a question too large for it even
+    compressed, tool calls without their results) are refused before anything
+    is stored: a refused request leaves nothing to retry over.
 
     The key is bound to the body, less how the answer is delivered (``stream``,
     ``stream_options``): the same request may be retried streamed or not.
@@ -167,7 +171,7 @@ async def store_turns(
         return await manager.extend(
             sid, messages, metadata={"request": key} if key else None, idempotency_key=key,
             max_messages=service.settings.max_messages_per_session,
-            request_hash=request_hash(asked) if key else None,
+            request_hash=request_hash(asked) if key else None, max_tokens=budget,
         )  # fmt: skip
     except CtxWindowError as exc:
         raise from_library(exc) from exc

@@ -316,7 +316,7 @@ async def _fits(
     tokenizer: ChatTokenizer,
 ) -> None:
     """With truncation disabled, refuse before storing anything what cannot fit whole."""
-    context = await manager.build(sid, max_tokens=budget)
+    context = await exchange.build(manager, sid, budget)
     if exchange.truncated(context):
         raise _does_not_fit(budget)
     if context.total_tokens + sum(tokenizer.message_tokens(m) for m in messages) > budget:
