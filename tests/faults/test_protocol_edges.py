@@ -223,3 +223,29 @@ def test_new_turns_ending_with_a_tool_call_without_its_result_are_refused_first(
     assert "call_1" in response.json()["error"]["message"]
     assert stored(http, sid) == []
     assert upstream.requests == [], "a request that cannot be valid was sent (and paid for)"
+
+
+# -- an empty reply ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_an_empty_reply_is_passed_on_and_not_stored_streamed_or_not(
+    http: TestClient, upstream: FaultyUpstream, protocol: str, stream: bool
+) -> None:
+    upstream.reply = lambda body: ""
+    for fake in upstream.protocols.values():
+        fake.reply = ""
+    sid, question = new_sid(), {"role": "user", "content": "Anything? 🤔"}
+    if protocol == "chat":
+        body = {"model": "gpt-4o", "messages": [question], "stream": stream}
+        response = http.post("/v1/chat/completions", json=body, headers={"X-Session-Id": sid})
+    elif protocol == "responses":
+        body = {"model": "gpt-4o", "input": "Anything? 🤔", "conversation": sid, "stream": stream}
+        response = http.post("/v1/responses", json=body)
+    else:
+        body = {"model": CLAUDE, "max_tokens": 64, "messages": [question], "stream": stream}
+        response = http.post("/v1/messages", json=body, headers={"X-Session-Id": sid})
+    assert response.status_code == 200, response.text[:400]
+    assert b'"error":{' not in response.content.replace(b" ", b""), response.text[:400]
+    assert [m["role"] for m in stored(http, sid)] == ["user"]

@@ -217,10 +217,17 @@ async def build(manager: AsyncContextManager, sid: str, budget: int) -> Context:
 async def store_reply(
     manager: AsyncContextManager, sid: str, message: dict[str, Any], key: str | None
 ) -> None:
-    """Store the upstream's reply; one that is not a valid assistant message is a 502."""
+    """Store the upstream's reply; one that is not a valid assistant message is a 502.
+
+    An empty reply (no text, no tool calls) is passed on but not stored, streamed
+    or not: the turn stays unanswered, as after a failure, and a later context
+    holds no empty assistant turn (which Anthropic's API refuses).
+    """
     reply: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
     if message.get("tool_calls"):
         reply["tool_calls"] = message["tool_calls"]
+    elif reply["content"] in (None, "", []):
+        return
     try:
         await manager.add(
             sid, reply, metadata={"request": key} if key else None,
