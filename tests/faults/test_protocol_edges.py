@@ -249,3 +249,33 @@ def test_an_empty_reply_is_passed_on_and_not_stored_streamed_or_not(
     assert response.status_code == 200, response.text[:400]
     assert b'"error":{' not in response.content.replace(b" ", b""), response.text[:400]
     assert [m["role"] for m in stored(http, sid)] == ["user"]
+
+
+# -- the router's own refusals -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("PUT", "/v1/sessions/s-1/messages", "GET, POST"),
+        ("DELETE", "/v1/chat/completions", "POST"),
+        ("GET", "/v1/messages", "POST"),
+        ("PATCH", "/v1/sessions/s-1", "DELETE"),
+    ],
+)
+def test_a_method_a_path_does_not_take_is_a_405_listing_every_method_it_takes(
+    http: TestClient, method: str, path: str, allowed: str
+) -> None:
+    response = http.request(method, path)
+    assert response.status_code == 405
+    assert response.headers["allow"] == allowed
+    error = response.json()["error"]
+    assert error["code"] == "method_not_allowed" and allowed in error["message"]
+
+
+@pytest.mark.parametrize("path", ["/v1/nope", "/v1/sessions/s-1/nope", "/ui/nope.js", "/会话"])
+def test_an_unknown_route_is_a_404_in_the_api_error_shape(http: TestClient, path: str) -> None:
+    response = http.get(path)
+    assert response.status_code == 404
+    error = response.json()["error"]
+    assert error["code"] == "not_found" and error["type"] == "not_found_error"

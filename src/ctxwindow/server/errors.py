@@ -9,6 +9,8 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.routing import compile_path
 
 from ctxwindow.errors import (
     BudgetError,
@@ -26,6 +28,7 @@ _TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
+    405: "invalid_request_error",
     409: "conflict_error",
     413: "invalid_request_error",
     422: "invalid_request_error",
@@ -119,6 +122,49 @@ def install(app: FastAPI) -> None:
     async def store_error(request: Request, exc: Exception) -> JSONResponse:
         return from_library(exc).response()
 
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        return routing_error(request, exc).response()
+
     app.add_exception_handler(APIError, api_error)
+    app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(StoreError, store_error)
     app.add_exception_handler(RequestValidationError, invalid)
+
+
+def routing_error(request: Request, exc: HTTPException) -> APIError:
+    """The router's own refusals (no such route, a method the path does not take) in the
+    API's error shape; a 405's ``Allow`` lists the methods of every route of the path
+    (Starlette's names only those of the first route it tried)."""
+    where, method = request.url.path, request.method
+    if exc.status_code == 405:
+        allowed = sorted(_methods(request) | set(_listed((exc.headers or {}).get("Allow", ""))))
+        return APIError(
+            405, f"{method} is not allowed on {where}; it takes {', '.join(allowed)}",
+            code="method_not_allowed", headers={**(exc.headers or {}), "Allow": ", ".join(allowed)},
+        )  # fmt: skip
+    if exc.status_code == 404:
+        return APIError(404, f"no route {method} {where}", code="not_found", headers=exc.headers)
+    return APIError(exc.status_code, str(exc.detail), headers=exc.headers)
+
+
+_HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
+
+
+def _methods(request: Request) -> set[str]:
+    """The methods of every documented route whose path matches the request's (from the
+    app's OpenAPI schema, compiled once per app)."""
+    table = getattr(request.app.state, "route_methods", None)
+    if table is None:
+        paths = request.app.openapi().get("paths", {})
+        table = [
+            (compile_path(path)[0], {m.upper() for m in operations if m in _HTTP_METHODS})
+            for path, operations in paths.items()
+        ]
+        request.app.state.route_methods = table
+    found = {m for regex, methods in table if regex.match(request.scope["path"]) for m in methods}
+    return found
+
+
+def _listed(header: str) -> list[str]:
+    return [name.strip() for name in header.split(",") if name.strip()]
