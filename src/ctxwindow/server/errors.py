@@ -143,9 +143,10 @@ def routing_error(request: Request, exc: HTTPException) -> APIError:
             405, f"{method} is not allowed on {where}; it takes {', '.join(allowed)}",
             code="method_not_allowed", headers={**(exc.headers or {}), "Allow": ", ".join(allowed)},
         )  # fmt: skip
+    headers = dict(exc.headers) if exc.headers else None
     if exc.status_code == 404:
-        return APIError(404, f"no route {method} {where}", code="not_found", headers=exc.headers)
-    return APIError(exc.status_code, str(exc.detail), headers=exc.headers)
+        return APIError(404, f"no route {method} {where}", code="not_found", headers=headers)
+    return APIError(exc.status_code, str(exc.detail), headers=headers)
 
 
 _HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
