@@ -24,14 +24,17 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anthropic
+import httpx
 import openai
 import pytest
 from fastapi.testclient import TestClient
 
 from ctxwindow.server import Settings, create_app
-from tests.faults.upstream import FaultyUpstream
+from tests.faults.service import running_service
+from tests.faults.upstream import FaultyUpstream, faulty_upstream
 from tests.protocol_upstreams import REPLY
 from tests.test_server_messages import Bridge
 
@@ -160,7 +163,7 @@ def send(
     http: TestClient, protocol: str, sid: str, turns: list[dict[str, Any]], **headers: str
 ) -> Any:
     """``turns`` (chat messages: user text, an assistant's tool call) in ``protocol``."""
-    headers["X-Session-Id"] = sid
+    headers["X-Session-Id"] = sid.encode()  # type: ignore[assignment]  # UTF-8, as clients send
     if protocol == "chat":
         body: dict[str, Any] = {"model": "gpt-4o", "messages": turns}
         return http.post("/v1/chat/completions", json=body, headers=headers)
@@ -279,3 +282,48 @@ def test_an_unknown_route_is_a_404_in_the_api_error_shape(http: TestClient, path
     assert response.status_code == 404
     error = response.json()["error"]
     assert error["code"] == "not_found" and error["type"] == "not_found_error"
+
+
+# -- session ids that round-trip -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("sid", ["a/b", "/", "tenant/", ".", ".."])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_an_id_the_paths_cannot_name_is_refused_at_creation(
+    http: TestClient, upstream: FaultyUpstream, protocol: str, sid: str
+) -> None:
+    response = send(http, protocol, sid, [{"role": "user", "content": "hi"}])
+    assert response.status_code == 400, response.text[:400]
+    assert response.json()["error"]["code"] == "invalid_session_id"
+    assert upstream.requests == []
+    assert http.get("/v1/sessions").json()["data"] == []
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The service as a real process (Starlette's test client decodes a path twice, so
+    ``%252F`` would reach the app as ``/``), on SQLite, with the failing upstream."""
+    data = tmp_path_factory.mktemp("served")
+    with (
+        faulty_upstream() as fake,
+        running_service(f"sqlite:///{data / 'sessions.db'}", fake.base_url, data) as service,
+    ):
+        yield service.url
+
+
+@pytest.mark.parametrize(
+    "sid", ["a?b#c", "%2F", "a\\b", "...", "会话 🙂", "a%20b", " x ", "%2e%2e"]
+)
+def test_every_id_accepted_can_be_read_inspected_and_deleted(served: str, sid: str) -> None:
+    with httpx.Client(base_url=served, timeout=30) as client:
+        asked = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}],
+                 "metadata": {"session_id": sid}}  # fmt: skip
+        answer = client.post("/v1/chat/completions", json=asked)
+        assert answer.status_code == 200, answer.text[:400]
+        assert sid in [row["id"] for row in client.get("/v1/sessions").json()["data"]]
+        path = f"/v1/sessions/{quote(sid, safe='')}"
+        history = client.get(f"{path}/messages").json()["data"]
+        assert [entry["message"]["role"] for entry in history] == ["user", "assistant"]
+        assert client.get(f"{path}/context").status_code == 200
+        assert client.delete(path).status_code in (200, 204)
+        assert client.get(f"{path}/messages").status_code == 404

@@ -155,7 +155,7 @@ def scoped(tenant: str, session_id: str, *, param: str = "X-Session-Id") -> str:
     Unicode writes some characters in several ways (``Å`` is U+00C5, or ``A``
     and U+030A); normalised to NFC they are one session wherever the id came
     from: a header, the body, a URL. A 400 naming ``param`` for an id the
-    store could not keep.
+    store could not keep, or the API's paths could not name (``/``, ``.``, ``..``).
     """
     session_id = unicodedata.normalize("NFC", session_id)
     room = min(MAX_SESSION_ID, STORE_MAX_SESSION_ID - len(tenant) - 1)
@@ -165,6 +165,12 @@ def scoped(tenant: str, session_id: str, *, param: str = "X-Session-Id") -> str:
         raise APIError(
             400, "a session id must not hold control characters (U+0000 to U+001F, U+007F)"
             " or lone surrogates", code="invalid_session_id", param=param,
+        )  # fmt: skip
+    if "/" in session_id or session_id in (".", ".."):
+        raise APIError(
+            400, "a session id must not hold '/', nor be '.' or '..': it is one segment of"
+            " the API's paths (/v1/sessions/{id}/messages), which could not reach it",
+            code="invalid_session_id", param=param,
         )  # fmt: skip
     return f"{tenant}:{session_id}"
 
