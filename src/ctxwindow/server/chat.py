@@ -16,7 +16,6 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.responses import StreamingResponse
 
 from ctxwindow.context import AsyncContextManager
 from ctxwindow.errors import CtxWindowError
@@ -68,7 +67,9 @@ def router(service: Service, tenant: Any) -> APIRouter:
         budget = _budget(service, request, body, model)
         session_id = inputs.session_id(request, body)
         if session_id is None:
-            return await _stateless(service, body, messages, model, budget)
+            return await exchange.in_slot(
+                service, tenant, lambda: _stateless(service, body, messages, model, budget)
+            )
         tools_tokens = service.tokenizer(model).tools_tokens(tools)
         budget = exchange.less(budget, tools_tokens, "tools", "the tool definitions")
         sid = scoped(tenant, session_id)
@@ -76,9 +77,11 @@ def router(service: Service, tenant: Any) -> APIRouter:
         key = inputs.idempotency_key(request)
         # The whole exchange holds the session (against other requests, in any
         # process sharing the store) until the reply is stored.
-        return await exchange.in_turn(
-            manager, sid, lambda: _exchange(service, manager, sid, body, messages, budget, key)
-        )
+        return await exchange.in_slot(
+            service, tenant, lambda: exchange.in_turn(
+                manager, sid, lambda: _exchange(service, manager, sid, body, messages, budget, key)
+            ),
+        )  # fmt: skip
 
     return api
 
@@ -182,7 +185,7 @@ async def _stateless(
         async def observe() -> None:
             await service.observe_usage(model, tokens, reply.usage)
 
-        return StreamingResponse(
+        return exchange.HeldStream(
             service.upstream.relay(upstream, reply, observe), headers=headers,
             media_type="text/event-stream",
         )  # fmt: skip

@@ -90,6 +90,24 @@ def less(budget: int, tokens: int, param: str, what: str) -> int:
     return budget - tokens
 
 
+async def in_slot(
+    service: Service, tenant: str, exchange: Callable[[], Awaitable[Response]]
+) -> Response:
+    """``exchange()`` holding one of the process's request slots for ``tenant``
+    (``Service.slots``: a 429 when none is free) until its answer is sent."""
+    release = service.slots.take(tenant)
+    try:
+        response = await exchange()
+    except BaseException:
+        release()
+        raise
+    if isinstance(response, HeldStream):
+        response.slot = release
+    else:
+        release()
+    return response
+
+
 async def in_turn(
     manager: AsyncContextManager, sid: str, exchange: Callable[[], Awaitable[Response]]
 ) -> Response:
@@ -263,6 +281,7 @@ class HeldStream(StreamingResponse):
     release: Callable[[], Awaitable[Any]] | None = None
     turn: tuple[AsyncContextManager, str] | None = None  # the session's turn it carries on
     storing: asyncio.Future[None] | None = None  # the reply being stored
+    slot: Callable[[], None] | None = None  # gives back the request's slot (``in_slot``)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         try:
@@ -289,6 +308,8 @@ class HeldStream(StreamingResponse):
         except APIError:
             pass  # the reply could not be stored: the client was sent it as an error event
         finally:
+            if self.slot is not None:
+                self.slot()
             if self.release is not None:
                 await self.release()
 

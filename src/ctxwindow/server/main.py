@@ -72,19 +72,26 @@ def run(settings: Settings, app: Any) -> None:
         settings.host, settings.port, settings.workers, redact_url(settings.store_url()),
         redact_url(settings.upstream), "set" if settings.upstream_api_key else "not set",
     )  # fmt: skip
+    from ctxwindow.server import http
+
+    protocol = http.configure(settings.header_timeout, settings.body_timeout)
     if settings.workers > 1:
         os.environ[WORKER_SETTINGS] = settings.for_workers()
         uvicorn.run(
-            "ctxwindow.server.main:app_from_environment", factory=True,
+            "ctxwindow.server.main:app_from_environment", factory=True, http=protocol,
             workers=settings.workers, host=settings.host, port=settings.port, log_level="info",
         )  # fmt: skip
         return
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info")
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", http=protocol)
 
 
 def app_from_environment() -> Any:
     """A worker's app, from the settings ``serve`` put in the environment."""
-    return create_app(Settings(**json.loads(os.environ[WORKER_SETTINGS])))
+    from ctxwindow.server import http
+
+    settings = Settings(**json.loads(os.environ[WORKER_SETTINGS]))
+    http.configure(settings.header_timeout, settings.body_timeout)  # this process's deadlines
+    return create_app(settings)
 
 
 def serve_command(

@@ -104,7 +104,9 @@ def router(service: Service, tenant: Any) -> APIRouter:
         wire = _wire(service, request, body, system, extra)
         session_id = inputs.header_text(request, "X-Session-Id")
         if session_id is None:
-            return await _stateless(service, wire, body, turns, system, budget)
+            return await exchange.in_slot(
+                service, tenant, lambda: _stateless(service, wire, body, turns, system, budget)
+            )
         sid = scoped(tenant, session_id)
         room = exchange.less(budget, extra, "system", "the system prompt and tools")
         manager = service.manager(model)
@@ -113,7 +115,9 @@ def router(service: Service, tenant: Any) -> APIRouter:
         async def exchanged() -> Response:
             return await exchange.converse(service, manager, sid, wire, turns, room, key, body)
 
-        return await exchange.in_turn(manager, sid, exchanged)
+        return await exchange.in_slot(
+            service, tenant, lambda: exchange.in_turn(manager, sid, exchanged)
+        )
 
     return api
 

@@ -74,6 +74,11 @@ class Metrics:
             r.register(_Redactions(redactor))
         if queued is not None:
             r.register(_Queued(queued))
+        r.register(_TimedOut())
+
+    def watch_slots(self, slots: Any) -> None:
+        """Report ``slots`` (a ``server.slots.Slots``) at scrape time: held, limits, refused."""
+        self.registry.register(_Slots(slots))
 
     def count_ratio(self, model: str, ratio: float) -> None:
         """Calibration's ratio for ``model`` (an entry's name or glob, or an unknown name)."""
@@ -129,3 +134,48 @@ class _Queued(Collector):
             "Turns stored but not yet indexed by the archive (indexed in the background)",
             value=self.queued(),
         )
+
+
+class _Slots(Collector):
+    """The process's request slots (``server.slots``), read at scrape time."""
+
+    def __init__(self, slots: Any) -> None:
+        self.slots = slots
+
+    def collect(self) -> Iterator[Metric]:
+        slots = self.slots
+        yield GaugeMetricFamily(
+            "ctxwindow_upstream_calls", "Protocol requests under way in this process",
+            value=slots.busy,
+        )  # fmt: skip
+        limits = GaugeMetricFamily(
+            "ctxwindow_upstream_calls_limit", "Slots of the process, and of one tenant",
+            labels=["scope"],
+        )  # fmt: skip
+        limits.add_metric(["process"], slots.total)
+        limits.add_metric(["tenant"], slots.per_tenant)
+        yield limits
+        refused = CounterMetricFamily(
+            "ctxwindow_upstream_busy", "Requests refused (429 upstream_busy), by whose limit",
+            labels=["scope"],
+        )  # fmt: skip
+        for scope in ("process", "tenant"):
+            refused.add_metric([scope], slots.refused[scope])
+        yield refused
+
+
+class _TimedOut(Collector):
+    """Connections ``ctxwindow serve`` closed for a request's head or body sent too slowly
+    (``server.http``; always 0 in an app served otherwise)."""
+
+    def collect(self) -> Iterator[Metric]:
+        from ctxwindow.server.http import TIMED_OUT
+
+        family = CounterMetricFamily(
+            "ctxwindow_request_timeouts",
+            "Connections closed (408) for a request's head or body not sent in time",
+            labels=["phase"],
+        )  # fmt: skip
+        for phase in ("head", "body"):
+            family.add_metric([phase], TIMED_OUT[phase])
+        yield family

@@ -108,7 +108,10 @@ def router(service: Service, tenant: Any) -> APIRouter:
         budget = exchange.budget_of(service, request, model, reply, "max_output_tokens")
         named = _session(request, body, tenant)
         if named is None and body.get("store") is False:
-            return await _stateless(service, body, messages, instructions, budget, extra)
+            return await exchange.in_slot(
+                service, tenant,
+                lambda: _stateless(service, body, messages, instructions, budget, extra),
+            )  # fmt: skip
         if named is not None and body.get("store") is False:
             raise APIError(
                 400, "store: false is for stateless requests; ctxwindow keeps every turn of a"
@@ -127,7 +130,9 @@ def router(service: Service, tenant: Any) -> APIRouter:
                 await _fits(manager, sid, messages, room, tokenizer)
             return await exchange.converse(service, manager, sid, wire, messages, room, key, body)
 
-        return await exchange.in_turn(manager, sid, exchanged)
+        return await exchange.in_slot(
+            service, tenant, lambda: exchange.in_turn(manager, sid, exchanged)
+        )
 
     return api
 

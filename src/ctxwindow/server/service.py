@@ -20,6 +20,7 @@ from ctxwindow.server.inputs import check_messages as check_messages  # chat.py 
 from ctxwindow.server.inputs import read_json as read_json
 from ctxwindow.server.metrics import Metrics
 from ctxwindow.server.settings import Settings
+from ctxwindow.server.slots import Slots
 from ctxwindow.server.tenants import Limiter, LocalLimiter, RedisLimiter, Tenants
 from ctxwindow.server.upstream import Upstream
 from ctxwindow.stores.base import AsyncStore
@@ -50,6 +51,8 @@ class Service:
         queued = None if archive is None else lambda: sum(m.queued for m in self.managers())
         self.metrics = Metrics(redactor, queued)
         self.upstream = Upstream(settings, self.metrics, upstream_transport)
+        self.slots = Slots(settings.max_upstream_calls, settings.upstream_calls_per_tenant())
+        self.metrics.watch_slots(self.slots)
         self.tenants = Tenants(
             settings.api_keys, settings.rate_limit_per_minute, _limiter(settings, clock)
         )

@@ -116,6 +116,18 @@ class Settings(BaseSettings):
     max_message_chars: int = Field(default=100_000, ge=1)
     max_messages_per_session: int = Field(default=10_000, ge=1)
     rate_limit_per_minute: int = Field(default=0, ge=0)  # per tenant; 0 = unlimited
+    # Protocol requests one process serves at once (each holds a slot until its answer
+    # is sent, its upstream call included; the upstream connection pool is sized to it),
+    # and of them one tenant's. Over either: 429 upstream_busy with Retry-After.
+    # Default per tenant: all of them with one tenant, else half (at least 1).
+    max_upstream_calls: int = Field(default=100, ge=1)
+    max_upstream_calls_per_tenant: int | None = Field(default=None, ge=1)
+    # Seconds a client has to send a request's head (its line and headers), and then
+    # its body; past them the connection gets a 408 and is closed (slow clients hold no
+    # connection for long; `ctxwindow serve` and its workers only: an app you serve
+    # yourself is your server's to bound).
+    header_timeout: float = Field(default=10.0, gt=0)
+    body_timeout: float = Field(default=30.0, gt=0)
     # Where the rate limit is counted: a redis:// URL shared by every process,
     # or "local" (each process counts its own). Default: the store's Redis
     # when the store is Redis, else local.
@@ -172,6 +184,13 @@ class Settings(BaseSettings):
                 )
         self._registry = registry
         return self
+
+    def upstream_calls_per_tenant(self) -> int:
+        """Slots one tenant may hold (``max_upstream_calls_per_tenant``, or its default)."""
+        total = self.max_upstream_calls
+        if self.max_upstream_calls_per_tenant is not None:
+            return min(self.max_upstream_calls_per_tenant, total)
+        return total if len(set(self.api_keys.values())) <= 1 else max(1, total // 2)
 
     @property
     def model_registry(self) -> ModelRegistry:

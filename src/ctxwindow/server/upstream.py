@@ -40,7 +40,11 @@ class Upstream:
         self._key = settings.upstream_api_key
         if self._key is not None:
             headers["Authorization"] = f"Bearer {self._key.get_secret_value()}"
-        self._transport = transport or httpx.AsyncHTTPTransport()
+        # One connection for each request slot (``server.slots``), and a few for the
+        # readiness probe and calibration: a request with a slot never waits for the pool.
+        calls = settings.max_upstream_calls + 4
+        pool = httpx.Limits(max_connections=calls, max_keepalive_connections=20)
+        self._transport = transport or httpx.AsyncHTTPTransport(limits=pool)
         # Completions go straight to the transport (its connection pool): the client's
         # redirects, cookies and URL merging cost ~0.25 ms a request and do nothing here.
         self._base = settings.upstream
