@@ -44,7 +44,7 @@ from ctxwindow.redact import (
 CORPUS = Path(__file__).parent / "data" / "redaction_corpus.jsonl"
 TYPES = (
     *("EMAIL", "PHONE", "CN_ID", "BANK_CARD", "API_KEY", "PASSWORD", "IP"),
-    *("PRIVATE_KEY", "IBAN", "CLOUD_KEY", "URL_SECRET"),
+    *("PRIVATE_KEY", "IBAN", "CLOUD_KEY", "URL_SECRET", "SECRET", "SSN"),
 )
 
 
@@ -89,11 +89,11 @@ def ratio(part: int, whole: int) -> float:
 
 
 def test_corpus_is_well_formed() -> None:
-    """300+ lines, spans point at their values, negatives and three languages present."""
+    """300+ lines, spans point at their values, negatives and four languages present."""
     rows = load_corpus()
     assert len(rows) >= 300
     assert [row["id"] for row in rows] == list(range(1, len(rows) + 1))
-    assert {row["lang"] for row in rows} == {"en", "zh", "ja"}
+    assert {row["lang"] for row in rows} == {"en", "zh", "ja", "ko"}
     assert sum(not row["entities"] for row in rows) >= 120
     for row in rows:
         for entity in row["entities"]:
@@ -105,8 +105,12 @@ def test_corpus_is_well_formed() -> None:
 def test_corpus_precision_and_recall() -> None:
     """Exact-span figures no lower than measured (the table prints with -s).
 
-    Measured on 320 lines: precision 0.986 (210 tp, 3 fp) and recall 0.963
-    (8 fn) overall, every type 0.86 or more; the floors sit just below.
+    Measured on 357 lines: precision 0.992 (242 tp, 2 fp) and recall 0.980
+    (5 fn) overall, every type 0.86 or more; the floors sit just below. The
+    misses are the documented limits (a keyword separated from its value by
+    words, `password: letmein and …`, a lowercase IBAN, a key cut to its
+    last lines); the false positives a four-part version without a keyword
+    and `?key=2024-report-final`.
     """
     table = score(load_corpus())
     total: Counter[str] = sum(table.values(), Counter())
@@ -117,8 +121,8 @@ def test_corpus_precision_and_recall() -> None:
         print(
             f"{name:<12} {c['tp']:>4} {c['fp']:>4} {c['fn']:>4} {precision:>10.3f} {recall:>8.3f}"
         )
-    assert ratio(total["tp"], total["tp"] + total["fp"]) >= 0.98
-    assert ratio(total["tp"], total["tp"] + total["fn"]) >= 0.96
+    assert ratio(total["tp"], total["tp"] + total["fp"]) >= 0.99
+    assert ratio(total["tp"], total["tp"] + total["fn"]) >= 0.975
     for c in table.values():
         assert ratio(c["tp"], c["tp"] + c["fp"]) >= 0.9
         assert ratio(c["tp"], c["tp"] + c["fn"]) >= 0.85
@@ -726,6 +730,8 @@ SECRETS = {
     "IBAN": "DE89 3704 0044 0532 0130 00",
     "CLOUD_KEY": f"aws_secret_access_key={AWS_SECRET}",
     "URL_SECRET": SLACK,
+    "SECRET": "DJANGO_SECRET_KEY=k3y-9f8e7d6c5b4a",
+    "SSN": "SSN 078-05-1120",
 }
 PIECES = [
     *SECRETS.values(),
@@ -733,6 +739,7 @@ PIECES = [
     *("AKIAIOSFODNN7EXAMPLE ", AWS_SECRET, "?token=abc123def456", "&key=title", "[PASSWORD]"),
     *("DE89 3704 0044 0532 0130 01", pem("CERTIFICATE", 60), "-----END PRIVATE KEY-----"),
     *("9fceb02d0ae598e95dc970b74767f19372d61af8", "reset your password: click the link"),
+    *("비밀번호는 qwer1234!", "token: expired", "SECRET=${SECRET}", "alice\\u0040example.com"),
 ]
 GLUE = st.text(
     st.sampled_from(list(" \n:：=@./?&-_'\"「」“”，。、是为はabcXYZ0189[]密码日本語🙂🔑"))

@@ -13,13 +13,14 @@ its keyword, replaced by ``[TYPE]``; ``Redactor.counts`` feeds the metrics.
 """
 
 from ctxwindow.redact.base import Detector, PatternDetector, Span, fold
-from ctxwindow.redact.credentials import ApiKey, Password
+from ctxwindow.redact.credentials import ApiKey, Password, Secret
 from ctxwindow.redact.detectors import (
     BankCard,
     CnId,
     Email,
     IPAddress,
     Phone,
+    Ssn,
     cn_id_check_digit,
     luhn_valid,
     valid_cn_id,
@@ -53,7 +54,9 @@ __all__ = [
     "PrivateKey",
     "RedactFn",
     "Redactor",
+    "Secret",
     "Span",
+    "Ssn",
     "UrlSecret",
     "cn_id_check_digit",
     "fold",

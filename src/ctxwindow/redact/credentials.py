@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
-from ctxwindow.redact.base import PatternDetector, fold
+from ctxwindow.redact.base import PatternDetector, Span, fold
 
 # Provider key formats, most specific first (one alternation: at a given
 # position the first alternative that matches wins).
@@ -16,6 +17,10 @@ PROVIDER_KEYS = {
     "github": r"(?:ghp|gho|ghs|ghu|ghr)_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}",
     "slack": r"xox[abpors]-[A-Za-z0-9-]{10,}",
     "google": r"AIza[0-9A-Za-z_-]{35}",
+    "sendgrid": r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}",
+    "npm": r"npm_[A-Za-z0-9]{36}",
+    "gitlab": r"glpat-[A-Za-z0-9_-]{20,}",
+    "huggingface": r"hf_[A-Za-z0-9]{34}",
     "jwt": r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",
     "bearer": r"(?<=Bearer )(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*",
 }
@@ -49,8 +54,9 @@ class ApiKey(PatternDetector):
 
 
 PASSWORD_KEYWORDS = (
-    r"pass(?:word|wd|code|phrase)|pwd|(?:登录|登陆|登錄|登入|支付|初始)?(?:密码|密碼)"
-    r"|口令|パスワード|暗証番号"
+    r"pass(?:word|wd|code|phrase)|pwd"
+    r"|(?:登录|登陆|登錄|登入|支付|初始)?(?:密码|密碼|口令)(?:短语|短語)?"
+    r"|パスワード|パスフレーズ|暗証番号|비밀번호|비번"
 )
 _VALUE_CHARS = r"[!-~]"  # printable ASCII: a value stops at spaces, CJK text and its punctuation
 # Bounded, so an unclosed quote costs a short scan, not one to the end of the text.
@@ -61,8 +67,10 @@ _QUOTED = (
 _QUOTE_GROUPS = ("dq", "sq", "jq", "jq2", "cq", "cq2", "url")
 # 是/为 and their variants: "密码就是…", "密码改成…", "密码设置为：…".
 _CJK_IS = (
-    r"(?:就|都|也|还|還|仍然?)?"
-    r"(?:是|为|為|は|(?:改成|改为|改為|设为|設為|设置为|設置為|设成|換成|换成)了?)"
+    r"(?:就|都|也|还|還|仍然?|已经?|已經)?"
+    r"(?:是|为|為|は|如下"
+    r"|(?:修改|更改|更新|重置|设置|設置|改|设|設|换|換)(?:成|为|為)了?"
+    r"|(?:는|은|이|가)(?:[ \t]+(?:바로|그냥))?)"
 )
 _PASSWORD = (
     rf"(?:{PASSWORD_KEYWORDS})[\"']?"
@@ -78,6 +86,7 @@ _WORDS_NOT_PASSWORDS = {
 }
 _PLACEHOLDER = re.compile(r"\[[A-Z][A-Z_]*\]")
 _NEXT_WORD = re.compile(r"[ \t]+[A-Za-z]")
+_NEXT_FIELD = re.compile(r";(?=[A-Za-z_][A-Za-z0-9_ ]*=)")
 
 
 class Password:
@@ -122,7 +131,9 @@ class Password:
             start, end = match.span(quoted)
         else:
             start = match.start("bare")
-            end = start + len(match.group("bare").rstrip(".,;)]}"))
+            # a connection string's next field ends the value: "pwd=x1;timeout=30"
+            bare = _NEXT_FIELD.split(match.group("bare"), maxsplit=1)[0]
+            end = start + len(bare.rstrip(".,;)]}"))
         value = match.string[start:end]
         if not any(ch.isalnum() for ch in value) or value.lower() in _WORDS_NOT_PASSWORDS:
             return None
@@ -146,3 +157,55 @@ def _looks_like_a_secret(match: re.Match[str], value: str, end: int) -> bool:
         # "reset your password: click the link": a plain word that more words follow
         return not _NEXT_WORD.match(match.string, end)
     return True
+
+
+# Names of settings that hold a secret (environment variables, config keys):
+# ``SECRET``, ``…_SECRET``, ``…_TOKEN``, ``…_API_KEY``, ``…_ACCESS_KEY``…
+_SECRET_NAME = (
+    r"(?:[A-Za-z0-9]+[_.-])*(?:secret(?:[_.-]?(?:key|token))?|token|api[_-]?key|apikey"
+    r"|access[_-]?key|auth[_-]?key|private[_-]?key|client[_-]?secret|credentials?"
+    r"|signing[_-]?key)"
+)
+_TEMPLATE = re.compile(
+    r"(?i)^(?:your|my|<|\$\{|\{\{|%\(|x{4,}|\*{3,}|changeme|example|placeholder|none|null|"
+    r"true|false|redacted)"
+)
+
+
+class Secret(PatternDetector):
+    """The value of a setting named as a secret: ``SECRET=…``, ``DJANGO_SECRET_KEY=…``,
+    ``GITHUB_TOKEN: …``, ``"client_secret": "…"``, ``app.api-key=…``; the name stays.
+
+    The name ends in, or is, ``secret``, ``secret_key``, ``token``, ``api_key``,
+    ``access_key``, ``auth_key``, ``private_key``, ``client_secret``,
+    ``credentials`` or ``signing_key`` (any case, ``_ . -`` between words; not
+    ``private_key_id``, ``token_type``; not a URL's query parameter, which is
+    ``UrlSecret``'s); then ``=`` or ``:``,
+    and a value (quoted or bare, 8 to 512 characters without spaces) that has a
+    digit or both cases, and is no template (``YOUR_TOKEN``, ``<token>``,
+    ``${SECRET}``, ``xxxx``, ``changeme``) and no placeholder. Prose ("the
+    secret: patience", "token: expired") is left alone; keys of a known
+    provider are ``API_KEY`` (``ApiKey`` comes first).
+
+    >>> text = "export DJANGO_SECRET_KEY=k3y-9f8e7d6c5b4a"
+    >>> [text[s:e] for s, e in Secret().find(text)]
+    ['k3y-9f8e7d6c5b4a']
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            "SECRET",
+            rf"(?<![A-Za-z0-9_.&?#/=%-])(?i:{_SECRET_NAME})(?![A-Za-z0-9_.-])[\"']?[ \t]*[:=]"
+            r"[ \t]*(?:\"(?P<dq>[^\"\s]{8,512})\"|'(?P<sq>[^'\s]{8,512})'"
+            r"|(?P<bare>(?:(?![\"',;&)\]}])[!-~]){8,512}))",
+        )
+
+    def _spans(self, text: str) -> Iterator[Span]:
+        for match in self.pattern.finditer(text):
+            group = next(g for g in ("dq", "sq", "bare") if match.group(g) is not None)
+            value = match.group(group)
+            if _PLACEHOLDER.search(value) or _TEMPLATE.match(value):
+                continue
+            mixed = any(c.isupper() for c in value) and any(c.islower() for c in value)
+            if any(c.isdigit() for c in value) or mixed:
+                yield match.span(group)

@@ -23,7 +23,8 @@ _URL_AUTHORITY = re.compile(r"://[^\s/@]*$")
 
 
 class Email(PatternDetector):
-    """``local@domain.tld`` with ASCII local part and domain.
+    """``local@domain.tld`` with ASCII local part and domain; the ``@`` also escaped as
+    JSON (``\\u0040``) or HTML (``&#64;``) writes it.
 
     >>> Email().find("邮箱：li.lei+cw@example.com。")
     [(3, 24)]
@@ -33,7 +34,8 @@ class Email(PatternDetector):
         super().__init__(
             "EMAIL",
             r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9_%+-][A-Za-z0-9._%+-]*"
-            r"@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
+            r"(?:@|\\u0040|&#64;|&#x40;)"
+            r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
             r"(?![A-Za-z0-9-])",
         )
 
@@ -273,3 +275,31 @@ class IPAddress:
 
     def __repr__(self) -> str:
         return f"IPAddress(loopback={self.loopback})"
+
+
+_SSN = r"(?!000|666|9[0-9]{2})[0-9]{3}-(?!00)[0-9]{2}-(?!0000)[0-9]{4}"
+_SSN_KEYWORD = r"(?i:ssn|social[ \t]+security(?:[ \t]+(?:number|no\.?|#))?)[ \t]*[:#]?[ \t]*"
+_SSN_PLAIN = r"(?!000|666|9[0-9]{2})[0-9]{3}[ ]?(?!00)[0-9]{2}[ ]?(?!0000)[0-9]{4}"
+
+
+class Ssn(PatternDetector):
+    """US Social Security numbers: ``123-45-6789`` anywhere (area not 000, 666 or 9xx,
+    group not 00, serial not 0000), and nine digits (spaced 3-2-4 or not) after ``SSN``
+    or ``social security number``. Dashed runs glued to other digits, letters or
+    dashes (``2024-01-1234``, order ids) never match.
+
+    >>> text = "SSN: 219 09 9999, backup 078-05-1120"
+    >>> [text[s:e] for s, e in Ssn().find(text)]
+    ['219 09 9999', '078-05-1120']
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            "SSN",
+            rf"(?:(?<![A-Za-z]){_SSN_KEYWORD}(?P<keyed>{_SSN_PLAIN})|(?<![0-9A-Za-z-])"
+            rf"(?P<dashed>{_SSN}))(?![0-9A-Za-z-])",
+        )
+
+    def _spans(self, text: str) -> Iterator[Span]:
+        for match in self.pattern.finditer(text):
+            yield match.span("keyed" if match.group("keyed") is not None else "dashed")

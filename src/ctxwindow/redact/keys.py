@@ -66,7 +66,11 @@ class PrivateKey:
 # The value after a keyword that names a cloud secret: AWS secret access keys
 # and session tokens, Azure storage account keys and Service Bus keys.
 _CLOUD_KEYWORDS = {
-    r"(?:aws_?)?secret_?access_?key|aws_?secret_?key": r"[A-Za-z0-9/+]{40}",
+    r"(?:aws[ _-]?)?secret[ _-]?access[ _-]?key|aws[ _-]?secret(?:[ _-]?key)?": (
+        r"[A-Za-z0-9/+]{40}"
+    ),
+    # "the secret: <40 base64 characters>": the shape of an AWS secret access key
+    r"(?<![_.-])secret": r"(?=[A-Za-z0-9/+]*[0-9/+])(?=[A-Za-z0-9/+]*[a-z])[A-Za-z0-9/+]{40}",
     r"aws_?session_?token|SessionToken|x-amz-security-token": r"[A-Za-z0-9/+=%]{100,}",
     r"AccountKey|SharedAccessKey|azure_?storage_?(?:account_?)?(?:access_?)?key": (
         r"[A-Za-z0-9+/]{20,}={0,2}"
@@ -74,7 +78,7 @@ _CLOUD_KEYWORDS = {
     r"azure_?client_?secret": r"[A-Za-z0-9_.~-]{30,}",
 }
 _KEYED = "|".join(
-    rf"(?i:{keyword})[\"']?[ \t]*[:=][ \t]*[\"']?(?P<v{i}>{value})"
+    rf"(?i:{keyword})[\"']?(?:[ \t]*[:=]|[ \t]+(?i:is|was))[ \t]*[\"']?(?P<v{i}>{value})"
     for i, (keyword, value) in enumerate(_CLOUD_KEYWORDS.items())
 )
 # An access key id (AWS, or a GCS HMAC key) makes a nearby 40-character
@@ -96,8 +100,10 @@ def _random_looking(value: str) -> bool:
 class CloudKey(PatternDetector):
     """Secret keys of cloud accounts; the keyword or the key id stays.
 
-    - AWS: the value of ``aws_secret_access_key``/``SecretAccessKey``
-      (40 characters) and ``aws_session_token``/``SessionToken``; and a
+    - AWS: the value of ``aws_secret_access_key``/``SecretAccessKey``/"AWS
+      secret key" (40 characters, after ``:``, ``=`` or ``is``), of
+      ``secret:`` when it has that shape, and ``aws_session_token``/
+      ``SessionToken``; and a
       40-character secret within 200 characters of an access key id
       (``AKIA…``/``ASIA…``, or a GCS HMAC ``GOOG1…``) when it looks random
       (both cases and a digit or ``/+``: never a commit hash or a word).

@@ -13,8 +13,8 @@ from typing import Any
 
 from ctxwindow.messages import Message
 from ctxwindow.redact.base import Detector, Span
-from ctxwindow.redact.credentials import ApiKey, Password
-from ctxwindow.redact.detectors import BankCard, CnId, Email, IPAddress, Phone
+from ctxwindow.redact.credentials import ApiKey, Password, Secret
+from ctxwindow.redact.detectors import BankCard, CnId, Email, IPAddress, Phone, Ssn
 from ctxwindow.redact.iban import Iban
 from ctxwindow.redact.keys import CloudKey, PrivateKey
 from ctxwindow.redact.urls import UrlSecret
@@ -28,9 +28,11 @@ DEFAULT_DETECTORS: tuple[Detector, ...] = (
     CloudKey(),
     UrlSecret(),
     Password(),
+    Secret(),
     Iban(),
     Email(),
     CnId(),
+    Ssn(),
     BankCard(),
     Phone(),
     IPAddress(),

@@ -9,13 +9,17 @@ from ctxwindow.redact.base import PatternDetector, Span
 
 # Webhook URLs whose path is the secret: whoever has it can post. The host
 # stays, so the model still knows it was a Slack or Discord webhook.
+# A slash may come escaped (``\/``), as JSON writers such as PHP's escape it.
+_S = r"\\?/"
 _WEBHOOK_PATHS = (
-    r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<slack>[A-Za-z0-9_/-]{20,})",
-    r"(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api(?:/v[0-9]+)?/webhooks/"
-    r"(?P<discord>[0-9]{15,21}/[A-Za-z0-9_-]{30,})",
-    r"[A-Za-z0-9-]+\.webhook\.office\.com/webhookb2/(?P<teams>[A-Za-z0-9@/-]{40,})",
+    rf"hooks\.slack\.com{_S}(?:services|workflows|triggers){_S}"
+    rf"(?P<slack>(?:[A-Za-z0-9_-]|{_S}){{20,}})",
+    rf"(?:(?:ptb|canary)\.)?discord(?:app)?\.com{_S}api(?:{_S}v[0-9]+)?{_S}webhooks{_S}"
+    rf"(?P<discord>[0-9]{{15,21}}{_S}[A-Za-z0-9_-]{{30,}})",
+    rf"[A-Za-z0-9-]+\.webhook\.office\.com{_S}webhookb2{_S}"
+    rf"(?P<teams>(?:[A-Za-z0-9@-]|{_S}){{40,}})",
 )
-_WEBHOOK = "|".join(rf"https?://{path}" for path in _WEBHOOK_PATHS)
+_WEBHOOK = "|".join(rf"https?:{_S}{_S}{path}" for path in _WEBHOOK_PATHS)
 # Query (or fragment) parameters named like a credential.
 SECRET_PARAMS = (
     "token",
