@@ -344,6 +344,21 @@ def test_the_tokenizer_forgets_words_when_its_cache_is_full(
     assert first == again and first[7] == ({"word7": 1, "ship": 1}, 2)
 
 
+def test_a_batch_that_fills_the_cache_keeps_the_words_it_knew_already(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Known words beside enough new ones to fill the cache: the cache starts again with
+    all the batch's words (it used to keep only the new ones, and the known ones raised
+    KeyError: a long session's backlog could not be archived)."""
+    from ctxwindow.archive import tokenizer as module
+
+    monkeypatch.setattr(module, "_CACHED", 200)
+    tokenizer = FTS5Tokenizer(sqlite3.connect(":memory:"))
+    tokenizer.count_all(["turn shipping 東京"])
+    counted = tokenizer.count_all([f"turn {i}: shipping 東京" for i in range(300)])
+    assert counted[299] == ({"turn": 1, "299": 1, "ship": 1, "東京": 1}, 4)
+
+
 # An archive made by an earlier version (FTS5, no postings).
 
 

@@ -96,11 +96,16 @@ class FTS5Tokenizer:
         return counts
 
     def _learn(self, words: Iterable[str]) -> None:
-        new = list(dict.fromkeys(word for word in words if word not in self._terms))
+        """Know the terms of every one of ``words`` (the caller looks each up next)."""
+        wanted = dict.fromkeys(words)
+        new = [word for word in wanted if word not in self._terms]
         if not new:
             return
         if len(self._terms) + len(new) > _CACHED:
+            # Full: start again with this call's words, all of them, not only the new
+            # ones (those known already would be cleared with the rest).
             self._terms.clear()  # stop_terms are kept apart
+            new = list(wanted)
         db = self._db
         db.execute(
             f"INSERT INTO {self._table} (rowid, words) VALUES (1, ?)", (f" {_MARK} ".join(new),)
