@@ -453,6 +453,12 @@ def test_sessions_api(http: TestClient, upstream: FakeUpstream) -> None:
     assert context["messages"] == turns
     assert context["report"]["budget"] == 500
     assert context["total_tokens"] == count_tokens(turns, "gpt-4o")
+    assert [row["seq"] for row in context["report"]["decisions"]] == [1, 2, 3]
+    assert context["has_more"] is False
+    paged = http.get("/v1/sessions/api/context", params={"after": 1, "limit": 1}).json()
+    assert [row["seq"] for row in paged["report"]["decisions"]] == [2]
+    assert paged["has_more"] is True and paged["messages"] == turns
+    assert paged["report"]["evicted_entries"] == context["report"]["evicted_entries"]
     assert http.delete("/v1/sessions/api").json()["deleted"] is True
     assert http.get("/v1/sessions/api/messages").status_code == 404
     assert http.delete("/v1/sessions/api").status_code == 404

@@ -149,9 +149,16 @@ def _add_context(api: APIRouter, service: Service, tenant: Any) -> None:
         model: str = "gpt-4o",
         max_tokens: int | None = Query(None, ge=1, le=MAX_COUNT),
         query: str | None = None,
+        limit: int | None = Query(None, ge=1, le=MAX_COUNT),
+        after: int = Query(0, ge=0, le=MAX_COUNT),
         tenant: str = Depends(tenant),
     ) -> Any:
-        """The context a completion would be sent now, with the report of every decision."""
+        """The context a completion would be sent now, with the report of every decision.
+
+        ``limit`` and ``after`` page the report's rows (``decisions``) by seq, as
+        ``/messages`` pages the history: the rows with ``seq > after``, at most
+        ``limit`` of them, and ``has_more``; its totals are the whole session's.
+        """
         if query is not None and (bad := find_unstorable(query)) is not None:
             raise APIError(400, f"query {bad[1]}", code="invalid_parameter", param="query")
         sid = await _existing(service, session_id, tenant)
@@ -164,11 +171,14 @@ def _add_context(api: APIRouter, service: Service, tenant: Any) -> None:
             history = await service.store.load(sid)
         except CtxWindowError as exc:
             raise from_library(exc) from exc
-        report = built.report.covering(history, _left_out(service))
+        report = built.report.covering(history, _left_out(service)).to_dict()
+        rows = [row for row in report["decisions"] if row["seq"] > after]
+        report["decisions"] = rows if limit is None else rows[:limit]
         return {
             "messages": built.messages,
             "total_tokens": built.total_tokens,
-            "report": report.to_dict(),
+            "report": report,
+            "has_more": limit is not None and len(rows) > limit,
         }
 
 
