@@ -172,7 +172,8 @@ def _add_context(api: APIRouter, service: Service, tenant: Any) -> None:
         except CtxWindowError as exc:
             raise from_library(exc) from exc
         report = built.report.covering(history, _left_out(service)).to_dict()
-        rows = [row for row in report["decisions"] if row["seq"] > after]
+        # a row of no stored message (the rolling summary) goes with the first page
+        rows = [row for row in report["decisions"] if (row["seq"] or 0) > after or not after]
         report["decisions"] = rows if limit is None else rows[:limit]
         return {
             "messages": built.messages,
