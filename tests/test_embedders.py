@@ -116,6 +116,46 @@ def test_a_text_alone_or_in_a_batch_gets_the_same_vector(e5: E5SmallEmbedder) ->
         assert cosine(e5.embed([text])[0], vector) > 0.999
 
 
+@needs_dense
+def test_a_long_call_in_chunks_gets_the_vectors_of_each_text_alone(e5: E5SmallEmbedder) -> None:
+    texts = [
+        f"Parcel {i} left 東京 for Zürich on day {i} 📦" for i in range(2 * embedders.CHUNK + 3)
+    ]
+    batch = e5.embed_passages(texts)
+    assert len(batch) == len(texts)
+    for i in (0, embedders.CHUNK, len(texts) - 1):
+        assert cosine(e5.embed_passages([texts[i]])[0], batch[i]) > 0.999
+
+
+@needs_dense
+def test_a_query_goes_before_the_rest_of_a_long_call(e5: E5SmallEmbedder) -> None:
+    """The archive's background batch (many passages) and a request's query, from two
+    threads: the query waits for the chunk under way, not for the whole batch."""
+    model, started, done = e5._model, threading.Event(), []
+
+    class Watched:
+        dim = model.dim
+
+        def encode(self, texts: list[str], is_query: bool) -> object:
+            started.set()
+            return model.encode(texts, is_query)
+
+    passages = [
+        f"turn {i}: the depot in Leeds ships on weekdays" for i in range(8 * embedders.CHUNK)
+    ]
+    e5._model = Watched()
+    try:
+        batch = threading.Thread(target=lambda: (e5.embed_passages(passages), done.append("batch")))
+        batch.start()
+        assert started.wait(30)
+        e5.embed_queries(["Where does the depot ship from?"])
+        done.append("query")
+        batch.join(60)
+    finally:
+        e5._model = model
+    assert done == ["query", "batch"]
+
+
 # (question, its paraphrase); each question must be closer to its own paraphrase than to
 # every other sentence of the list, and than to the unrelated ones.
 ENGLISH = [
