@@ -109,3 +109,24 @@ def test_slow_clients_are_answered_408_and_dropped_in_time(
         assert json.loads(body)["error"]["code"] == "request_timeout"
     assert 'ctxwindow_request_timeouts_total{phase="head"} 150.0' in metrics
     assert 'ctxwindow_request_timeouts_total{phase="body"} 50.0' in metrics
+
+
+def test_a_slow_second_request_on_a_kept_alive_connection_gets_its_408(
+    tmp_path: Path, upstream: FaultyUpstream
+) -> None:
+    with running_service(
+        f"sqlite:///{tmp_path / 'sessions.db'}", upstream.base_url, tmp_path,
+        header_timeout=HEAD, body_timeout=BODY,
+    ) as service:  # fmt: skip
+        sock = socket.create_connection(("127.0.0.1", service.port), timeout=10)
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200"), first[:100]
+        sock.sendall(HEADERS)  # the next request's head, never finished
+        started, answer = time.monotonic(), b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        took = time.monotonic() - started
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert HEAD - 0.2 <= took <= HEAD + MARGIN

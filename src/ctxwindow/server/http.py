@@ -85,7 +85,8 @@ class TimedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         TIMED_OUT[phase] += 1
-        if self.cycle is None or not self.cycle.response_started:
+        # A late head has no response yet (the cycle, if any, is the previous request's)
+        if phase == "head" or self.cycle is None or not self.cycle.response_started:
             self.transport.write(_timed_out(phase))
         self.transport.close()
 
