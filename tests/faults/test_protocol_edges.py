@@ -33,12 +33,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ctxwindow.server import Settings, create_app
+from tests.faults.protocol_requests import CLAUDE, send
 from tests.faults.service import running_service
 from tests.faults.upstream import FaultyUpstream, faulty_upstream
 from tests.protocol_upstreams import REPLY
 from tests.test_server_messages import Bridge
-
-CLAUDE = "claude-sonnet-4-5"
 
 
 @pytest.fixture
@@ -159,39 +158,6 @@ def test_a_header_passed_upstream_that_is_not_ascii_is_a_400_storing_nothing(
 # -- requests refused for their budget or a dangling tool call store nothing ---------------
 
 
-def send(
-    http: TestClient, protocol: str, sid: str, turns: list[dict[str, Any]], **headers: str
-) -> Any:
-    """``turns`` (chat messages: user text, an assistant's tool call) in ``protocol``."""
-    headers["X-Session-Id"] = sid.encode()  # type: ignore[assignment]  # UTF-8, as clients send
-    if protocol == "chat":
-        body: dict[str, Any] = {"model": "gpt-4o", "messages": turns}
-        return http.post("/v1/chat/completions", json=body, headers=headers)
-    if protocol == "responses":
-        items: list[dict[str, Any]] = []
-        for turn in turns:
-            if turn.get("tool_calls"):
-                call = turn["tool_calls"][0]
-                items.append({"type": "function_call", "call_id": call["id"],
-                              "name": call["function"]["name"],
-                              "arguments": call["function"]["arguments"]})  # fmt: skip
-            else:
-                items.append({"type": "message", "role": turn["role"], "content": turn["content"]})
-        body = {"model": "gpt-4o", "input": items, "conversation": sid}
-        return http.post("/v1/responses", json=body, headers=headers)
-    messages: list[dict[str, Any]] = []
-    for turn in turns:
-        if turn.get("tool_calls"):
-            call = turn["tool_calls"][0]
-            block = {"type": "tool_use", "id": call["id"], "name": call["function"]["name"],
-                     "input": {"order": "D-4"}}  # fmt: skip
-            messages.append({"role": "assistant", "content": [block]})
-        else:
-            messages.append(turn)
-    body = {"model": CLAUDE, "max_tokens": 64, "messages": messages}
-    return http.post("/v1/messages", json=body, headers=headers)
-
-
 QUESTION = {"role": "user", "content": "Where is order D-4 — 東京 or 大阪? 📦 " * 20}
 CALL = {
     "role": "assistant", "content": None,
@@ -239,16 +205,10 @@ def test_an_empty_reply_is_passed_on_and_not_stored_streamed_or_not(
     upstream.reply = lambda body: ""
     for fake in upstream.protocols.values():
         fake.reply = ""
-    sid, question = new_sid(), {"role": "user", "content": "Anything? 🤔"}
-    if protocol == "chat":
-        body = {"model": "gpt-4o", "messages": [question], "stream": stream}
-        response = http.post("/v1/chat/completions", json=body, headers={"X-Session-Id": sid})
-    elif protocol == "responses":
-        body = {"model": "gpt-4o", "input": "Anything? 🤔", "conversation": sid, "stream": stream}
-        response = http.post("/v1/responses", json=body)
-    else:
-        body = {"model": CLAUDE, "max_tokens": 64, "messages": [question], "stream": stream}
-        response = http.post("/v1/messages", json=body, headers={"X-Session-Id": sid})
+    sid = new_sid()
+    response = send(
+        http, protocol, sid, [{"role": "user", "content": "Anything? 🤔"}], stream=stream
+    )
     assert response.status_code == 200, response.text[:400]
     assert b'"error":{' not in response.content.replace(b" ", b""), response.text[:400]
     assert [m["role"] for m in stored(http, sid)] == ["user"]

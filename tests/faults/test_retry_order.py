@@ -17,7 +17,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -25,6 +24,7 @@ from fastapi.testclient import TestClient
 
 from ctxwindow.server import Settings, create_app
 from tests.conftest import async_store
+from tests.faults.protocol_requests import send
 from tests.faults.upstream import FaultyUpstream
 
 PROTOCOLS = ["chat", "responses", "messages"]
@@ -34,18 +34,8 @@ def ask(
     http: TestClient, protocol: str, sid: str, text: str, key: str, stream: bool
 ) -> httpx.Response:
     """One question of session ``sid`` in ``protocol``, with ``key``."""
-    headers = {"Idempotency-Key": key, "X-Session-Id": sid}
-    if protocol == "chat":
-        body: dict[str, Any] = {"model": "gpt-4o", "messages": [{"role": "user", "content": text}]}
-        path = "/v1/chat/completions"
-    elif protocol == "responses":
-        body = {"model": "gpt-4o", "input": text, "conversation": sid}
-        path = "/v1/responses"
-    else:
-        body = {"model": "claude-sonnet-4-5", "max_tokens": 256,
-                "messages": [{"role": "user", "content": text}]}  # fmt: skip
-        path = "/v1/messages"
-    return http.post(path, json={**body, "stream": stream}, headers=headers)
+    turn = [{"role": "user", "content": text}]
+    return send(http, protocol, sid, turn, stream, **{"Idempotency-Key": key})
 
 
 def history(http: TestClient, sid: str) -> list[tuple[str, str]]:

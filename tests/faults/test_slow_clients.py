@@ -19,11 +19,13 @@ import json
 import selectors
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pytest
 
-from tests.faults.service import running_service
+from tests.faults.service import ServiceProcess, running_service
 from tests.faults.upstream import FaultyUpstream
 
 HEAD, BODY = 1.0, 1.5  # the service's deadlines, seconds
@@ -66,36 +68,40 @@ class Slow:
         return self.head_sent + BODY if self.kind == "body" else self.opened + HEAD
 
 
-def test_slow_clients_are_answered_408_and_dropped_in_time(
-    tmp_path: Path, upstream: FaultyUpstream
-) -> None:
+@pytest.fixture
+def service(tmp_path: Path, upstream: FaultyUpstream) -> Iterator[ServiceProcess]:
+    """The service as a real process, with the deadlines ``HEAD`` and ``BODY``."""
     with running_service(
         f"sqlite:///{tmp_path / 'sessions.db'}", upstream.base_url, tmp_path,
         header_timeout=HEAD, body_timeout=BODY,
-    ) as service:  # fmt: skip
-        clients = [
-            Slow(kind, service.port)
-            for kind, n in (("silent", 50), ("head", 100), ("body", 50))
-            for _ in range(n)
-        ]
-        selector = selectors.DefaultSelector()
-        for client in clients:
-            selector.register(client.sock, selectors.EVENT_READ, client)
-        meanwhile = httpx.get(f"{service.url}/healthz", timeout=10)
-        started, dripped = time.monotonic(), 0.0
-        while any(c.closed is None for c in clients) and time.monotonic() - started < 15:
-            if time.monotonic() - dripped >= DRIP:
-                for client in clients:
-                    client.drip()
-                dripped = time.monotonic()
-            for key, _ in selector.select(timeout=0.05):
-                client = key.data
-                client.read()
-                if client.closed is not None:
-                    selector.unregister(client.sock)
-        metrics = httpx.get(f"{service.url}/metrics", timeout=10).text
-        for client in clients:
-            client.sock.close()
+    ) as started:  # fmt: skip
+        yield started
+
+
+def test_slow_clients_are_answered_408_and_dropped_in_time(service: ServiceProcess) -> None:
+    clients = [
+        Slow(kind, service.port)
+        for kind, n in (("silent", 50), ("head", 100), ("body", 50))
+        for _ in range(n)
+    ]
+    selector = selectors.DefaultSelector()
+    for client in clients:
+        selector.register(client.sock, selectors.EVENT_READ, client)
+    meanwhile = httpx.get(f"{service.url}/healthz", timeout=10)
+    started, dripped = time.monotonic(), 0.0
+    while any(c.closed is None for c in clients) and time.monotonic() - started < 15:
+        if time.monotonic() - dripped >= DRIP:
+            for client in clients:
+                client.drip()
+            dripped = time.monotonic()
+        for key, _ in selector.select(timeout=0.05):
+            client = key.data
+            client.read()
+            if client.closed is not None:
+                selector.unregister(client.sock)
+    metrics = httpx.get(f"{service.url}/metrics", timeout=10).text
+    for client in clients:
+        client.sock.close()
     assert meanwhile.status_code == 200
     held = [c for c in clients if c.closed is None]
     assert not held, f"{len(held)} slow connections still open after 15 s"
@@ -112,21 +118,19 @@ def test_slow_clients_are_answered_408_and_dropped_in_time(
 
 
 def test_a_slow_second_request_on_a_kept_alive_connection_gets_its_408(
-    tmp_path: Path, upstream: FaultyUpstream
+    service: ServiceProcess,
 ) -> None:
-    with running_service(
-        f"sqlite:///{tmp_path / 'sessions.db'}", upstream.base_url, tmp_path,
-        header_timeout=HEAD, body_timeout=BODY,
-    ) as service:  # fmt: skip
-        sock = socket.create_connection(("127.0.0.1", service.port), timeout=10)
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        first = sock.recv(65536)
-        assert first.startswith(b"HTTP/1.1 200"), first[:100]
-        sock.sendall(HEADERS)  # the next request's head, never finished
-        started, answer = time.monotonic(), b""
-        while chunk := sock.recv(65536):
-            answer += chunk
-        took = time.monotonic() - started
-        sock.close()
+    sock = socket.create_connection(("127.0.0.1", service.port), timeout=10)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    first = b""
+    while not first.endswith(b'{"status":"ok"}'):  # the whole first answer, head and body
+        first += sock.recv(65536)
+    assert first.startswith(b"HTTP/1.1 200"), first[:100]
+    sock.sendall(HEADERS)  # the next request's head, never finished
+    started, answer = time.monotonic(), b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    took = time.monotonic() - started
+    sock.close()
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert HEAD - 0.2 <= took <= HEAD + MARGIN
