@@ -207,13 +207,15 @@ async def answered(
     The 409 asks not to be retried (``x-should-retry``, read by the OpenAI and
     Anthropic SDKs); the question stays stored, unanswered.
     """
-    if key is None:
+    if key is None or not turn:
         return None
+    newest = await manager.last_seq(sid)  # the window's, caught up: no store read
+    if newest == turn[-1].seq:
+        return None  # the turn ends the session: no reply to it is stored (a fresh request)
     reply = await service.store.replayed(sid, f"{key}:reply")
     if reply:
         return reply[0]
-    newest = await manager.last_seq(sid)
-    if turn and newest > turn[-1].seq:
+    if newest > turn[-1].seq:
         raise APIError(
             409, f"the request with this Idempotency-Key was never answered, and the session"
             f" has moved on since (its turn ends at seq {turn[-1].seq}, the session at seq"
