@@ -55,7 +55,7 @@ from ctxwindow.stores import (
     open_store,
 )
 from ctxwindow.stores import sqlite as sqlite_module
-from ctxwindow.stores.base import MAX_CHECKPOINT
+from ctxwindow.stores.base import MAX_CHECKPOINT, Earlier
 from ctxwindow.stores.sqlite import files as sqlite_files
 from ctxwindow.stores.sqlite import schema as sqlite_schema
 
@@ -161,8 +161,11 @@ class Blocking:
     def checkpoint(self, session_id: Any) -> Any:
         return self.run(self.store.checkpoint(session_id))
 
-    def load_from_checkpoint(self, session_id: Any) -> Any:
-        return self.run(self.store.load_from_checkpoint(session_id))
+    def load_from_checkpoint(self, session_id: Any, *, limit: Any = None) -> Any:
+        return self.run(self.store.load_from_checkpoint(session_id, limit=limit))
+
+    def earlier(self, session_id: Any, before: Any) -> Any:
+        return self.run(self.store.earlier(session_id, before))
 
     @contextlib.contextmanager
     def lock(self, session_id: Any, *, timeout: Any = None) -> Iterator[None]:
@@ -888,6 +891,59 @@ def test_a_checkpoint_round_trips_with_the_entries_after_it(case: Case) -> None:
     assert case.store.load(sid) == [*stored, *later]  # the entries are untouched
 
 
+def test_a_cold_load_can_read_only_the_newest_entries_after_the_checkpoint(case: Case) -> None:
+    sid = case.sid("新しい")
+    stored = case.store.append(sid, [entry(str(n)) for n in range(1, 11)])
+    assert case.store.load_from_checkpoint(sid, limit=4) == (None, stored[6:])
+    assert case.store.load_from_checkpoint(sid, limit=0) == (None, [])
+    assert case.store.load_from_checkpoint(sid, limit=50) == (None, stored)
+    case.store.save_checkpoint(sid, 8, b"eight")
+    assert case.store.load_from_checkpoint(sid, limit=4) == ((8, b"eight"), stored[8:])
+    assert case.store.load_from_checkpoint(sid, limit=1) == ((8, b"eight"), stored[9:])
+    assert case.store.load_from_checkpoint(sid, limit=0) == ((8, b"eight"), [])
+    with pytest.raises(StoreInputError, match="limit"):
+        case.store.load_from_checkpoint(sid, limit=-1)
+
+
+@pytest.fixture
+def small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``earlier`` read three entries at a time, wherever a backend reads it in pages."""
+    import ctxwindow.stores.base.aio as base_aio
+    import ctxwindow.stores.base.sync as base_sync
+    import ctxwindow.stores.redis.aio as redis_aio
+    import ctxwindow.stores.redis.sync as redis_sync
+
+    for module in (base_aio, base_sync, redis_aio, redis_sync):
+        monkeypatch.setattr(module, "EARLIER_PAGE", 3)
+
+
+@pytest.mark.usefixtures("small_pages")
+def test_earlier_finds_what_a_window_keeps_and_counts_the_rest(case: Case) -> None:
+    sid = case.sid("较早的")
+    system = Entry({"role": "system", "content": "规则 🎌"}, tokens=7, seq=0)
+    lookalikes = [  # what only looks like a pinned entry or a system message
+        entry('{"role":"system"} "pinned":true', metadata={"pinned": True, "role": "system"}),
+        Entry({"role": "user", "content": "x", "name": "system"}, tokens=3, seq=0),
+    ]
+    entries = [
+        entry("a"), system, entry("bb"), *lookalikes, entry("ピン", pinned=True), entry("c"),
+        entry("dd"), Entry({"role": "system", "content": "new"}, tokens=2, seq=0), entry("e"),
+    ]  # fmt: skip
+    stored = case.store.append(sid, entries)
+    found = case.store.earlier(sid, before=9)  # the entries 1-8
+    assert [e.seq for e in found.kept] == [2, 6]
+    assert found.kept == [stored[1], stored[5]]
+    others = [e for e in stored[:8] if e.seq not in (2, 6)]
+    assert (found.entries, found.tokens) == (len(others), sum(e.tokens for e in others))
+    everything = case.store.earlier(sid, before=100)
+    assert [e.seq for e in everything.kept] == [2, 6, 9]
+    assert everything.entries == 7
+    assert case.store.earlier(sid, before=1) == Earlier([], 0, 0)
+    assert case.store.earlier(case.sid("none"), before=50) == Earlier([], 0, 0)
+    with pytest.raises(StoreInputError, match="before"):
+        case.store.earlier(sid, before=-1)
+
+
 def test_any_bytes_round_trip_in_a_checkpoint(case: Case) -> None:
     sid = case.sid()
     case.store.append(sid, [entry("a"), entry("b")])
@@ -1265,7 +1321,7 @@ def test_opening_a_version_1_database_migrates_it(tmp_path: Path) -> None:
     old = dataclasses.replace(entry("from version 1", id="old-1"), seq=1)
     make_database(path, VERSION_1, [old])
     with SQLiteStore(path) as store:
-        assert store.health()["schema_version"] == sqlite_module.SCHEMA_VERSION == 3
+        assert store.health()["schema_version"] == sqlite_module.SCHEMA_VERSION == 4
         assert store.load("old") == [old]
         first = store.append("old", [entry("new")], idempotency_key="k")
         assert store.append("old", [entry("new")], idempotency_key="k") == first
@@ -1283,6 +1339,13 @@ VERSION_2 = [  # version 1, with the idempotency keys of version 2
 ]
 
 
+VERSION_3 = [  # version 2, with the checkpoints of version 3
+    "UPDATE schema_version SET version = 3",
+    "CREATE TABLE checkpoints (session_id TEXT NOT NULL PRIMARY KEY, seq INTEGER NOT NULL,"
+    " data BLOB NOT NULL)",
+]
+
+
 def test_opening_a_version_2_database_adds_checkpoints_and_keeps_everything(
     tmp_path: Path,
 ) -> None:
@@ -1290,7 +1353,7 @@ def test_opening_a_version_2_database_adds_checkpoints_and_keeps_everything(
     old = dataclasses.replace(entry("from version 2", id="old-1"), seq=1)
     make_database(path, VERSION_2, [old])
     with SQLiteStore(path) as store:
-        assert store.health()["schema_version"] == 3
+        assert store.health()["schema_version"] == 4
         assert store.load("old") == [old]
         assert store.replayed("old", "k") == [old]
         assert store.checkpoint("old") is None
@@ -1298,8 +1361,30 @@ def test_opening_a_version_2_database_adds_checkpoints_and_keeps_everything(
     with SQLiteStore(path) as store:  # opened again: nothing to migrate, all kept
         assert store.load_from_checkpoint("old") == ((1, b"{}"), [])
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
     conn.close()
+
+
+def test_a_version_3_database_gets_the_index_of_entries_kept_at_any_budget(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    rows = [
+        dataclasses.replace(entry("old", id="e1"), seq=1),
+        dataclasses.replace(entry("ピン留め", id="e2", pinned=True), seq=2),
+        dataclasses.replace(entry("later", id="e3"), seq=3),
+    ]
+    make_database(path, [*VERSION_2, *VERSION_3], rows)
+    with SQLiteStore(path) as store:
+        assert store.earlier("old", before=3) == Earlier([rows[1]], 1, rows[0].tokens)
+    with sqlite3.connect(path) as conn:
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT json FROM entries WHERE session_id = ? AND seq < ?"
+            f" AND {sqlite_schema.KEPT_ALWAYS} ORDER BY seq",
+            ("old", 3),
+        ).fetchall()
+    conn.close()
+    assert "entries_kept_always" in str(plan)
 
 
 def test_a_database_from_a_newer_ctxwindow_is_refused(tmp_path: Path) -> None:

@@ -134,10 +134,16 @@ class MemoryStore(Store):
         with self._lock:
             return self._checkpoints.get(session_id)  # bytes: nobody can change them
 
-    def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+    def _load_from_checkpoint(
+        self, session_id: str, limit: int | None
+    ) -> tuple[Checkpoint | None, list[Entry]]:
         with self._lock:
             checkpoint = self._checkpoints.get(session_id)
-            documents = self._documents(session_id)[checkpoint[0] if checkpoint else 0 :]
+            documents = self._documents(session_id)
+            start = checkpoint[0] if checkpoint else 0
+            if limit is not None:
+                start = max(start, len(documents) - limit)
+            documents = documents[start:]
         return checkpoint, _decode(documents)
 
     def _health(self) -> dict[str, Any]:
@@ -207,5 +213,7 @@ class AsyncMemoryStore(AsyncStore):
     async def _checkpoint(self, session_id: str) -> Checkpoint | None:
         return self._store._checkpoint(session_id)
 
-    async def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
-        return self._store._load_from_checkpoint(session_id)
+    async def _load_from_checkpoint(
+        self, session_id: str, limit: int | None
+    ) -> tuple[Checkpoint | None, list[Entry]]:
+        return self._store._load_from_checkpoint(session_id, limit)

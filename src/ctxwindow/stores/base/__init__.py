@@ -26,8 +26,13 @@ Sync and async flavours are separate classes; neither blocks on the other.
   checkpoint; a checkpoint never moves backwards (a save below the stored
   ``seq`` is a no-op) and never covers entries the session lacks.
   ``checkpoint(session_id) -> (seq, data) | None``;
-  ``load_from_checkpoint(session_id) -> (checkpoint, entries after it)``, in
-  one round trip where the backend allows. ``delete`` removes it too.
+  ``load_from_checkpoint(session_id, limit=None) -> (checkpoint, entries
+  after it)`` (the ``limit`` newest of them), in one round trip where the
+  backend allows. ``delete`` removes it too.
+- ``earlier(session_id, before) -> Earlier``: what a cold load that replays
+  only the newest entries needs of the older ones: the pinned entries and
+  system messages before ``before``, and how many the others are with their
+  stored tokens (selected in place where the backend allows).
 - ``lock(session_id, timeout=None)``: a context manager (async with for the
   async stores) that holds the session exclusively until the block ends:
   against every other holder in this process and, for a store that processes
@@ -52,6 +57,7 @@ from ctxwindow.stores.base.checks import (
     MAX_CHECKPOINT,
     MAX_SESSION_ID,
     Checkpoint,
+    Earlier,
     check_after,
     check_checkpoint,
     check_count,
@@ -63,9 +69,11 @@ from ctxwindow.stores.base.checks import (
     check_replay_key,
     check_session_id,
     check_timeout,
+    earlier_of,
     encode_entry,
     entry_from_json,
     entry_to_json,
+    kept_always,
     page_start,
     redact_url,
     scrub,
@@ -77,6 +85,7 @@ __all__ = [
     "MAX_SESSION_ID",
     "AsyncStore",
     "Checkpoint",
+    "Earlier",
     "Store",
     "busy",
     "check_after",
@@ -90,9 +99,11 @@ __all__ = [
     "check_replay_key",
     "check_session_id",
     "check_timeout",
+    "earlier_of",
     "encode_entry",
     "entry_from_json",
     "entry_to_json",
+    "kept_always",
     "page_start",
     "redact_url",
     "scrub",

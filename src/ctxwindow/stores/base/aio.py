@@ -7,7 +7,8 @@ primitives with arguments known to be valid. A backend is its primitives and
 nothing else: ``_append``, ``_load``, ``_tail``, ``_get``, ``_delete``,
 ``_sessions``, ``_replayed``, ``_health``, ``_truncate``, ``_save_checkpoint``
 and ``_checkpoint``, and optionally ``_load_from_checkpoint`` (one round trip),
-``_hold`` (the lock across processes) and ``_close``. The sync twin,
+``_earlier`` (selected in place), ``_hold`` (the lock across processes) and
+``_close``. The sync twin,
 ``stores/base/sync.py``, is generated from this file by ``tools/unasync.py``.
 """
 
@@ -25,6 +26,7 @@ from ctxwindow.errors import StoreError, StoreInputError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base.checks import (
     Checkpoint,
+    Earlier,
     check_after,
     check_checkpoint,
     check_count,
@@ -36,8 +38,11 @@ from ctxwindow.stores.base.checks import (
     check_replay_key,
     check_session_id,
     check_timeout,
+    earlier_of,
     unstorable,
 )
+
+EARLIER_PAGE = 2048  # entries a store reads at a time for ``earlier`` by default
 
 
 class AsyncStore(ABC):
@@ -162,15 +167,32 @@ class AsyncStore(ABC):
         check_session_id(session_id)
         return await self._checkpoint(session_id)
 
-    async def load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
-        """The checkpoint (or None) and the entries after it (all of them without one).
+    async def load_from_checkpoint(
+        self, session_id: str, *, limit: int | None = None
+    ) -> tuple[Checkpoint | None, list[Entry]]:
+        """The checkpoint (or None) and the entries after it (all of them without one), at
+        most the ``limit`` newest of them.
 
         What a cold load needs, read together: in one round trip (and one
         snapshot) where the backend allows.
         """
         self._check_open()
         check_session_id(session_id)
-        return await self._load_from_checkpoint(session_id)
+        check_count("limit", limit)
+        if limit == 0:
+            return await self._checkpoint(session_id), []
+        return await self._load_from_checkpoint(session_id, limit)
+
+    async def earlier(self, session_id: str, before: int) -> Earlier:
+        """What a cold load that replays only the entries from ``before`` on needs of those
+        before it: the pinned entries and system messages, and how many the others are
+        with their stored tokens (see ``Earlier``)."""
+        self._check_open()
+        check_session_id(session_id)
+        check_count("before", before)
+        if before <= 1:
+            return Earlier([], 0, 0)
+        return await self._earlier(session_id, before)
 
     async def health(self) -> dict[str, Any]:
         """``{"ok": bool, ...}`` with backend details; never raises."""
@@ -267,10 +289,26 @@ class AsyncStore(ABC):
         """The stored ``(seq, data)``, or None."""
         return None
 
-    async def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
-        """The checkpoint and the entries after it; by default two calls."""
+    async def _load_from_checkpoint(
+        self, session_id: str, limit: int | None
+    ) -> tuple[Checkpoint | None, list[Entry]]:
+        """The checkpoint and the (``limit`` newest) entries after it; by default a few calls."""
         checkpoint = await self._checkpoint(session_id)
-        return checkpoint, await self._load(session_id, checkpoint[0] if checkpoint else 0, None)
+        after = checkpoint[0] if checkpoint else 0
+        if limit is not None:
+            last = await self._tail(session_id, 1)
+            after = max(after, last[0].seq - limit) if last else after
+        return checkpoint, await self._load(session_id, after, limit)
+
+    async def _earlier(self, session_id: str, before: int) -> Earlier:
+        """``earlier``, by default read in pages (a backend that can select does better)."""
+        found, after = Earlier([], 0, 0), 0
+        while after < before - 1:
+            page = await self._load(session_id, after, min(EARLIER_PAGE, before - 1 - after))
+            if not page:
+                break
+            found, after = earlier_of(page, found), page[-1].seq
+        return found
 
     @asynccontextmanager
     async def _hold(self, session_id: str, deadline: float | None) -> AsyncIterator[None]:

@@ -22,6 +22,36 @@ MAX_CHECKPOINT = 64 * 2**20  # bytes of one checkpoint: 64 MiB, far below every 
 
 Checkpoint = tuple[int, bytes]  # (seq, data): a session's window state through entry seq
 
+
+@dataclasses.dataclass(frozen=True)
+class Earlier:
+    """What a bounded cold load needs of a session's entries before a seq (``earlier``).
+
+    ``kept``: those a window keeps at any budget (pinned entries and system
+    messages), in order; ``entries`` and ``tokens``: how many the others are
+    and their stored tokens (a report counts them as left out, ``earlier``).
+    """
+
+    kept: list[Entry]
+    entries: int
+    tokens: int
+
+
+def kept_always(entry: Entry) -> bool:
+    """Whether a window keeps ``entry`` at any budget: pinned, or a system message."""
+    return entry.pinned or entry.message.get("role") == "system"
+
+
+def earlier_of(entries: Sequence[Entry], into: Earlier | None = None) -> Earlier:
+    """``Earlier`` of ``entries`` (added to ``into``: a backend that reads them in pages)."""
+    kept = [entry for entry in entries if kept_always(entry)]
+    others = len(entries) - len(kept)
+    tokens = sum(entry.tokens for entry in entries) - sum(entry.tokens for entry in kept)
+    if into is None:
+        return Earlier(kept, others, tokens)
+    return Earlier([*into.kept, *kept], into.entries + others, into.tokens + tokens)
+
+
 # What no store can keep: NUL (PostgreSQL refuses it in text and JSON) and lone
 # surrogates (text that has no UTF-8 form). Every store refuses both, so that a
 # session moves between stores unchanged.

@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 from ctxwindow.concurrency.aio import Lock, poll
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import AsyncStore, Checkpoint, entry_from_json, page_start
+from ctxwindow.stores.base import AsyncStore, Checkpoint, Earlier, entry_from_json, page_start
 from ctxwindow.stores.base.checks import prefix_end
 from ctxwindow.stores.postgres.common import (
     CHECKPOINT,
     CURRENT_VERSION,
     DELETE,
+    EARLIER,
     GET,
     HEALTH,
     LOAD,
@@ -47,6 +48,7 @@ from ctxwindow.stores.postgres.common import (
     advisory_key,
     alive,
     checkpoint_of,
+    earlier_from,
     entries_of,
     load_psycopg,
     loaded_from_checkpoint,
@@ -169,11 +171,20 @@ class AsyncPostgresStore(AsyncStore):
             cursor = await conn.execute(self._q(CHECKPOINT), (session_id,), binary=True)
             return checkpoint_of(await cursor.fetchone())
 
-    async def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+    async def _load_from_checkpoint(
+        self, session_id: str, limit: int | None
+    ) -> tuple[Checkpoint | None, list[Entry]]:
         async with self._connection(f"load session {session_id!r}") as conn:
             query = self._q(LOAD_FROM_CHECKPOINT)
-            cursor = await conn.execute(query, {"session": session_id}, binary=True)
+            params = {"session": session_id, "limit": limit}
+            cursor = await conn.execute(query, params, binary=True)
             return loaded_from_checkpoint(await cursor.fetchall())
+
+    async def _earlier(self, session_id: str, before: int) -> Earlier:
+        async with self._connection(f"load session {session_id!r}") as conn:
+            params = {"session": session_id, "before": before}
+            cursor = await conn.execute(self._q(EARLIER), params, binary=True)
+            return earlier_from(await cursor.fetchall())
 
     async def _health(self) -> dict[str, Any]:
         started = time.perf_counter()

@@ -19,7 +19,14 @@ from urllib.parse import urlsplit
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import Checkpoint, encode_entry, entry_from_json, redact_url, scrub
+from ctxwindow.stores.base import (
+    Checkpoint,
+    Earlier,
+    encode_entry,
+    entry_from_json,
+    redact_url,
+    scrub,
+)
 from ctxwindow.stores.locks import session_hash
 from ctxwindow.stores.postgres.watchdog import WATCHDOG
 
@@ -31,6 +38,9 @@ logger = logging.getLogger("ctxwindow.stores")
 
 INSTALL_HINT = "pip install 'ctxwindow[postgres]'"
 SCHEMES = ("postgresql", "postgres")  # the URL schemes libpq takes
+
+# The entries a window keeps at any budget (``kept_always``): pinned, or system messages.
+KEPT_ALWAYS = "(doc->>'pinned' = 'true' OR doc->'message'->>'role' = 'system')"
 
 # version -> statements; {s} is the schema qualifier ("" or "name.")
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -72,6 +82,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     4: (
         """CREATE INDEX ctxwindow_sessions_by_code_point
             ON {s}ctxwindow_sessions (session_id COLLATE "C")""",
+    ),
+    # The entries a window keeps at any budget, for a bounded cold load (``EARLIER``).
+    5: (
+        """CREATE INDEX ctxwindow_entries_kept_always
+            ON {s}ctxwindow_entries (session_id, seq) WHERE """
+        + KEPT_ALWAYS,
     ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
@@ -163,12 +179,28 @@ CHECKPOINT = "SELECT seq, data FROM {s}ctxwindow_checkpoints WHERE session_id = 
 # One statement, so one snapshot: the checkpoint (ordered first, at 0) and the entries after it.
 LOAD_FROM_CHECKPOINT = """WITH c AS (
     SELECT seq, data FROM {s}ctxwindow_checkpoints WHERE session_id = %(session)s
+), e AS (
+    SELECT seq, doc FROM {s}ctxwindow_entries
+    WHERE session_id = %(session)s AND seq > coalesce((SELECT seq FROM c), 0)
+    ORDER BY seq DESC LIMIT %(limit)s
 )
 SELECT 0::bigint AS n, c.seq, c.data, NULL::text FROM c
 UNION ALL
-SELECT e.seq, NULL, NULL, e.doc::text FROM {s}ctxwindow_entries AS e
-    WHERE e.session_id = %(session)s AND e.seq > coalesce((SELECT seq FROM c), 0)
+SELECT e.seq, NULL, NULL, e.doc::text FROM e
 ORDER BY n"""
+# What a bounded cold load needs of the entries before %(before)s, in one statement: the
+# count and stored tokens of them all (row 0), then those kept at any budget, in order
+# (found by the partial index of migration 5: the condition is spelled as there).
+EARLIER = (
+    """SELECT 0::bigint AS n, count(*)::bigint, coalesce(sum(tokens), 0)::bigint,
+    NULL::text FROM {s}ctxwindow_entries WHERE session_id = %(session)s AND seq < %(before)s
+UNION ALL
+SELECT seq, NULL, NULL, doc::text FROM {s}ctxwindow_entries
+    WHERE session_id = %(session)s AND seq < %(before)s AND """
+    + KEPT_ALWAYS
+    + """
+ORDER BY n"""
+)
 TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
 UNLOCK = "SELECT pg_advisory_unlock(%s)"
 
@@ -395,6 +427,13 @@ def loaded_from_checkpoint(
     """The checkpoint and the entries, from the rows of ``LOAD_FROM_CHECKPOINT``."""
     checkpoint = checkpoint_of(rows[0][1:3]) if rows and rows[0][0] == 0 else None
     return checkpoint, [entry_from_json(row[3]) for row in rows[checkpoint is not None :]]
+
+
+def earlier_from(rows: Sequence[tuple[Any, ...]]) -> Earlier:
+    """``Earlier`` from the rows of ``EARLIER``."""
+    kept = [entry_from_json(row[3]) for row in rows[1:]]
+    count, tokens = int(rows[0][1]), int(rows[0][2])
+    return Earlier(kept, count - len(kept), tokens - sum(entry.tokens for entry in kept))
 
 
 def entries_of(rows: Sequence[tuple[Any, ...]]) -> list[Entry]:

@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 from ctxwindow.concurrency.sync import Lock, poll
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import Checkpoint, Store, entry_from_json, page_start
+from ctxwindow.stores.base import Checkpoint, Earlier, Store, entry_from_json, page_start
 from ctxwindow.stores.base.checks import prefix_end
 from ctxwindow.stores.postgres.common import (
     CHECKPOINT,
     CURRENT_VERSION,
     DELETE,
+    EARLIER,
     GET,
     HEALTH,
     LOAD,
@@ -49,6 +50,7 @@ from ctxwindow.stores.postgres.common import (
     advisory_key,
     alive,
     checkpoint_of,
+    earlier_from,
     entries_of,
     load_psycopg,
     loaded_from_checkpoint,
@@ -169,11 +171,20 @@ class PostgresStore(Store):
             cursor = conn.execute(self._q(CHECKPOINT), (session_id,), binary=True)
             return checkpoint_of(cursor.fetchone())
 
-    def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+    def _load_from_checkpoint(
+        self, session_id: str, limit: int | None
+    ) -> tuple[Checkpoint | None, list[Entry]]:
         with self._connection(f"load session {session_id!r}") as conn:
             query = self._q(LOAD_FROM_CHECKPOINT)
-            cursor = conn.execute(query, {"session": session_id}, binary=True)
+            params = {"session": session_id, "limit": limit}
+            cursor = conn.execute(query, params, binary=True)
             return loaded_from_checkpoint(cursor.fetchall())
+
+    def _earlier(self, session_id: str, before: int) -> Earlier:
+        with self._connection(f"load session {session_id!r}") as conn:
+            params = {"session": session_id, "before": before}
+            cursor = conn.execute(self._q(EARLIER), params, binary=True)
+            return earlier_from(cursor.fetchall())
 
     def _health(self) -> dict[str, Any]:
         started = time.perf_counter()

@@ -21,6 +21,7 @@ from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import (
     Checkpoint,
+    Earlier,
     encode_entry,
     entry_from_json,
     page_start,
@@ -219,14 +220,18 @@ end
 return checkpoint
 """
 
+# ARGV[1]: at most that many of the newest entries after the checkpoint (-1: all).
 LOAD_FROM_CHECKPOINT = """
 local checkpoint = redis.call('HMGET', KEYS[2], 'seq', 'data')
 local start = 0
-if checkpoint[1] and tonumber(checkpoint[1]) <= redis.call('LLEN', KEYS[1]) then
+local length = redis.call('LLEN', KEYS[1])
+if checkpoint[1] and tonumber(checkpoint[1]) <= length then
   start = tonumber(checkpoint[1])
 else
   checkpoint = {false, false}
 end
+local limit = tonumber(ARGV[1])
+if limit >= 0 and length - limit > start then start = length - limit end
 local reply = {checkpoint[1], checkpoint[2]}
 for _, doc in ipairs(redis.call('LRANGE', KEYS[1], start, -1)) do
   reply[#reply + 1] = doc
@@ -255,6 +260,34 @@ def load_redis() -> Any:
     return redis
 
 
+# ``earlier`` of the entries at list indexes ARGV[1] to ARGV[2] (inclusive: one page, so
+# that Redis is never held long): {count, tokens, docs...} — the count and stored tokens
+# of those a window does not keep at any budget, then the documents of those it does
+# (``kept_always``: pinned, or a system message), in order.
+EARLIER = """
+local count, tokens, reply = 0, 0, {0, 0}
+for _, doc in ipairs(redis.call('LRANGE', KEYS[1], ARGV[1], ARGV[2])) do
+  local entry = cjson.decode(doc)
+  if entry.pinned == true or entry.message.role == 'system' then
+    reply[#reply + 1] = doc
+  else
+    count, tokens = count + 1, tokens + entry.tokens
+  end
+end
+reply[1], reply[2] = count, tokens
+return reply
+"""
+EARLIER_PAGE = 4096  # entries one call of EARLIER reads
+
+
+def earlier_page(found: Earlier, reply: Sequence[Any]) -> Earlier:
+    """``found`` with one page of ``EARLIER`` (its reply) added."""
+    kept = [entry_from_json(doc) for doc in reply[2:]]
+    return Earlier(
+        [*found.kept, *kept], found.entries + int(reply[0]), found.tokens + int(reply[1])
+    )
+
+
 class Scripts:
     """The Lua scripts, registered on one client (``redis.Redis`` or ``redis.asyncio.Redis``)."""
 
@@ -269,6 +302,7 @@ class Scripts:
         self.save_checkpoint = client.register_script(SAVE_CHECKPOINT)
         self.checkpoint = client.register_script(CHECKPOINT)
         self.load_from_checkpoint = client.register_script(LOAD_FROM_CHECKPOINT)
+        self.earlier = client.register_script(EARLIER)
         self.renew_lease = client.register_script(RENEW_LEASE)
         self.drop_lease = client.register_script(DROP_LEASE)
 

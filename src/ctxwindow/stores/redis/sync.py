@@ -23,12 +23,21 @@ from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import (
     Checkpoint,
+    Earlier,
     Store,
     check_entries,
     check_session_id,
     entry_from_json,
 )
-from ctxwindow.stores.redis.common import RELEASE_RETRY, Layout, Orphans, Scripts, load_redis
+from ctxwindow.stores.redis.common import (
+    EARLIER_PAGE,
+    RELEASE_RETRY,
+    Layout,
+    Orphans,
+    Scripts,
+    earlier_page,
+    load_redis,
+)
 
 if TYPE_CHECKING:
     import redis
@@ -169,11 +178,25 @@ class RedisStore(Store):
             reply = self._scripts.checkpoint(keys=keys)
         return self._layout.checkpoint_of(reply)
 
-    def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+    def _load_from_checkpoint(
+        self, session_id: str, limit: int | None
+    ) -> tuple[Checkpoint | None, list[Entry]]:
         keys = self._layout.checkpoint_keys(session_id)
+        args = [-1 if limit is None else limit]
         with self._layout.errors(f"load session {session_id!r}"):
-            reply = self._scripts.load_from_checkpoint(keys=keys)
+            reply = self._scripts.load_from_checkpoint(keys=keys, args=args)
         return self._layout.checkpoint_of(reply), [entry_from_json(doc) for doc in reply[2:]]
+
+    def _earlier(self, session_id: str, before: int) -> Earlier:
+        """Page by page (each a script call), so that Redis is never held long."""
+        found, start, key = Earlier([], 0, 0), 0, self._layout.entries_key(session_id)
+        while start < before - 1:
+            stop = min(start + EARLIER_PAGE, before - 1) - 1  # list indexes, inclusive
+            with self._layout.errors(f"load session {session_id!r}"):
+                reply = self._scripts.earlier(keys=[key], args=[start, stop])
+            found = earlier_page(found, reply)
+            start = stop + 1
+        return found
 
     def _health(self) -> dict[str, Any]:
         started = time.perf_counter()

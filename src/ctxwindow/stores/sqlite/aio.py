@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from ctxwindow.concurrency.aio import poll
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import AsyncStore, Checkpoint
+from ctxwindow.stores.base import AsyncStore, Checkpoint, Earlier
 from ctxwindow.stores.sqlite.files import LockFile, Synchronous, check_options, sqlite_url
 from ctxwindow.stores.sqlite.store import SQLiteStore
 
@@ -83,8 +83,13 @@ class AsyncSQLiteStore(AsyncStore):
     async def _checkpoint(self, session_id: str) -> Checkpoint | None:
         return await self._run(lambda s: s._checkpoint(session_id))
 
-    async def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
-        return await self._run(lambda s: s._load_from_checkpoint(session_id))
+    async def _load_from_checkpoint(
+        self, session_id: str, limit: int | None
+    ) -> tuple[Checkpoint | None, list[Entry]]:
+        return await self._run(lambda s: s._load_from_checkpoint(session_id, limit))
+
+    async def _earlier(self, session_id: str, before: int) -> Earlier:
+        return await self._run(lambda s: s._earlier(session_id, before))
 
     async def _health(self) -> dict[str, Any]:
         try:

@@ -38,11 +38,26 @@ def _create_checkpoints(conn: sqlite3.Connection) -> None:
     )
 
 
+# The entries a window keeps at any budget (``kept_always``), found by a partial index:
+# a bounded cold load reads them without scanning the session. A query must spell the
+# condition exactly so for SQLite to use the index.
+KEPT_ALWAYS = (
+    "(json_extract(json, '$.pinned') = 1 OR json_extract(json, '$.message.role') = 'system')"
+)
+
+
+def _index_kept_always(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        f"CREATE INDEX entries_kept_always ON entries (session_id, seq) WHERE {KEPT_ALWAYS}"
+    )
+
+
 # Version n is reached from version n - 1 by MIGRATIONS[n]; never edit a released one.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _create_entries,
     2: _create_idempotency,
     3: _create_checkpoints,
+    4: _index_kept_always,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

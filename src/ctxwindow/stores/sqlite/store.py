@@ -13,7 +13,14 @@ from typing import Any
 from ctxwindow.concurrency.sync import poll
 from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import Checkpoint, Store, encode_entry, entry_from_json, page_start
+from ctxwindow.stores.base import (
+    Checkpoint,
+    Earlier,
+    Store,
+    encode_entry,
+    entry_from_json,
+    page_start,
+)
 from ctxwindow.stores.base.checks import MAX_COUNT, prefix_end
 from ctxwindow.stores.sqlite.disk import DatabaseFile, why_not_writable
 from ctxwindow.stores.sqlite.files import (
@@ -25,7 +32,7 @@ from ctxwindow.stores.sqlite.files import (
     sqlite_url,
     store_error,
 )
-from ctxwindow.stores.sqlite.schema import migrate, schema_version, stored_before
+from ctxwindow.stores.sqlite.schema import KEPT_ALWAYS, migrate, schema_version, stored_before
 
 Row = tuple[str, int, str, str, int, float]  # session_id, seq, id, json, tokens, created_at
 # A checkpoint never moves backwards: a stored one with a higher seq stays.
@@ -162,14 +169,32 @@ class SQLiteStore(Store):
         with self._reading() as conn:
             return _checkpoint_of(conn, session_id)
 
-    def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
+    def _load_from_checkpoint(
+        self, session_id: str, limit: int | None
+    ) -> tuple[Checkpoint | None, list[Entry]]:
         with self._reading() as conn, _snapshot(conn):
             checkpoint = _checkpoint_of(conn, session_id)
             rows = conn.execute(
-                "SELECT json FROM entries WHERE session_id = ? AND seq > ? ORDER BY seq",
-                (session_id, checkpoint[0] if checkpoint else 0),
+                "SELECT json FROM entries WHERE session_id = ? AND seq > ?"
+                " ORDER BY seq DESC LIMIT ?",
+                (session_id, checkpoint[0] if checkpoint else 0, -1 if limit is None else limit),
             ).fetchall()
-        return checkpoint, [entry_from_json(text) for (text,) in rows]
+        return checkpoint, [entry_from_json(text) for (text,) in reversed(rows)]
+
+    def _earlier(self, session_id: str, before: int) -> Earlier:
+        with self._reading() as conn, _snapshot(conn):
+            kept = conn.execute(
+                f"SELECT json FROM entries WHERE session_id = ? AND seq < ? AND {KEPT_ALWAYS}"
+                " ORDER BY seq",
+                (session_id, before),
+            ).fetchall()
+            count, tokens = conn.execute(
+                "SELECT count(*), coalesce(sum(tokens), 0) FROM entries"
+                " WHERE session_id = ? AND seq < ?",
+                (session_id, before),
+            ).fetchone()
+        entries = [entry_from_json(text) for (text,) in kept]
+        return Earlier(entries, count - len(entries), tokens - sum(e.tokens for e in entries))
 
     def _health(self) -> dict[str, Any]:
         """Whether an append would be taken and kept: the file is still there, writable, with

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import AsyncStore, Checkpoint
+from ctxwindow.stores.base import AsyncStore, Checkpoint, Earlier
 from ctxwindow.stores.tiered.common import (
     Doc,
     HotTier,
@@ -118,8 +118,13 @@ class AsyncTieredStore(AsyncStore):
     async def _checkpoint(self, session_id: str) -> Checkpoint | None:
         return await self.durable.checkpoint(session_id)
 
-    async def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
-        return await self.durable.load_from_checkpoint(session_id)
+    async def _load_from_checkpoint(
+        self, session_id: str, limit: int | None
+    ) -> tuple[Checkpoint | None, list[Entry]]:
+        return await self.durable.load_from_checkpoint(session_id, limit=limit)
+
+    async def _earlier(self, session_id: str, before: int) -> Earlier:
+        return await self.durable.earlier(session_id, before)
 
     async def _health(self) -> dict[str, Any]:
         try:

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
-from ctxwindow.stores.base import Checkpoint, Store
+from ctxwindow.stores.base import Checkpoint, Earlier, Store
 from ctxwindow.stores.tiered.common import (
     Doc,
     HotTier,
@@ -120,8 +120,13 @@ class TieredStore(Store):
     def _checkpoint(self, session_id: str) -> Checkpoint | None:
         return self.durable.checkpoint(session_id)
 
-    def _load_from_checkpoint(self, session_id: str) -> tuple[Checkpoint | None, list[Entry]]:
-        return self.durable.load_from_checkpoint(session_id)
+    def _load_from_checkpoint(
+        self, session_id: str, limit: int | None
+    ) -> tuple[Checkpoint | None, list[Entry]]:
+        return self.durable.load_from_checkpoint(session_id, limit=limit)
+
+    def _earlier(self, session_id: str, before: int) -> Earlier:
+        return self.durable.earlier(session_id, before)
 
     def _health(self) -> dict[str, Any]:
         try:
