@@ -118,26 +118,30 @@ class Worker:
     def __init__(self, step: Callable[[], Awaitable[bool]], name: str) -> None:
         self._step, self._name = step, name
         self._task: asyncio.Task[None] | None = None
+        self._runs = 0  # each task runs while this is its number: ``stop`` moves it on
 
     def wake(self) -> None:
         """Run ``step`` until it returns False, on the running loop (soon, not now)."""
         loop = asyncio.get_running_loop()
         if self._task is None or self._task.done() or self._task.get_loop() is not loop:
-            self._task = loop.create_task(self._run(), name=self._name)
+            self._runs += 1
+            self._task = loop.create_task(self._run(self._runs), name=self._name)
 
     async def stop(self) -> None:
-        """Wait for the step under way, if any; the task then ends (it finds no more work)."""
+        """Wait for the step under way, if any; the task then ends, work left or not (what
+        is left waits for the next ``wake()``)."""
         task, self._task = self._task, None
+        self._runs += 1
         if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
             return  # done, or of another loop (which ends it)
         await asyncio.gather(task, return_exceptions=True)
 
-    async def _run(self) -> None:
+    async def _run(self, run: int) -> None:
         # A wake() while a step awaits sees this task running: the work it announces is
         # seen by the next step, as long as ``step`` returns False only right after it
         # found nothing to do (no await in between).
         try:
-            while await self._step():
+            while run == self._runs and await self._step():
                 pass
         except Exception:
             logger.exception("background work %r failed", self._name)

@@ -9,6 +9,15 @@ the window's ``checkpoint()`` and what the session knows besides. A cold
 load reads the checkpoint and the entries after it (``load_from_checkpoint``,
 one round trip where the store allows) and replays only those.
 
+A session without a checkpoint the manager can use (written through the
+store, by another version or configuration), or with more than ``NEWEST``
+entries after it, is not replayed whole: the manager replays its newest
+entries that fill the budget, after the ones a window keeps at any budget
+(pinned entries, the system prompt: the store's ``earlier``, found without
+reading the rest); the others are counted as left out (a report's
+``earlier``) and reach the archive in the background. A checkpoint is then
+saved at once, so that every later load resumes this same window.
+
 A checkpoint is only a shortcut: one that cannot be used (written by a
 window configured otherwise — another model, budget or policy — or by
 another version, or damaged) is passed over, logged, and the session is
@@ -21,8 +30,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 
 from ctxwindow.context.session import Session
+from ctxwindow.messages import Entry, stored_tokens
 from ctxwindow.policies.checkpoint import CheckpointError
 
 logger = logging.getLogger("ctxwindow.context")
@@ -30,6 +41,23 @@ logger = logging.getLogger("ctxwindow.context")
 EVERY = 512
 """Stored entries between two checkpoints of a session (what a cold load replays at most,
 beyond the checkpoint)."""
+
+NEWEST = 2 * EVERY
+"""Entries after the checkpoint a cold load reads at first, at most: more, and it replays
+only the newest entries that fill the budget (see ``context/aio.py``, ``_load``)."""
+
+PAGE = 1024
+"""Entries read at a time, going back from the newest, to fill the budget."""
+
+
+def fill(newest: Sequence[Entry], budget: int) -> list[Entry]:
+    """The newest of ``newest`` (in seq order) whose stored tokens fill ``budget``: the
+    shortest suffix that reaches it (all, if none does)."""
+    tokens, start = 0, len(newest)
+    while start > 0 and tokens < budget:
+        start -= 1
+        tokens += stored_tokens(newest[start])
+    return list(newest[start:])
 
 
 def due(session: Session) -> bool:
@@ -61,5 +89,5 @@ def resumed(session: Session, seq: int, data: bytes) -> bool:
         logger.info("session %r: its checkpoint is not used (%s); replaying it", session.id, exc)
         return False
     session.last_seq, session.last_id, session.whole = seq, last_id, whole
-    session.checkpointed = seq
+    session.checkpointed = session.replayed_after = seq
     return True

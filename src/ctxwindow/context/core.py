@@ -13,7 +13,13 @@ from ctxwindow.context import checkpoints
 from ctxwindow.context.contracts import REDACT_AT, ArchiveLike, EventHook, RedactAt
 from ctxwindow.context.policy import LOW_WATER, Policy, default_budget, hybrid_policy
 from ctxwindow.context.question import Question, asked, compressed, sends, with_question
-from ctxwindow.context.session import CACHED_UNITS, HotSessions, Session, waiting_after
+from ctxwindow.context.session import (
+    CACHED_UNITS,
+    HotSessions,
+    Session,
+    in_tool_unit,
+    waiting_after,
+)
 from ctxwindow.errors import BudgetError, InvalidMessageError, OrphanToolResultError
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message, stored_tokens
 from ctxwindow.policies import Context
@@ -23,7 +29,7 @@ from ctxwindow.policies.explain import Decision, Decisions, Report
 from ctxwindow.policies.rules import text_of
 from ctxwindow.recall import Recall, RecallPolicy, is_whole
 from ctxwindow.redact.redactor import RedactFn, redacted_preview
-from ctxwindow.stores.base import Checkpoint
+from ctxwindow.stores.base import Checkpoint, Earlier
 from ctxwindow.tokens.registry import ModelRegistry, default_models
 
 RECALLED = "recalled: matched the query"
@@ -100,6 +106,31 @@ class Core:
         self.restore(session, stored)
         return session
 
+    def loaded_whole(self, session_id: str, stored: Sequence[Entry]) -> Session:
+        """The session from all its entries, ``stored``."""
+        session = self.loaded(session_id, None, stored)
+        assert session is not None  # only a checkpoint can be refused
+        return session
+
+    def loaded_newest(self, session_id: str, earlier: Earlier, newest: Sequence[Entry]) -> Session:
+        """The session from its ``newest`` entries, after ``earlier.kept`` (what a window
+        keeps at any budget among the entries before them); the others are counted as
+        left out. See ``context/checkpoints.py``. Off the event loop, like ``loaded``."""
+        window = self.policy(self.budget, self.tokenizer)
+        session = Session(session_id, window, owner=self)
+        window.on_event = self.on_event
+        # A kept entry of a tool unit cannot be replayed without the rest of its unit.
+        alone = [e for e in earlier.kept if in_tool_unit(e)]
+        self.restore(session, [e for e in earlier.kept if not in_tool_unit(e)], archive=False)
+        if earlier.entries or alone:
+            window.left_out(
+                earlier.entries + len(alone), earlier.tokens + sum(e.tokens for e in alone)
+            )
+            session.whole = False
+        self.restore(session, newest)
+        session.replayed_after = newest[0].seq - 1 if newest else session.last_seq
+        return session
+
     def keep(self, session: Session) -> None:
         self.sessions.put(session)
 
@@ -128,13 +159,14 @@ class Core:
         else:
             self.forget(session_id)  # deleted or rebuilt meanwhile: reloaded on next use
 
-    def restore(self, session: Session, stored: Sequence[Entry]) -> None:
+    def restore(self, session: Session, stored: Sequence[Entry], *, archive: bool = True) -> None:
         """Add stored entries the window has not seen, with their stored tokens.
 
-        Each is also queued for the archive, as stored (see ``unarchived``).
+        Each is also queued for the archive, as stored (see ``unarchived``), unless
+        ``archive`` is False (the manager queues them otherwise).
         """
         window = session.window
-        if self.archive is not None:
+        if self.archive is not None and archive:
             session.unarchived.extend(
                 e for e in stored if e.seq > session.last_seq and e.message["role"] != "system"
             )
@@ -149,7 +181,9 @@ class Core:
                 continue  # its call is older than what was loaded: never an orphan
             kept = None
             if entry.message["role"] == "system":
-                window.set_system(entry.message["content"], entry_id=entry.id, seq=entry.seq)
+                window.set_system(
+                    entry.message["content"], entry_id=entry.id, seq=entry.seq, tokens=entry.tokens
+                )
             else:
                 kept = window.add(
                     entry.message, pin=entry.pinned, metadata=entry.metadata,

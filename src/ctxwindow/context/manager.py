@@ -18,9 +18,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ctxwindow.concurrency.sync import SessionLocks, Worker, run_blocking
+from ctxwindow.concurrency.sync import SessionLocks, Worker, run_blocking, sleep
 from ctxwindow.context import checkpoints
-from ctxwindow.context.archiving import BATCH, ArchiveQueue, index_batch, indexed_through
+from ctxwindow.context.archiving import (
+    BACKLOG_BATCH,
+    BATCH,
+    ArchiveQueue,
+    Turns,
+    index_batch,
+    indexed_through,
+)
 from ctxwindow.context.batch import (
     HASH_KEY,
     batch_key,
@@ -42,7 +49,7 @@ from ctxwindow.context.session import (
 )
 from ctxwindow.context.turns import HELD, holding
 from ctxwindow.errors import StoreError
-from ctxwindow.messages import Entry, Unit
+from ctxwindow.messages import Entry, Unit, stored_tokens
 from ctxwindow.policies import Context
 from ctxwindow.policies.rules import text_of
 from ctxwindow.recall import RecallPolicy
@@ -126,6 +133,7 @@ class ContextManager:
         )  # fmt: skip
         self._queue = ArchiveQueue()
         self._archiving = SessionLocks()  # a session's batches, one at a time
+        self._turns = Turns()  # under way: backlogs are read slowly meanwhile
         self._worker = Worker(self._archive_next, "ctxwindow-archive")
 
     @property
@@ -314,30 +322,36 @@ class ContextManager:
         with self.store.lock(session_id, timeout=wait):
             HELD.set(inside)
             try:
-                self._catch_up(session_id)
-                yield
+                with self._turns:
+                    self._catch_up(session_id)
+                    yield
             finally:
                 HELD.set(held)
 
-    def drain(self) -> None:
+    def drain(self, *, backlogs: bool = True) -> None:
         """Archive every turn still queued now, rather than soon in the background.
 
         A batch that fails is logged and stays queued; turns left unarchived
         when the process ends are queued again when their session is next
-        loaded (the archive's watermark is below them).
+        loaded (the archive's watermark is below them). ``backlogs=False``
+        leaves the sessions that still have stored entries to read (what a
+        cold load did not replay: a long backlog), for that next load.
         """
         # Also the sessions whose batch the worker is indexing now (taken off the queue):
         # ``_archive`` waits for it.
         for session_id in dict.fromkeys([*self._queue.sessions(), *self._archiving.sessions()]):
+            if not backlogs and self._queue.stored(session_id) is not None:
+                continue
             try:
                 self._archive(session_id)
             except Exception:
                 logger.exception("could not archive the turns queued for session %r", session_id)
 
     def close(self) -> None:
-        """Archive what is still queued (``drain``), then close the store."""
+        """Archive what is still queued (``drain``), but for the stored backlogs of cold
+        loads, which the sessions' next loads queue again; then close the store."""
         if self._core.archive is not None:
-            self.drain()
+            self.drain(backlogs=False)
             self._worker.stop()
         self.store.close()
 
@@ -376,31 +390,53 @@ class ContextManager:
 
     def _load(self, session_id: str) -> Session:
         """The session from its checkpoint and the entries after it, in one round trip
-        where the store allows; replayed whole if it has no checkpoint this manager can
-        use. Rebuilding the window runs off the event loop."""
+        where the store allows. Without a checkpoint this manager can use, or with too
+        many entries after it, from the newest entries that fill the budget (see
+        ``context/checkpoints.py``). Rebuilding the window runs off the event loop."""
         core = self._core
-        checkpoint, stored = self.store.load_from_checkpoint(session_id)
-        session = run_blocking(core.loaded, session_id, checkpoint, stored)
-        if session is None:  # a checkpoint of another window: replay every entry
-            stored = self.store.load(session_id)
-            session = run_blocking(core.loaded, session_id, None, stored)
-            assert session is not None
-        return session
+        limit = checkpoints.NEWEST
+        checkpoint, stored = self.store.load_from_checkpoint(session_id, limit=limit)
+        after = checkpoint[0] if checkpoint else 0
+        last = stored[-1].seq if stored else after
+        if last - after == len(stored):  # every entry after the checkpoint
+            session = run_blocking(core.loaded, session_id, checkpoint, stored)
+            if session is not None:
+                return session
+            if last <= limit:  # another window's checkpoint, a short session: replay it whole
+                stored = self.store.load(session_id)
+                return run_blocking(core.loaded_whole, session_id, stored)
+        newest = self._newest(session_id, stored)
+        earlier = self.store.earlier(session_id, newest[0].seq if newest else 0)
+        return run_blocking(core.loaded_newest, session_id, earlier, newest)
+
+    def _newest(self, session_id: str, stored: list[Entry]) -> list[Entry]:
+        """The session's newest entries that fill the budget (``stored``: the newest ones
+        read already), read back a page at a time."""
+        budget, newest = self._core.budget, stored or self.store.tail(session_id, 1)
+        tokens = sum(stored_tokens(entry) for entry in newest)
+        while newest and newest[0].seq > 1 and tokens < budget:
+            after = max(newest[0].seq - 1 - checkpoints.PAGE, 0)
+            page = self.store.load(session_id, after=after, limit=newest[0].seq - 1 - after)
+            if not page or page[-1].seq != newest[0].seq - 1:
+                break  # truncated meanwhile: what is read is the newest there is
+            newest = [*page, *newest]
+            tokens += sum(stored_tokens(entry) for entry in page)
+        return checkpoints.fill(newest, budget)
 
     def _archive_missed(self, session: Session) -> None:
         """Queue for the archive what it has not got of a session just loaded: the turns
-        above its watermark (all, if it keeps none), read from the store if a checkpoint
-        covered them."""
+        above its watermark (all, if it keeps none); those the load did not replay as a
+        range of the store."""
         archive = self._core.archive
         assert archive is not None
         through = run_blocking(indexed_through, archive, session.id)
         if through > session.last_seq:  # archived entries the session has lost (truncated)
             run_blocking(archive.forget, session.id)
             through = 0
-        covered = session.checkpointed  # what the checkpoint covered was not replayed here
-        if through < covered:
-            missed = self.store.load(session.id, after=through, limit=covered - through)
-            self._queue.put(session.id, [e for e in missed if e.message["role"] != "system"])
+        # What the load did not replay is read from the store by the worker, batch by batch.
+        if through < session.replayed_after:
+            self._queue.put_stored(session.id, through, session.replayed_after)
+            self._turns.defer_backlog()  # not beside the turn that loaded it
         self._archive_later(session, after=through)
 
     def _checkpoint(self, session: Session) -> None:
@@ -482,19 +518,52 @@ class ContextManager:
         assert archive is not None
         with self._archiving.hold(session_id, None):
             done = 0
-            while (batches is None or done < batches) and (batch := self._queue.take(session_id)):
-                try:
-                    run_blocking(index_batch, archive, session_id, batch)
-                except BaseException:
-                    self._queue.put_back(session_id, batch)
-                    raise
+            while batches is None or done < batches:
+                if (span := self._queue.stored(session_id)) is not None:
+                    self._archive_stored(session_id, *span)
+                elif batch := self._queue.take(session_id):
+                    try:
+                        run_blocking(index_batch, archive, session_id, batch)
+                    except BaseException:
+                        self._queue.put_back(session_id, batch)
+                        raise
+                else:
+                    break
                 done += 1
 
+    def _archive_stored(self, session_id: str, after: int, through: int) -> None:
+        """Archive the next batch of the session's stored entries ``after`` to ``through``.
+
+        A failure leaves the range where it was, the session held, and the error up.
+        """
+        archive = self._core.archive
+        assert archive is not None
+        try:
+            limit = min(BACKLOG_BATCH, through - after)
+            page = self.store.load(session_id, after=after, limit=limit)
+            batch = [entry for entry in page if entry.message["role"] != "system"]
+            last = page[-1].seq if page else through  # none: truncated meanwhile
+            if batch:
+                run_blocking(index_batch, archive, session_id, batch, last)
+        except BaseException:
+            self._queue.hold(session_id)
+            raise
+        self._queue.read(session_id, last)
+
     def _archive_next(self) -> bool:
-        """The worker's step: a batch of the session that has waited longest; False if none."""
-        session_id = self._queue.next()
+        """The worker's step: a batch of the session that has waited longest; False if none.
+
+        Backlogs go slowly unless the manager is quiet (see ``Turns``).
+        """
+        backlog = self._turns.backlog_now()
+        session_id = self._queue.next(stored=backlog)
         if session_id is None:
+            if not backlog and self._queue.backlogged():
+                sleep(0.1)  # until the manager is quiet, or the next batch is due
+                return True
             return False
+        if self._queue.stored(session_id) is not None:
+            self._turns.defer_backlog()
         try:
             self._archive(session_id, batches=1)
         except Exception:

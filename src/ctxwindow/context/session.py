@@ -20,6 +20,9 @@ class Session:
         self.last_seq = 0  # the highest store seq the window has seen
         self.last_id = ""  # the id of that entry (a session deleted and rebuilt differs)
         self.checkpointed = 0  # the seq of the session's last checkpoint known here
+        # The window replayed the entries after this seq only (and, of those before it,
+        # the ones kept at any budget): 0 when loaded whole. What the archive may lack.
+        self.replayed_after = 0
         # The candidates found for a query, (score, unit) best first (prefetched or reused).
         self.recall: tuple[str, list[tuple[float, Unit]]] | None = None
         self.units: dict[int, Unit] = {}  # whole archived units read for recall, by store seq

@@ -209,21 +209,30 @@ class Window(WindowView):
             self.add(message)
 
     def set_system(
-        self, content: str | list[Any], *, entry_id: str | None = None, seq: int = -1
+        self,
+        content: str | list[Any],
+        *,
+        entry_id: str | None = None,
+        seq: int = -1,
+        tokens: int | None = None,
     ) -> None:
-        """Set or replace the system prompt (always first, never evicted); ``entry_id`` and
-        ``seq``: the stored message's, if it is one (they order nothing: it stays first)."""
+        """Set or replace the system prompt (always first, never evicted); ``entry_id``,
+        ``seq`` and ``tokens``: the stored message's, if it is one (they order nothing: it
+        stays first; the tokens as stored, else counted). A stored prompt replaced is
+        counted as left out of the context (``Report.evicted_entries``)."""
         entry = Entry(
             make_message("system", content), 0, seq=seq, pinned=True, kind="system", priority=0
         )
         if entry_id is not None:
             entry.id = entry_id
-        entry.tokens = self.tokenizer.message_tokens(entry.message)
+        entry.tokens = self.tokenizer.message_tokens(entry.message) if tokens is None else tokens
         unit = Unit([entry], self._size_of(entry))
-        old_size = self._kept.system.size if self._kept.system else 0
-        pinned = self._kept.pinned_used - old_size + unit.size
+        old = self._kept.system
+        pinned = self._kept.pinned_used - (old.size if old else 0) + unit.size
         self._require_pinned_fit(pinned, "the system prompt")
         self._kept.set_system(unit)
+        if old is not None and old.entries[0].seq >= 0:  # a stored message, left out now
+            self.left_out(1, old.entries[0].tokens)
         self._evict_until_fits()
 
     def restore(self, entries: Iterable[Entry]) -> None:
@@ -548,6 +557,15 @@ class Window(WindowView):
             )
         self._budget = budget
         self._evict_until_fits(keep=self._open)
+
+    def left_out(self, entries: int, tokens: int) -> None:
+        """Count ``entries`` messages of the history (``tokens`` stored tokens) as left
+        out before the window began: a cold load that replays only the newest entries.
+        A report counts them as evicted, ``earlier`` (not itemised)."""
+        if entries < 0 or tokens < 0:
+            raise ValueError(f"left_out takes counts, got {entries} entries, {tokens} tokens")
+        self._journal.evicted_entries += entries
+        self._journal.evicted_tokens += tokens
 
     def clear(self) -> None:
         """Forget every message except the system prompt (not reported to ``on_evict``)."""

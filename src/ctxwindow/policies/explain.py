@@ -247,6 +247,39 @@ class Report:
             evicted_tokens=sum(d.stored_tokens for d in out),
         )
 
+    def page(
+        self,
+        entries: Sequence[Entry],
+        after: int,
+        row: Callable[[Entry], Decision] | None = None,
+    ) -> Report:
+        """This report with the rows of one page of the history only: ``entries`` (the
+        stored entries with ``seq > after``, in order; their rows, ``row(entry)`` for
+        those it has none for, as ``covering``) but for the rows the context sends
+        first (the system prompt, the summary), which lead the first page (``after``
+        0), as in ``covering``'s order. The totals stay the whole
+        session's: the messages left out before the window's record begins are counted
+        as evicted rows (of other pages), not as ``earlier``. O(page + window)."""
+        make = row or (lambda entry: Decision.of(entry, "evicted", EARLIER))
+        through = entries[-1].seq if entries else after
+        mine = [
+            d for d in self.decisions
+            if (not after and _leading(d)) or (not _leading(d) and after < (d.seq or 0) <= through)
+        ]  # fmt: skip
+        known = {d.id for d in self.decisions}
+        rows = in_order([*mine, *(make(e) for e in entries if e.id not in known)])
+        counts = dict(self.messages_by_state)
+        counts["evicted"] = counts.get("evicted", 0) + self.earlier_entries
+        paged = replace(self, decisions=rows)
+        # The totals drawn from rows, the whole report's (cached properties, set ahead).
+        paged.__dict__.update(
+            tokens_by_category=self.tokens_by_category,
+            tokens_by_priority=self.tokens_by_priority,
+            tokens_by_state=self.tokens_by_state,
+            messages_by_state=counts,
+        )
+        return paged
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (its schema: docs/context.md, "The report")."""
         return {
@@ -313,6 +346,12 @@ def in_order(rows: Iterable[Decision]) -> list[Decision]:
         return (1, -1) if row.seq is None else (2, row.seq)
 
     return sorted(rows, key=place)
+
+
+def _leading(row: Decision) -> bool:
+    """Whether ``row`` comes before the rows in seq order (``in_order``): the system
+    prompt, the rolling summary."""
+    return row.seq is None or (row.category == "system" and row.state == "pinned")
 
 
 def _sums(rows: Iterable[Decision], key: Callable[[Decision], str]) -> dict[str, int]:

@@ -156,7 +156,12 @@ class PriorityWindow(TokenWindow):
             self.set_system(system)
 
     def set_system(
-        self, content: str | list[Any], *, entry_id: str | None = None, seq: int = -1
+        self,
+        content: str | list[Any],
+        *,
+        entry_id: str | None = None,
+        seq: int = -1,
+        tokens: int | None = None,
     ) -> None:
         cap = self.caps.get("system")
         size = self.tokenizer.message_tokens({"role": "system", "content": content})
@@ -164,7 +169,7 @@ class PriorityWindow(TokenWindow):
             raise PinnedOverBudgetError(
                 f"the system prompt needs {size} tokens; its category cap is {cap}"
             )
-        super().set_system(content, entry_id=entry_id, seq=seq)
+        super().set_system(content, entry_id=entry_id, seq=seq, tokens=tokens)
         system = self._kept.system
         assert system is not None
         system.entries[0].priority = int(Priority.CRITICAL)

@@ -132,14 +132,16 @@ class Service:
 
     async def aclose(self) -> None:
         """Archive the turns still queued (else they wait for their session's next load),
-        then close the limiter, the upstream client and the store; first, streams still
-        storing their reply or releasing their session finish."""
+        but for the stored backlogs of cold loads (their next load queues them again: a
+        long one would hold the shutdown for minutes), then close the limiter, the upstream
+        client and the store; first, streams still storing their reply or releasing their
+        session finish."""
         from ctxwindow.server.exchange import finished  # exchange imports this module
 
         try:
             await finished()
             for manager in self.managers():
-                await manager.drain()
+                await manager.drain(backlogs=False)
             await self.calibration.save()
         finally:  # whatever failed above, nothing is left open
             try:

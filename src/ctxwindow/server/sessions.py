@@ -168,18 +168,23 @@ def _add_context(api: APIRouter, service: Service, tenant: Any) -> None:
             built = await manager.build(
                 sid, query=query, max_tokens=min(max_tokens or budget, budget)
             )
-            history = await service.store.load(sid)
+            # One page of the history, or all of it (O(session): the inspector pages).
+            page = await service.store.load(
+                sid, after=after, limit=None if limit is None else limit + 1
+            )
         except CtxWindowError as exc:
             raise from_library(exc) from exc
-        report = built.report.covering(history, _left_out(service)).to_dict()
-        # a row of no stored message (the rolling summary) goes with the first page
-        rows = [row for row in report["decisions"] if (row["seq"] or 0) > after or not after]
-        report["decisions"] = rows if limit is None else rows[:limit]
+        more = limit is not None and len(page) > limit
+        if limit is None and not after:
+            report = built.report.covering(page, _left_out(service)).to_dict()
+        else:  # the rows of the page; the totals the whole session's
+            report = built.report.page(page[:limit], after, _left_out(service)).to_dict()
+            report["earlier"] = {"entries": 0, "tokens": 0}  # each has its row on a page
         return {
             "messages": built.messages,
             "total_tokens": built.total_tokens,
             "report": report,
-            "has_more": limit is not None and len(rows) > limit,
+            "has_more": more,
         }
 
 
