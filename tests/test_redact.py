@@ -105,12 +105,11 @@ def test_corpus_is_well_formed() -> None:
 def test_corpus_precision_and_recall() -> None:
     """Exact-span figures no lower than measured (the table prints with -s).
 
-    Measured on 357 lines: precision 0.992 (242 tp, 2 fp) and recall 0.980
-    (5 fn) overall, every type 0.86 or more; the floors sit just below. The
-    misses are the documented limits (a keyword separated from its value by
-    words, `password: letmein and …`, a lowercase IBAN, a key cut to its
-    last lines); the false positives a four-part version without a keyword
-    and `?key=2024-report-final`.
+    Measured on 357 lines: precision 0.992 (247 tp, 2 fp) and recall 1.000
+    (0 fn) overall, every type 0.91 or more; the floors sit below. The false
+    positives are a four-part version without a keyword and
+    `?key=2024-report-final`. (The corpus was written with the detectors:
+    these floors catch regressions, they are not real-world accuracy.)
     """
     table = score(load_corpus())
     total: Counter[str] = sum(table.values(), Counter())
@@ -122,7 +121,7 @@ def test_corpus_precision_and_recall() -> None:
             f"{name:<12} {c['tp']:>4} {c['fp']:>4} {c['fn']:>4} {precision:>10.3f} {recall:>8.3f}"
         )
     assert ratio(total["tp"], total["tp"] + total["fp"]) >= 0.99
-    assert ratio(total["tp"], total["tp"] + total["fn"]) >= 0.975
+    assert ratio(total["tp"], total["tp"] + total["fn"]) >= 0.99
     for c in table.values():
         assert ratio(c["tp"], c["tp"] + c["fp"]) >= 0.9
         assert ratio(c["tp"], c["tp"] + c["fn"]) >= 0.85
@@ -299,8 +298,14 @@ def test_password_look_alikes(text: str) -> None:
 
 def test_prose_after_password_keeps_its_words() -> None:
     """A plain word followed by more words is prose: "click" is not a password."""
-    text = "reset your password: click the link"
-    assert Redactor().redact_text(text) == (text, {})
+    for text in ["reset your password: click the link", "your password: click here: https://x.io"]:
+        assert Redactor().redact_text(text) == (text, {})
+
+
+@pytest.mark.parametrize("joined", ["and", "&"])
+def test_a_plain_word_before_the_next_field_is_a_password(joined: str) -> None:
+    """``password: letmein and username: bob`` lists fields: the word is the value."""
+    assert found(Password(), f"password: letmein {joined} username: bob") == ["letmein"]
 
 
 @pytest.mark.parametrize(
@@ -317,6 +322,8 @@ def test_prose_after_password_keeps_its_words() -> None:
         ("密码：“hello world”", "hello world"),
         ("パスワードは『ひみつ 42』です", "ひみつ 42"),
         ("パスワード：abc123😀", "abc123"),
+        ("パスワードを変更しました: newPass123", "newPass123"),
+        ("パスワードを設定した：Kz-2024", "Kz-2024"),
     ],
 )
 def test_cjk_password_phrasing(text: str, value: str) -> None:
@@ -325,7 +332,10 @@ def test_cjk_password_phrasing(text: str, value: str) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["密码是什么？", "忘记密码了怎么办", "请输入密码：", "密码：（见附件）", "密碼錯誤"],
+    [
+        *("密码是什么？", "忘记密码了怎么办", "请输入密码：", "密码：（见附件）", "密碼錯誤"),
+        "パスワードを変更しました。ご確認ください",
+    ],
 )
 def test_cjk_password_in_prose(text: str) -> None:
     assert found(Password(), text) == []
@@ -427,6 +437,23 @@ def test_a_key_cut_short_is_masked_to_the_end_of_its_lines() -> None:
     assert Redactor().redact_text(escaped)[0] == '{"private_key": "[PRIVATE_KEY]"}'
 
 
+def test_a_key_cut_to_its_last_lines_is_masked_from_its_first_line() -> None:
+    tail = key_material(120) + "\nAGeRCGibjCg=\n-----END RSA PRIVATE KEY-----"
+    assert found(PrivateKey(), f"Only the end survived:\n{tail}\nhelp?") == [tail]
+    public = key_material(120) + "\n-----END PUBLIC KEY-----"
+    assert found(PrivateKey(), f"the end:\n{public}") == []  # public: no secret
+
+
+def test_a_putty_key_file_masks_its_private_lines() -> None:
+    lines = [key_material(45), key_material(30, seed=1)]  # one line each
+    ppk = (
+        "PuTTY-User-Key-File-3: ssh-rsa\nPublic-Lines: 1\nAAAAB3NzaC1yc2E=\n"
+        f"Private-Lines: 2\n{lines[0]}\n{lines[1]}\nPrivate-MAC: 5a1c9e0f"
+    )
+    assert found(PrivateKey(), ppk) == ["\n".join(lines)]
+    assert found(PrivateKey(), "Private-Lines: 1\n(see the file)") == []
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -463,6 +490,9 @@ def test_private_key_look_alikes(text: str) -> None:
         ("unknown country XX89370400440532013000", []),
         ("glued SKU-DE89370400440532013000X", []),
         ("ref AB12 3456 7890 1234, order DE12 3456", []),
+        ("iban: it60 x054 2811 1010 0000 0123 456", ["it60 x054 2811 1010 0000 0123 456"]),
+        ("typed gb82west12345698765432 in lower case", ["gb82west12345698765432"]),
+        ("it60 is not an iban, nor de12 word word", []),
     ],
 )
 def test_iban(text: str, expected: list[str] | None) -> None:

@@ -70,6 +70,7 @@ _CJK_IS = (
     r"(?:就|都|也|还|還|仍然?|已经?|已經)?"
     r"(?:是|为|為|は|如下"
     r"|(?:修改|更改|更新|重置|设置|設置|改|设|設|换|換)(?:成|为|為)了?"
+    r"|を?(?:変更|設定|更新|リセット)(?:しました|した|済み)?(?:ね|よ)?"
     r"|(?:는|은|이|가)(?:[ \t]+(?:바로|그냥))?)"
 )
 _PASSWORD = (
@@ -86,6 +87,7 @@ _WORDS_NOT_PASSWORDS = {
 }
 _PLACEHOLDER = re.compile(r"\[[A-Z][A-Z_]*\]")
 _NEXT_WORD = re.compile(r"[ \t]+[A-Za-z]")
+_NEXT_KEY = re.compile(r"[ \t]+(?:and|&)[ \t]+[A-Za-z_][A-Za-z0-9_]{0,30}[ \t]*[:=]")
 _NEXT_FIELD = re.compile(r";(?=[A-Za-z_][A-Za-z0-9_ ]*=)")
 
 
@@ -154,8 +156,9 @@ def _looks_like_a_secret(match: re.Match[str], value: str, end: int) -> bool:
     if match.group("colon") is None:
         return not value.isalpha()  # "password is wrong"; "密码是abc" is ambiguous prose
     if match.group("gap") and value.isalpha() and value[1:].islower():
-        # "reset your password: click the link": a plain word that more words follow
-        return not _NEXT_WORD.match(match.string, end)
+        # "reset your password: click the link": a plain word that more words follow,
+        # unless they are the next field ("password: letmein and username: bob")
+        return not _NEXT_WORD.match(match.string, end) or bool(_NEXT_KEY.match(match.string, end))
     return True
 
 

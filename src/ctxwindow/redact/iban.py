@@ -21,12 +21,14 @@ IBAN_LENGTHS = {
 }
 
 # Country code and check digits, then the rest: compact, or in groups of four
-# split by single spaces (the printed form). Case as printed: upper.
+# split by single spaces (the printed form). Either case (typed in lower case, too):
+# the length and the mod-97 check keep words and numbers out.
 _CANDIDATE = re.compile(
-    r"(?<![0-9A-Za-z_])[A-Z]{2}[0-9]{2}(?:[0-9A-Z]{11,30}|(?: [0-9A-Z]{4}){2,7}(?: [0-9A-Z]{1,3})?)"
+    r"(?<![0-9A-Za-z_])[A-Za-z]{2}[0-9]{2}"
+    r"(?:[0-9A-Za-z]{11,30}|(?: [0-9A-Za-z]{4}){2,7}(?: [0-9A-Za-z]{1,3})?)"
     r"(?![0-9A-Za-z_])"
 )
-_GROUPED = re.compile(r"[A-Z]{2}[0-9]{2}(?: [0-9A-Z]{4})+(?: [0-9A-Z]{1,3})?")
+_GROUPED = re.compile(r"[A-Za-z]{2}[0-9]{2}(?: [0-9A-Za-z]{4})+(?: [0-9A-Za-z]{1,3})?")
 
 
 def iban_valid(iban: str) -> bool:
@@ -72,7 +74,7 @@ def _ibans(match: re.Match[str]) -> Iterator[Span]:
     if iban_valid(candidate):
         yield start, match.end()
         return
-    length = IBAN_LENGTHS.get(candidate[:2])
+    length = IBAN_LENGTHS.get(candidate[:2].upper())
     if length is None or not _GROUPED.fullmatch(candidate):
         return
     # Printed: the IBAN ends with its last group, and a number may follow.

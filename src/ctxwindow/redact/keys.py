@@ -24,6 +24,11 @@ _TRUNCATED = re.compile(
     rf"(?:\r?\n[ \t]*(?:{_HEADER}|[A-Za-z0-9+/=\\]+{_LINE_END}))*"
 )
 _KEY_MATERIAL = re.compile(r"[A-Za-z0-9+/]{16}")  # "<your key here>" is not a key
+# A key cut to its last lines: base64 lines, then the END line (no BEGIN before them).
+_TAIL = re.compile(rf"(?m)^(?:[ \t]*[A-Za-z0-9+/=]{{4,}}[ \t]*\r?\n)+[ \t]*{_END.pattern}")
+# A PuTTY key file's private part: "Private-Lines: N", then N lines of base64.
+_PUTTY = re.compile(r"Private-Lines:[ \t]*(?P<n>[0-9]{1,3})[ \t]*\r?\n")
+_BASE64_LINE = re.compile(r"[A-Za-z0-9+/=]{4,}(?=[ \t]*(?:\r?\n|\Z))")
 
 
 class PrivateKey:
@@ -44,7 +49,31 @@ class PrivateKey:
     name = "PRIVATE_KEY"
 
     def find(self, text: str) -> list[Span]:
-        return list(self._blocks(fold(text)))
+        text = fold(text)
+        blocks = list(self._blocks(text))
+        for start, end in [*self._tails(text), *self._putty(text)]:
+            if not any(s < end and start < e for s, e in blocks):
+                blocks.append((start, end))
+        return sorted(blocks)
+
+    @staticmethod
+    def _tails(text: str) -> Iterator[Span]:
+        for match in _TAIL.finditer(text):
+            if _KEY_MATERIAL.search(match.group()):
+                yield match.start() + len(match.group()) - len(match.group().lstrip()), match.end()
+
+    @staticmethod
+    def _putty(text: str) -> Iterator[Span]:
+        for match in _PUTTY.finditer(text):
+            start = at = end = match.end()
+            for _ in range(int(match.group("n"))):
+                line = _BASE64_LINE.match(text, at)
+                if line is None:
+                    break
+                end = line.end()
+                at = text.find("\n", end) + 1 or len(text)
+            if _KEY_MATERIAL.search(text, start, end):
+                yield start, end
 
     def _blocks(self, text: str) -> Iterator[Span]:
         at = 0
