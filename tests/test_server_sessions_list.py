@@ -8,6 +8,7 @@ wrote, sorted by code point, in OpenAI's list shape.
 from __future__ import annotations
 
 import asyncio
+import re
 import unicodedata
 import urllib.parse
 from collections.abc import Iterator
@@ -92,8 +93,9 @@ def every_id(http: TestClient, headers: dict[str, str], limit: int, **params: An
     page = listed(http, headers, limit=limit, **params)
     while True:
         assert len(page["data"]) <= limit
-        assert page["first_id"] == (ids(page)[0] if page["data"] else None)
-        assert page["last_id"] == (ids(page)[-1] if page["data"] else None)
+        cursors = [s.get("ref", s["id"]) for s in page["data"]]  # a handle, when redacted
+        assert page["first_id"] == (cursors[0] if cursors else None)
+        assert page["last_id"] == (cursors[-1] if cursors else None)
         seen += ids(page)
         if not page["has_more"]:
             return seen
@@ -262,3 +264,77 @@ def test_the_openapi_document_describes_the_list(http: TestClient) -> None:
     body = operation["responses"]["200"]["content"]["application/json"]["schema"]
     assert body["required"] == ["object", "data", "first_id", "last_id", "has_more"]
     assert operation["security"] == [{"apiKey": []}]
+
+
+# --- ids hidden in the list: redacted, or hashed (settings.listed_ids) ---------------------
+
+KEY = "a listing key of the deployment 🔑"
+PRIVATE = ["alice@example.com", "电话 13812345678", "user-1", "🎉"]
+
+
+def handle_of(page: dict[str, Any], shown: str) -> str:
+    return next(s.get("ref", s["id"]) for s in page["data"] if s["id"] == shown)
+
+
+def test_hidden_ids_need_a_key() -> None:
+    for mode in ("redacted", "hashed"):
+        with pytest.raises(ValueError, match="CTXWINDOW_LISTED_IDS_KEY"):
+            Settings(listed_ids=mode)
+        with pytest.raises(ValueError, match="at least 16"):
+            Settings(listed_ids=mode, listed_ids_key="short")
+
+
+def test_hashed_ids_list_handles_that_open_page_and_delete_the_sessions(opened: Any) -> None:
+    with client(opened, listed_ids="hashed", listed_ids_key=KEY) as http:
+        for session_id in PRIVATE:
+            append(http, session_id, f"hello {session_id}", headers=ALICE)
+        append(http, "alice@example.com", "bob's own", headers=BOB)
+        response = http.get("/v1/sessions", headers=ALICE)
+        assert "alice@" not in response.text and "1381234" not in response.text
+        handles = ids(response.json())
+        assert len(set(handles)) == len(PRIVATE)
+        assert all(re.fullmatch(r"~[0-9a-f]{32}", handle) for handle in handles)
+        # Page by page, each page's last handle is the next one's cursor.
+        assert sorted(every_id(http, ALICE, limit=1)) == sorted(handles)
+        # A handle opens its session: messages, context; another tenant's does not.
+        texts = set()
+        for handle in handles:
+            messages = http.get(f"/v1/sessions/{handle}/messages", headers=ALICE).json()
+            texts.add(messages["data"][0]["message"]["content"])
+            assert http.get(f"/v1/sessions/{handle}/context", headers=ALICE).status_code == 200
+            assert http.get(f"/v1/sessions/{handle}/messages", headers=BOB).status_code == 404
+        assert texts == {f"hello {session_id}" for session_id in PRIVATE}
+        bobs = ids(listed(http, BOB))
+        assert len(bobs) == 1 and bobs[0] not in handles  # the tenant is in the hash
+        unknown = "~" + "0" * 32
+        assert http.get(f"/v1/sessions/{unknown}/messages", headers=ALICE).status_code == 404
+
+    # Another process with the same key finds a handle it never listed; then deletes by it.
+    with client(opened, listed_ids="hashed", listed_ids_key=KEY) as other:
+        handle = handles[0]
+        assert other.get(f"/v1/sessions/{handle}/messages", headers=ALICE).status_code == 200
+        assert other.delete(f"/v1/sessions/{handle}", headers=ALICE).json()["deleted"] is True
+        assert len(ids(listed(other, ALICE))) == len(PRIVATE) - 1
+    # Another key: other handles, and the old ones open nothing.
+    with client(opened, listed_ids="hashed", listed_ids_key=KEY + " rotated") as rotated:
+        assert not set(ids(listed(rotated, ALICE))) & set(handles)
+        assert rotated.get(f"/v1/sessions/{handles[1]}/messages", headers=ALICE).status_code == 404
+
+
+def test_redacted_ids_show_what_is_safe_and_open_by_their_handle(opened: Any) -> None:
+    with client(opened, listed_ids="redacted", listed_ids_key=KEY) as http:
+        for session_id in PRIVATE:
+            append(http, session_id, f"hello {session_id}", headers=ALICE)
+        page = listed(http, ALICE)
+        assert "alice@example.com" not in str(page) and "13812345678" not in str(page)
+        shown = sorted(ids(page))
+        assert shown == sorted(["[EMAIL]", "电话 [PHONE]", "user-1", "🎉"])
+        assert page["last_id"] == page["data"][-1]["ref"]  # the cursor is a handle
+        ref = handle_of(page, "[EMAIL]")
+        messages = http.get(f"/v1/sessions/{ref}/messages", headers=ALICE).json()
+        assert messages["data"][0]["message"]["content"] == "hello alice@example.com"
+        # The id itself still works, and appending by the handle adds to that session.
+        append(http, ref, "more", headers=ALICE)
+        plain = urllib.parse.quote("alice@example.com")
+        assert len(http.get(f"/v1/sessions/{plain}/messages", headers=ALICE).json()["data"]) == 2
+        assert sorted(every_id(http, ALICE, limit=2)) == shown

@@ -8,6 +8,7 @@ leave it and fails on any it saw, and on any error the page threw or logged.
 from __future__ import annotations
 
 import json
+import re
 import struct
 import time
 from collections.abc import Callable, Iterator
@@ -486,3 +487,28 @@ def test_every_control_is_labelled_and_all_text_has_contrast(
         assert page.get_by_role(role, name=name).count() == 1, role
     assert page.get_by_role("heading", level=1).text_content() == "Session inspector"
     inspector.check()
+
+
+def test_redacted_ids_are_listed_redacted_and_open_by_their_handle(browser: Any) -> None:
+    """With ``listed_ids="redacted"`` the list shows ``[EMAIL]``, never the address, and a
+    click opens the session by its handle."""
+    app = _app(listed_ids="redacted", listed_ids_key="a listing key of the deployment")
+    with serving(app) as base_url:
+        with httpx.Client(base_url=base_url, timeout=30) as http:
+            body = {"messages": [{"role": "user", "content": "Where is parcel 7? 📦"}]}
+            answer = http.post("/v1/sessions/ola@example.no/messages", headers=ALICE, json=body)
+            assert answer.status_code == 200, answer.text
+        inspector = Inspector(browser, base_url, "key-a")
+        try:
+            page = inspector.open()
+            page.locator("#sessions a").first.wait_for()
+            assert page.locator("#sessions .session-id").all_text_contents() == ["[EMAIL]"]
+            assert "ola@example.no" not in page.content()
+            (handle,) = _session_ids(page)
+            assert re.fullmatch(r"~[0-9a-f]{32}", handle)
+            page.locator("#sessions a").first.click()
+            page.get_by_text("Where is parcel 7? 📦").first.wait_for()
+            assert page.url.endswith(f"#s={handle}")
+            inspector.check()
+        finally:
+            inspector.page.context.close()

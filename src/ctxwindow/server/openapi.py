@@ -73,7 +73,16 @@ SESSION = {
     "type": "object",
     "required": ["id", "object", "messages", "created_at", "updated_at"],
     "properties": {
-        "id": {"type": "string", "description": "the session id, as the tenant wrote it (NFC)"},
+        "id": {
+            "type": "string",
+            "description": "the session id, as the tenant wrote it (NFC); with listed_ids"
+            " 'redacted' redacted, with 'hashed' its handle (~ and 32 hex digits)",
+        },
+        "ref": {
+            "type": "string",
+            "description": "with listed_ids 'redacted': the handle that opens the session"
+            " (the routes take it in place of the id)",
+        },
         "object": {"type": "string", "const": "session"},
         "messages": {"type": "integer", "description": "entries stored (the last seq)"},
         "created_at": {"type": ["number", "null"], "description": "the first entry's time"},

@@ -18,6 +18,7 @@ from ctxwindow.server.calibration import Calibration, calibration_key
 from ctxwindow.server.errors import from_library
 from ctxwindow.server.inputs import check_messages as check_messages  # chat.py reads them here
 from ctxwindow.server.inputs import read_json as read_json
+from ctxwindow.server.listing import Listing
 from ctxwindow.server.metrics import Metrics
 from ctxwindow.server.settings import Settings
 from ctxwindow.server.slots import Slots
@@ -58,6 +59,9 @@ class Service:
         )
         self.models = settings.model_registry
         self.calibration = Calibration(self.store, self.metrics.count_ratio)
+        key = settings.listed_ids_key
+        secret = None if key is None else key.get_secret_value().encode()
+        self.listing = Listing(settings.listed_ids, secret, redactor)
         self._managers: dict[str, tuple[AsyncContextManager, float]] = {}
         self._retired: list[AsyncContextManager] = []  # replaced by a recalibrated one
         self._sessions = HotSessions()  # one window a session, whichever model asks

@@ -37,9 +37,11 @@ def router(service: Service, tenant: Any) -> APIRouter:
 
 
 async def _existing(service: Service, session_id: str, tenant: str) -> str:
-    """The tenant's scoped id of a stored session; a 404 if it has no messages."""
-    sid = scoped(tenant, session_id, param=PATH_ID)
-    if not await service.session_size(sid):
+    """The tenant's scoped id of a stored session (``session_id``, or the id a listing's
+    handle stands for); a 404 if it has no messages."""
+    resolved = await service.listing.resolve(service.store, tenant, session_id)
+    sid = None if resolved is None else scoped(tenant, resolved, param=PATH_ID)
+    if sid is None or not await service.session_size(sid):
         raise APIError(404, f"no session {session_id!r}", code="session_not_found")
     return sid
 
@@ -62,6 +64,8 @@ def _add_list(api: APIRouter, service: Service, tenant: Any) -> None:
         Only the tenant's own: their store ids all start ``tenant:``, which the
         service's own sessions (``ctxwindow.calibration``) never do.
         """
+        if after is not None:  # a handle, when the list shows them: the id it stands for
+            after = await service.listing.resolve(service.store, tenant, after) or after
         ids = await service.store.sessions(
             prefix=_scoped_prefix(tenant, prefix), after=_cursor(tenant, after), limit=limit + 1
         )
@@ -69,8 +73,8 @@ def _add_list(api: APIRouter, service: Service, tenant: Any) -> None:
         return {
             "object": "list",
             "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
+            "first_id": data[0].get("ref", data[0]["id"]) if data else None,
+            "last_id": data[-1].get("ref", data[-1]["id"]) if data else None,
             "has_more": len(ids) > limit,
         }
 
@@ -91,7 +95,7 @@ async def _summary(service: Service, sid: str, tenant: str) -> dict[str, Any]:
     first = await service.store.load(sid, limit=1)
     last = await service.store.tail(sid, 1)
     return {
-        "id": sid[len(tenant) + 1 :],
+        **service.listing.shown(tenant, sid[len(tenant) + 1 :]),
         "object": "session",
         "messages": last[0].seq if last else 0,
         "created_at": first[0].created_at if first else None,
@@ -116,6 +120,8 @@ def _add_append(api: APIRouter, service: Service, tenant: Any) -> None:
         model = body.get("model", "gpt-4o")
         if not isinstance(model, str) or not model:
             raise APIError(400, "'model' must be a model name", param="model")
+        # A listing's handle names the session it stands for (else it is a new id).
+        session_id = await service.listing.resolve(service.store, tenant, session_id) or session_id
         sid = scoped(tenant, session_id, param=PATH_ID)
         manager = service.manager(model)
         key = idempotency_key(request)

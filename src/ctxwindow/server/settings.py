@@ -128,6 +128,14 @@ class Settings(BaseSettings):
     # yourself is your server's to bound).
     header_timeout: float = Field(default=10.0, gt=0)
     body_timeout: float = Field(default=30.0, gt=0)
+    # Session ids in GET /v1/sessions (and the inspector's list): "plain" as the
+    # clients wrote them; "redacted" through the redactor (an e-mail as an id shows
+    # as [EMAIL]) with a handle ("ref") to open the session by; "hashed": the handle
+    # alone. A handle is an HMAC of the id under listed_ids_key (needed for both;
+    # every process sharing the store must use the same), and the /v1/sessions/{id}
+    # routes take it in place of the id (docs/server.md, "Listing sessions").
+    listed_ids: Literal["plain", "redacted", "hashed"] = "plain"
+    listed_ids_key: SecretStr | None = None
     # Where the rate limit is counted: a redis:// URL shared by every process,
     # or "local" (each process counts its own). Default: the store's Redis
     # when the store is Redis, else local.
@@ -218,6 +226,16 @@ class Settings(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _listing_key(self) -> Settings:
+        key = self.listed_ids_key
+        if self.listed_ids != "plain" and (key is None or len(key.get_secret_value()) < 16):
+            raise ValueError(
+                f"listed_ids={self.listed_ids!r} needs listed_ids_key (CTXWINDOW_LISTED_IDS_KEY):"
+                " a secret of at least 16 characters, the same in every process"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _store_shared(self) -> Settings:
         url = self.store_url()
         if self.workers > 1 and (url.startswith("memory:") or ":memory:" in url):
@@ -229,9 +247,12 @@ class Settings(BaseSettings):
 
     def for_workers(self) -> str:
         """These settings as JSON for worker processes (the upstream key included)."""
-        data = self.model_dump(mode="json", exclude={"upstream_api_key"})
-        if self.upstream_api_key is not None:
-            data["upstream_api_key"] = self.upstream_api_key.get_secret_value()
+        secrets = ("upstream_api_key", "listed_ids_key")
+        data = self.model_dump(mode="json", exclude=set(secrets))
+        for name in secrets:
+            value = getattr(self, name)
+            if value is not None:
+                data[name] = value.get_secret_value()
         return json.dumps(data)
 
     def archive_path(self) -> str | None:

@@ -145,10 +145,12 @@ async function loadSessions(more = false) {
 function sessionItem(session) {
   const meta = [plural(session.messages, "message")];
   if (session.updated_at) meta.push(`updated ${when(session.updated_at)}`);
-  const link = h("a", { href: `#s=${encodeURIComponent(session.id)}`, "data-id": session.id },
+  // With listed_ids "redacted" the id shown is redacted: the session opens by its handle.
+  const key = session.ref ?? session.id;
+  const link = h("a", { href: `#s=${encodeURIComponent(key)}`, "data-id": key },
     h("span", { class: "session-id" }, session.id),
     h("span", { class: "session-meta" }, meta.join(" · ")));
-  if (session.id === state.session) link.setAttribute("aria-current", "true");
+  if (key === state.session) link.setAttribute("aria-current", "true");
   return h("li", {}, link);
 }
 
