@@ -518,9 +518,12 @@ class ContextManager:
         assert archive is not None
         with self._archiving.hold(session_id, None):
             done = 0
+            # The worker's backlog batches are short (it runs beside turns); a search or a
+            # drain that waits for the whole backlog reads it in full batches.
+            size = BATCH if batches is None else BACKLOG_BATCH
             while batches is None or done < batches:
                 if (span := self._queue.stored(session_id)) is not None:
-                    self._archive_stored(session_id, *span)
+                    self._archive_stored(session_id, *span, size)
                 elif batch := self._queue.take(session_id):
                     try:
                         run_blocking(index_batch, archive, session_id, batch)
@@ -531,15 +534,16 @@ class ContextManager:
                     break
                 done += 1
 
-    def _archive_stored(self, session_id: str, after: int, through: int) -> None:
-        """Archive the next batch of the session's stored entries ``after`` to ``through``.
+    def _archive_stored(self, session_id: str, after: int, through: int, size: int) -> None:
+        """Archive the next batch (``size`` entries at most) of the session's stored entries
+        ``after`` to ``through``.
 
         A failure leaves the range where it was, the session held, and the error up.
         """
         archive = self._core.archive
         assert archive is not None
         try:
-            limit = min(BACKLOG_BATCH, through - after)
+            limit = min(size, through - after)
             page = self.store.load(session_id, after=after, limit=limit)
             batch = [entry for entry in page if entry.message["role"] != "system"]
             last = page[-1].seq if page else through  # none: truncated meanwhile
