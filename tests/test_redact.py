@@ -522,6 +522,7 @@ BUS_KEY = "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYzAbCdE="
     [
         (f"aws_access_key_id = AKIAI\naws_secret_access_key = {AWS_SECRET}\n", [AWS_SECRET]),
         (f"export AWS_SECRET_ACCESS_KEY={AWS_SECRET}", [AWS_SECRET]),
+        (f"the AWS secret key {AWS_SECRET} for the deploy", [AWS_SECRET]),  # a space alone
         (
             f'{{"SecretAccessKey": "{AWS_SECRET}", "SessionToken": "{SESSION_TOKEN}"}}',
             [AWS_SECRET, SESSION_TOKEN],
@@ -548,6 +549,7 @@ def test_cloud_keys(text: str, expected: list[str]) -> None:
         f"no key id near: {AWS_SECRET}",
         "aws_secret_access_key=YOUR_SECRET_ACCESS_KEY",
         "AccountName=acct;AccountKey=<key>",
+        "secretsManagerArnPrefix1234567890abcdefghijklmn",  # glued to the keyword: a name
     ],
 )
 def test_cloud_key_look_alikes(text: str) -> None:

@@ -107,7 +107,7 @@ _CLOUD_KEYWORDS = {
     r"azure_?client_?secret": r"[A-Za-z0-9_.~-]{30,}",
 }
 _KEYED = "|".join(
-    rf"(?i:{keyword})[\"']?(?:[ \t]*[:=]|[ \t]+(?i:is|was))[ \t]*[\"']?(?P<v{i}>{value})"
+    rf"(?i:{keyword})[\"']?(?:[ \t]*[:=]|[ \t]+(?i:is|was)|(?=[ \t]))[ \t]*[\"']?(?P<v{i}>{value})"
     for i, (keyword, value) in enumerate(_CLOUD_KEYWORDS.items())
 )
 # An access key id (AWS, or a GCS HMAC key) makes a nearby 40-character
