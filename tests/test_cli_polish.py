@@ -26,6 +26,7 @@ from ctxwindow.cli import app
 from ctxwindow.eval.builtin import BUILTIN
 from ctxwindow.eval.choices import strategies
 from ctxwindow.eval.strategies import strategy_names
+from ctxwindow.extras import install_hint
 
 SCRIPT = Path(sys.executable).parent / "ctxwindow"
 
@@ -303,17 +304,17 @@ def test_version_prints_the_installed_version(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("blocked", "args", "says"),
     [
-        (("matplotlib",), [], "needs matplotlib: pip install 'ctxwindow[eval]'"),
+        (("matplotlib",), [], f"needs matplotlib: {install_hint('eval')}"),
         (
             ("openai",),
             ["--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "m"],
-            "needs openai: pip install 'ctxwindow[eval]'",
+            f"needs openai: {install_hint('eval')}",
         ),
         (
             ("sentence_transformers",),
             ["--strategies", "token_window,hybrid_minilm"],
             "the strategy 'hybrid_minilm' needs sentence_transformers:"
-            " pip install 'ctxwindow[embeddings]'",
+            f" {install_hint('embeddings')}",
         ),
     ],
 )
@@ -332,14 +333,14 @@ def test_eval_checks_its_extras_before_any_work(
 @pytest.mark.parametrize(
     ("blocked", "args", "says"),
     [
-        (("fastapi",), [], "ctxwindow serve needs fastapi: pip install 'ctxwindow[server]'"),
-        (("fastapi_offline",), [], "needs fastapi_offline: pip install 'ctxwindow[server]'"),
-        (("uvicorn",), [], "needs uvicorn: pip install 'ctxwindow[server]'"),
-        (("redis",), ["--store", "redis://127.0.0.1:9/0"], "pip install 'ctxwindow[redis]'"),
+        (("fastapi",), [], f"ctxwindow serve needs fastapi: {install_hint('server')}"),
+        (("fastapi_offline",), [], f"needs fastapi_offline: {install_hint('server')}"),
+        (("uvicorn",), [], f"needs uvicorn: {install_hint('server')}"),
+        (("redis",), ["--store", "redis://127.0.0.1:9/0"], install_hint("redis")),
         (
             ("psycopg",),
             ["--store", "postgresql://127.0.0.1:9/db"],
-            "pip install 'ctxwindow[postgres]'",
+            install_hint("postgres"),
         ),
     ],
 )
@@ -354,7 +355,7 @@ def test_serve_checks_the_extra_of_a_postgresql_archive(tmp_path: Path) -> None:
     env = blocking(tmp_path, "psycopg")
     env["CTXWINDOW_ARCHIVE"] = "postgresql://127.0.0.1:9/db"
     done = run("serve", "--port", "0", "--store", "memory://", cwd=tmp_path, env=env)
-    assert_one_line_error(done, "pip install 'ctxwindow[postgres]'")
+    assert_one_line_error(done, install_hint("postgres"))
 
 
 # -- progress -----------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 
 from ctxwindow import Entry
 from ctxwindow.cli import app
+from ctxwindow.extras import install_hint
 from ctxwindow.stores import entry_to_json, open_store
 
 from .test_store_contract import REDIS_URL, require_server
@@ -385,7 +386,7 @@ def test_a_missing_extra_says_what_to_install() -> None:
         result = cli("list", "--store", url, preamble=f"import sys; sys.modules[{module!r}] = None")
         assert result.returncode == 2, result.stderr
         assert result.stderr.startswith("ctxwindow: error: ")
-        assert f"pip install 'ctxwindow[{extra}]'" in result.stderr
+        assert install_hint(extra) in result.stderr
         assert result.stderr.count("\n") == 1
 
 

@@ -29,6 +29,7 @@ from ctxwindow.eval.report.figures import chart_style, style_context
 from ctxwindow.eval.report.glyphs import script_of
 from ctxwindow.eval.report.labels import drawn_texts, laid_out, overlapping_texts
 from ctxwindow.eval.report.runs import read_runs, strategy_colors
+from ctxwindow.extras import install_hint
 
 CUSTOM = "<b>x</b> & 'quotes'"
 UNICODE = "窓口 window 🪟"
@@ -260,7 +261,7 @@ def test_missing_matplotlib_names_the_extra(
     tmp_path: Path, results: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(ImportError, match=re.escape("pip install 'ctxwindow[eval]'")):
+    with pytest.raises(ImportError, match=re.escape(install_hint("eval"))):
         write_charts(results, tmp_path)
 
 

@@ -39,6 +39,7 @@ from llama_index.core.tools import FunctionTool, ToolSelection
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from ctxwindow.archive import SQLiteArchive
+from ctxwindow.extras import install_hint
 from ctxwindow.integrations.llamaindex import (
     TOOL_CALL_BLOCKS,
     CtxWindowMemory,
@@ -563,7 +564,7 @@ def test_without_llama_index_the_import_says_what_to_install(
 ) -> None:
     monkeypatch.setitem(sys.modules, "llama_index.core", None)  # as if not installed
     monkeypatch.delitem(sys.modules, "ctxwindow.integrations.llamaindex")
-    with pytest.raises(ImportError, match=re.escape("pip install 'ctxwindow[llamaindex]'")):
+    with pytest.raises(ImportError, match=re.escape(install_hint("llamaindex"))):
         importlib.import_module("ctxwindow.integrations.llamaindex")
 
 

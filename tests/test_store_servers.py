@@ -26,6 +26,7 @@ from typing import Any, cast
 import pytest
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
+from ctxwindow.extras import install_hint
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import Store, entry_to_json
 from ctxwindow.stores.tiered import Fillable
@@ -205,7 +206,7 @@ def test_a_missing_driver_says_which_extra_to_install(
 ) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
     extra = "redis" if module == "redis" else "postgres"
-    with pytest.raises(ImportError, match=re.escape(f"pip install 'ctxwindow[{extra}]'")):
+    with pytest.raises(ImportError, match=re.escape(install_hint(extra))):
         make()
 
 

@@ -20,6 +20,7 @@ import typer.core
 
 from ctxwindow.cli_sessions import app as sessions_app
 from ctxwindow.errors import CtxWindowError
+from ctxwindow.extras import install_hint
 from ctxwindow.messages import validate_message
 from ctxwindow.tokens import chat_tokenizer
 
@@ -475,7 +476,7 @@ def serve(
         require("server", "ctxwindow serve")
         from ctxwindow.server.main import STARTUP_ERRORS, serve_command
     except ImportError as exc:  # a package of the extra, or one of theirs, is missing
-        hint = "" if "pip install" in str(exc) else " (pip install 'ctxwindow[server]')"
+        hint = "" if "pip install" in str(exc) else f" ({install_hint('server')})"
         _fail(f"{exc}{hint}")
     try:
         serve_command(

@@ -28,10 +28,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-INSTALL_HINT = "pip install 'ctxwindow[embeddings]'"
+from ctxwindow.extras import install_hint
+
+INSTALL_HINT = install_hint("embeddings")
 CHUNK = 16
 """Texts ``E5SmallEmbedder`` encodes at a time in a long call, letting a short one go between."""
-DENSE_INSTALL_HINT = "pip install 'ctxwindow[dense]'"
+DENSE_INSTALL_HINT = install_hint("dense")
 
 
 @runtime_checkable

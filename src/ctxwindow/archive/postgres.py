@@ -38,8 +38,9 @@ from ctxwindow.archive.base import Archive, Document, Ranked, Scope, check_table
 from ctxwindow.archive.embedders import Embedder
 from ctxwindow.archive.vectors import StoredVector
 from ctxwindow.errors import StoreError, StoreUnavailableError
+from ctxwindow.extras import install_hint
 
-INSTALL_HINT = "pip install 'ctxwindow[postgres]'"
+INSTALL_HINT = install_hint("postgres")
 CONFIG = "english"
 COUNT_ID = 2**63 - 1
 """The id of the last posting of each (session, lexeme): its ``tf`` is the lexeme's row count."""

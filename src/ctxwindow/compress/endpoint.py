@@ -7,12 +7,13 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from ctxwindow.errors import CompressionError
+from ctxwindow.extras import install_hint
 from ctxwindow.messages import Message
 
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletion
 
-INSTALL_HINT = "pip install 'ctxwindow[llm]'"
+INSTALL_HINT = install_hint("llm")
 
 
 def openai_completion(

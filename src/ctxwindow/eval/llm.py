@@ -15,9 +15,10 @@ from typing import Any
 
 from ctxwindow.errors import CtxWindowError
 from ctxwindow.eval.dataset import Question
+from ctxwindow.extras import install_hint
 from ctxwindow.messages import Message
 
-INSTALL_HINT = "pip install 'ctxwindow[eval]'"
+INSTALL_HINT = install_hint("eval")
 JUDGE_PROMPT = (
     "You grade answers to questions about a conversation. Reply with exactly YES if the "
     "candidate answer is correct and consistent with the reference answer, otherwise NO."

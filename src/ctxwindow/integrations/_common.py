@@ -7,6 +7,7 @@ from types import ModuleType
 from typing import Any
 
 from ctxwindow.context import AsyncContextManager, ContextManager
+from ctxwindow.extras import install_hint
 from ctxwindow.stores.base import AsyncStore, Store
 
 DEFAULT_STORE = "sqlite:///ctxwindow.db"
@@ -18,7 +19,7 @@ def require(module: str, extra: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ImportError(
-            f"this adapter needs {module.split('.')[0]!r}: pip install 'ctxwindow[{extra}]'"
+            f"this adapter needs {module.split('.')[0]!r}: {install_hint(extra)}"
         ) from exc
 
 

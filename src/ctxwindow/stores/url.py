@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ctxwindow.errors import StoreError
+from ctxwindow.extras import install_hint
 from ctxwindow.stores.base import AsyncStore, Store
 from ctxwindow.stores.memory import AsyncMemoryStore, MemoryStore
 from ctxwindow.stores.sqlite import AsyncSQLiteStore, SQLiteStore
@@ -149,6 +150,4 @@ def check_extra(url: str) -> None:
 
 
 def _missing(extra: str, exc: ImportError) -> ImportError:
-    return ImportError(
-        f"the {extra} store needs its extra: pip install 'ctxwindow[{extra}]' ({exc})"
-    )
+    return ImportError(f"the {extra} store needs its extra: {install_hint(extra)} ({exc})")

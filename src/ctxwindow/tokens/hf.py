@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ctxwindow.errors import EncodingDataError
+from ctxwindow.extras import install_hint
 from ctxwindow.tokens.chat import ChatFraming, ChatTokenizer
 from ctxwindow.tokens.counter import EstimateWarning, TokenCounter
 
@@ -73,7 +74,7 @@ if TYPE_CHECKING:
     from jinja2 import Template
     from tokenizers import Tokenizer
 
-INSTALL_HINT = "pip install 'ctxwindow[hf]'"
+INSTALL_HINT = install_hint("hf")
 
 DEFAULT_FRAMING = ChatFraming(per_message=4, per_name=1, reply_priming=3)
 """Framing for a model without a usable chat template: conservative defaults, not exact."""

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from ctxwindow.eval.report.formats import budget_labels
 from ctxwindow.eval.report.runs import subject
+from ctxwindow.extras import install_hint
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-INSTALL_HINT = "pip install 'ctxwindow[eval]'"
+INSTALL_HINT = install_hint("eval")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "h", "<", ">")
 # Fonts tried, in order, for characters DejaVu Sans lacks (CJK first): those installed are used.
 FALLBACK_FONTS = (

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
+from ctxwindow.extras import install_hint
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import (
     Checkpoint,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("ctxwindow.stores")
 
-INSTALL_HINT = "pip install 'ctxwindow[postgres]'"
+INSTALL_HINT = install_hint("postgres")
 SCHEMES = ("postgresql", "postgres")  # the URL schemes libpq takes
 
 # The entries a window keeps at any budget (``kept_always``): pinned, or system messages.

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
+from ctxwindow.extras import install_hint
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import (
     Checkpoint,
@@ -31,7 +32,7 @@ from ctxwindow.stores.base import (
 
 logger = logging.getLogger("ctxwindow.stores")
 
-INSTALL_HINT = "pip install 'ctxwindow[redis]'"
+INSTALL_HINT = install_hint("redis")
 SCHEMES = ("redis", "rediss", "unix")
 RELEASE_RETRY = 0.5  # seconds between the retries of a release the server did not take
 
