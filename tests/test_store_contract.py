@@ -42,6 +42,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxwindow.errors import SessionBusyError, StoreError, StoreInputError, StoreUnavailableError
+from ctxwindow.extras import install_hint
 from ctxwindow.messages import Entry
 from ctxwindow.stores import (
     AsyncMemoryStore,
@@ -1883,7 +1884,7 @@ def test_a_missing_extra_says_what_to_install(
         setattr(fake, name, missing)
     monkeypatch.setitem(sys.modules, module, fake)
     for opener in (open_store, open_async_store):
-        with pytest.raises(ImportError, match=f"pip install 'ctxwindow\\[{extra}\\]'") as raised:
+        with pytest.raises(ImportError, match=re.escape(install_hint(extra))) as raised:
             opener(url)
         assert isinstance(raised.value.__cause__, ModuleNotFoundError)
 
