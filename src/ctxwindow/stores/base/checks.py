@@ -36,6 +36,12 @@ class Earlier:
     entries: int
     tokens: int
 
+    @classmethod
+    def of_all(cls, kept: list[Entry], count: int, tokens: int) -> Earlier:
+        """From ``kept`` and the count and stored tokens of *all* the entries before (kept
+        ones included): what a backend that sums in place has."""
+        return cls(kept, count - len(kept), tokens - sum(entry.tokens for entry in kept))
+
 
 def kept_always(entry: Entry) -> bool:
     """Whether a window keeps ``entry`` at any budget: pinned, or a system message."""

@@ -433,8 +433,7 @@ def loaded_from_checkpoint(
 def earlier_from(rows: Sequence[tuple[Any, ...]]) -> Earlier:
     """``Earlier`` from the rows of ``EARLIER``."""
     kept = [entry_from_json(row[3]) for row in rows[1:]]
-    count, tokens = int(rows[0][1]), int(rows[0][2])
-    return Earlier(kept, count - len(kept), tokens - sum(entry.tokens for entry in kept))
+    return Earlier.of_all(kept, int(rows[0][1]), int(rows[0][2]))
 
 
 def entries_of(rows: Sequence[tuple[Any, ...]]) -> list[Entry]:

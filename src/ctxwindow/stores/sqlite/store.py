@@ -193,8 +193,7 @@ class SQLiteStore(Store):
                 " WHERE session_id = ? AND seq < ?",
                 (session_id, before),
             ).fetchone()
-        entries = [entry_from_json(text) for (text,) in kept]
-        return Earlier(entries, count - len(entries), tokens - sum(e.tokens for e in entries))
+        return Earlier.of_all([entry_from_json(text) for (text,) in kept], count, tokens)
 
     def _health(self) -> dict[str, Any]:
         """Whether an append would be taken and kept: the file is still there, writable, with
