@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 
@@ -61,14 +62,23 @@ def _json(path: Path, text: str, error: type[ValueError]) -> Any:
 
 
 def _toml(path: Path, text: str, error: type[ValueError]) -> Any:
+    toml = _toml_reader()
+    try:
+        return toml.loads(text)
+    except toml.TOMLDecodeError as exc:
+        raise error(f"{path}: not valid TOML: {exc}") from None
+
+
+def _toml_reader() -> ModuleType:
+    """The standard library's ``tomllib`` (3.11+); on 3.10 ``tomli``, the package it came
+    from (same API), which the core install requires there."""
     if sys.version_info >= (3, 11):
         import tomllib
 
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise error(f"{path}: not valid TOML: {exc}") from None
-    raise error(f"{path}: TOML files need Python 3.11+; use JSON")
+        return tomllib
+    import tomli
+
+    return tomli
 
 
 def _kind(value: Any) -> str:

