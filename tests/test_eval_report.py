@@ -385,3 +385,35 @@ def test_scripts_are_named_for_the_warning() -> None:
     assert [script_of(c) for c in "窗かカ한"] == ["CJK"] * 4
     assert [script_of(c) for c in "بกअ"] == ["Arabic", "Thai", "Devanagari"]
     assert [script_of(c) for c in "🪟7%"] == [None, None, None]
+
+
+def test_the_page_says_what_each_strategy_keeps(results: dict[str, Any]) -> None:
+    """Each strategy's description, as the run recorded it, escaped, in the results' order."""
+    results["strategy_descriptions"] = {
+        "token_window": "TokenWindow: the newest whole messages that fit the token budget.",
+        CUSTOM: "Mine <i>keeps</i> 中文 and 🎉.",
+    }
+    page = render_html(results)
+    section = page.split("<h2 id=strategies>", 1)[1].split("<h2", 1)[0]
+    assert "<a href='#strategies'>Strategies</a>" in page
+    assert "the newest whole messages that fit the token budget." in section
+    assert html.escape("Mine <i>keeps</i> 中文 and 🎉.") in section
+    assert section.index("token_window") < section.index(html.escape(CUSTOM))
+    assert "message_window" not in section  # not described: no empty entry
+
+
+def test_a_run_records_each_strategy_description() -> None:
+    """``ctxwindow eval``'s results name what each strategy is, from its class."""
+    from ctxwindow.eval import load_dataset
+    from ctxwindow.eval.runner import run_eval
+    from ctxwindow.eval.strategies import get_strategy
+
+    dataset, _ = load_dataset("builtin:orders?turns=12&seed=1")
+    results = run_eval(dataset, strategies=["token_window", "full"], budgets=[512])
+    described = results["strategy_descriptions"]
+    assert set(described) == {"token_window", "full"}
+    assert described["token_window"].startswith("TokenWindow: the newest whole messages")
+    assert described["full"] == " ".join(
+        (type(get_strategy("full")).__doc__ or "").strip().split("\n\n")[0].split()
+    ).replace("``", "")
+    assert "strategies" in render_html(results)

@@ -41,6 +41,7 @@ from typing import Any
 
 import ctxwindow
 from ctxwindow.archive.embedders import fork_safe
+from ctxwindow.eval.choices import summary
 from ctxwindow.eval.dataset import Conversation, Dataset, Question
 from ctxwindow.eval.replay import CacheMeter, Replayed, mean_by_turn
 from ctxwindow.eval.strategies import DEFAULT_STRATEGIES, Built, Case, Strategy, get_strategy
@@ -122,6 +123,8 @@ def run_eval(
         "estimated_counts": not tokenizer.exact,  # the model has no exact tokenizer here
         "budgets": list(budgets),
         "strategies": list(strategies),
+        # what each keeps, in its class's words, so the report explains its own names
+        "strategy_descriptions": {s.name: summary(type(s).__doc__) for s in chosen},
         "n_conversations": len(dataset.conversations),
         "n_questions": len(cases),
         "ctxwindow_version": ctxwindow.__version__,

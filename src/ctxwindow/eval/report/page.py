@@ -62,6 +62,7 @@ COLUMNS = (
 # The sections' anchors (their <h2> ids), as the links at the top of the page name them.
 NAVIGATION = {
     "findings": "Findings",
+    "strategies": "Strategies",
     "results": "Results",
     "categories": "By category",
     "replay": "With the prompt cache",
@@ -96,6 +97,8 @@ nav a { margin-right: 1rem; }
 .findings { background: #f6f8fa; border-left: 4px solid #0969da;
   padding: .6rem 1rem .6rem 2rem; margin: 0 0 1rem; }
 .findings li { margin: .25rem 0; }
+.strategies dt { font-weight: 600; margin-top: .5rem; }
+.strategies dd { margin: .1rem 0 0 1.2em; color: #24292f; }
 .note { background: #fff8c5; border-left: 4px solid #bf8700; padding: .5rem .8rem; }
 h2 { font-size: 1.2rem; margin: 2.2rem 0 .6rem; padding-bottom: .25rem;
   border-bottom: 1px solid #d0d7de; }
@@ -169,6 +172,7 @@ def render_html(results: dict[str, Any], charts: Sequence[Chart] = ()) -> str:
         title += f": {subject(results)}"
     sections = {
         "findings": _findings_section(results),
+        "strategies": _strategies_section(results, colors),
         "results": _results_section(results, runs, colors, drawn),
         "categories": _category_section(runs, colors, drawn),
         "replay": _replay_section(results, colors, drawn),
@@ -199,6 +203,23 @@ def _findings_section(results: Mapping[str, Any]) -> str:
     names = _strategy_names(results)
     items = "".join(f"<li>{_bold_names(sentence, names)}</li>" for sentence in sentences)
     return f"<h2 id=findings>Findings</h2>\n<ul class=findings>{items}</ul>"
+
+
+def _strategies_section(results: Mapping[str, Any], colors: Mapping[str, str]) -> str:
+    """What each measured strategy keeps, as the run described it (``strategy_descriptions``:
+    the first paragraph of each strategy class's docstring)."""
+    described = results.get("strategy_descriptions") or {}
+    rows = [
+        f"<dt>{_swatch(colors.get(name, 'transparent'))}{escape(name)}</dt>"
+        f"<dd>{escape(described[name])}</dd>"
+        for name in strategy_order(results)
+        if described.get(name)
+    ]
+    if not rows:
+        return ""
+    return "<h2 id=strategies>What each strategy keeps</h2>\n<dl class=strategies>" + (
+        "".join(rows) + "</dl>"
+    )
 
 
 def _strategy_names(results: Mapping[str, Any]) -> re.Pattern[str]:
@@ -304,8 +325,11 @@ def _best_recall(runs: Sequence[Run]) -> list[Run]:
 
 
 def _strategy_cell(strategy: str, color: str) -> str:
-    swatch = f'<span class=swatch style="background:{color}"></span>'
-    return f"<td class=name>{swatch}{escape(strategy)}</td>"
+    return f"<td class=name>{_swatch(color)}{escape(strategy)}</td>"
+
+
+def _swatch(color: str) -> str:
+    return f'<span class=swatch style="background:{color}"></span>'
 
 
 def _budget_text(run: Run) -> str:
