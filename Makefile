@@ -34,6 +34,8 @@ test: $(VENV)/.test
 	# matplotlib's font list of its own, made after tools/install-browser put the CJK fonts in
 	# (one made earlier, by make demo, would not know them)
 	MPLCONFIGDIR=$(abspath $(VENV))/matplotlib-test $(BIN)/python -m pytest
+	# each framework adapter's tests at the lowest and the newest versions its extra allows
+	$(BIN)/python tools/check_adapter_ranges.py
 
 check: test
 

@@ -30,6 +30,8 @@ from langchain_core.messages import (
 )
 from langchain_core.messages import trim_messages as langchain_trim_messages
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables.history import RunnableWithMessageHistory
 from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -204,10 +206,10 @@ def test_history_stores_and_clears(tmp_path: Path) -> None:
     )
     history.add_messages(TURN)
     history.add_message(HumanMessage("And A-1043?"))
-    assert _plain(history.messages) == _plain([*TURN, HumanMessage("And A-1043?")])
-    assert all(m.id for m in history.messages)  # each with its entry id
+    assert _plain(history.all_messages) == _plain([*TURN, HumanMessage("And A-1043?")])
+    assert all(m.id for m in history.all_messages)  # each with its entry id
     history.clear()
-    assert history.messages == []
+    assert history.all_messages == [] and history.messages == []
     history.close()
 
 
@@ -218,7 +220,7 @@ def test_history_context_fits_the_budget(tmp_path: Path) -> None:
     for i in range(40):
         history.add_messages([HumanMessage(f"question {i}: 注文 {i}?"), AIMessage(f"answer {i}")])
     context = history.context()
-    assert exact(context) <= 300 and len(history.messages) == 80
+    assert exact(context) <= 300 and len(history.all_messages) == 80
     assert context[-1].content == "answer 39"
     history.close()
 
@@ -229,12 +231,13 @@ def test_history_sync_and_async_share_the_store(tmp_path: Path) -> None:
     history.add_messages(TURN[:2])
 
     async def main() -> None:
-        assert _plain(await history.aget_messages()) == _plain(TURN[:2])
+        assert _plain(await history.aget_all_messages()) == _plain(TURN[:2])
         await history.aadd_messages(TURN[2:])
-        assert _plain(history.messages) == _plain(TURN)
+        assert _plain(history.all_messages) == _plain(TURN)
         assert exact(await history.acontext()) <= 500
+        assert _plain(await history.aget_messages()) == _plain(history.messages)
         await history.aclear()
-        assert history.messages == []
+        assert history.all_messages == []
         await history.aclose()
 
     asyncio.run(main())
@@ -245,20 +248,22 @@ def test_history_in_memory_shares_sync_and_async(store: str) -> None:
     history = CtxWindowChatMessageHistory("s", store=MemoryStore() if store == "object" else store)
     history.add_messages(TURN[:2])
     assert isinstance(history.managers.asynchronous.store, AsyncMemoryStore)  # type: ignore[union-attr]
-    assert _plain(asyncio.run(history.aget_messages())) == _plain(TURN[:2])
+    assert _plain(asyncio.run(history.aget_all_messages())) == _plain(TURN[:2])
 
 
 def test_history_over_a_sync_store_runs_async_calls_in_a_thread(tmp_path: Path) -> None:
     history = CtxWindowChatMessageHistory("s", store=SQLiteStore(tmp_path / "h.db"))
     assert history.managers.asynchronous is None
     asyncio.run(history.aadd_messages(TURN[:2]))
-    assert _plain(history.messages) == _plain(TURN[:2])
+    assert _plain(history.all_messages) == _plain(TURN[:2])
+    assert _plain(asyncio.run(history.aget_messages())) == _plain(TURN[:2])
     history.close()
 
 
 def test_history_over_an_async_store_is_async_only() -> None:
     history = CtxWindowChatMessageHistory("s", store=AsyncMemoryStore())
     asyncio.run(history.aadd_messages(TURN[:2]))
+    assert _plain(asyncio.run(history.aget_all_messages())) == _plain(TURN[:2])
     assert _plain(asyncio.run(history.aget_messages())) == _plain(TURN[:2])
     with pytest.raises(TypeError, match="async methods"):
         history.add_messages(TURN[2:])
@@ -568,7 +573,7 @@ def test_an_agent_holds_300_turns_within_2000_tokens(tmp_path: Path) -> None:
     assert sum(isinstance(m, ToolMessage) for m in conversation) >= 50
     assert max(TOKENIZER.count(_plain(m), t) for m, t in model.requests) > 1500  # it was full
     stored = CtxWindowChatMessageHistory("user-42", store=url)
-    assert _plain(stored.messages) == _plain(conversation)
+    assert _plain(stored.all_messages) == _plain(conversation)
     stored.close()
 
 
@@ -588,7 +593,7 @@ def test_an_async_agent_stays_within_budget(tmp_path: Path) -> None:
     conversation = asyncio.run(main())
     _check_requests(model, 900)
     stored = CtxWindowChatMessageHistory("s", store=url)
-    assert _plain(stored.messages) == _plain(conversation)
+    assert _plain(stored.all_messages) == _plain(conversation)
     stored.close()
 
 
@@ -608,7 +613,7 @@ def test_a_checkpointed_thread_is_stored_once(tmp_path: Path) -> None:
         middleware.close()
         _check_requests(model, 800)
     stored = CtxWindowChatMessageHistory("thread-7", store=url)
-    assert _plain(stored.messages) == _plain(state["messages"])
+    assert _plain(stored.all_messages) == _plain(state["messages"])
     stored.close()
 
 
@@ -621,22 +626,159 @@ def test_a_system_prompt_over_the_budget_is_an_error() -> None:
         agent.invoke({"messages": [_question(1)]})
 
 
+# -- the history under LangChain's runnables ------------------------------------------------
+
+# LangChain deprecates RunnableWithMessageHistory (langchain-core 1.3.3 on) for LangGraph's
+# persistence; it still ships it, and the issue's users run it: these tests do too.
+DEPRECATED = pytest.mark.filterwarnings("ignore:RunnableWithMessageHistory is deprecated")
+
+
+def _tool_turn(i: int) -> list[BaseMessage]:
+    """A turn an agent loop stored beside the runnable's: a question, a tool call with its
+    result, the answer."""
+    call = {"name": "where_is", "args": {"order": f"B-{i}"}, "id": f"tool_{i}"}
+    return [
+        HumanMessage(f"Track B-{i}, 荷物はどこ？"),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage(f"B-{i} left the Leeds depot on Tuesday 🚚. " * 4, tool_call_id=f"tool_{i}"),
+        AIMessage(f"B-{i} left Leeds on Tuesday."),
+    ]
+
+
+def _runnable(model: RecordingModel, history: CtxWindowChatMessageHistory, shape: str) -> Any:
+    """``RunnableWithMessageHistory`` over ``history``: a prompt with a history placeholder
+    and the system prompt of its own, or the model alone (the history holds the system
+    prompt, and LangChain puts the history before the input)."""
+    if shape == "prompt":
+        prompt = ChatPromptTemplate.from_messages(
+            [("system", SYSTEM), MessagesPlaceholder("history"), ("human", "{question}")]
+        )
+        return RunnableWithMessageHistory(
+            prompt | model,
+            lambda session_id: history,
+            input_messages_key="question",
+            history_messages_key="history",
+        )
+    history.add_message(SystemMessage(SYSTEM))
+    return RunnableWithMessageHistory(model, lambda session_id: history)
+
+
+SESSION: Any = {"configurable": {"session_id": "user-42"}}
+
+
+def _input(shape: str, i: int) -> Any:
+    """Turn ``i``'s question as the runnable takes it: in its dict, or alone."""
+    question = _question(i).content
+    return {"question": question} if shape == "prompt" else question
+
+
+def _check_runnable_requests(model: RecordingModel, budget: int, turns: int) -> None:
+    """Every request within ``budget`` (exact count), the system prompt first, the turn's
+    question last, no orphan tool result or call."""
+    assert len(model.requests) == turns
+    for i, (messages, _) in enumerate(model.requests):
+        assert exact(messages) <= budget
+        assert isinstance(messages[0], SystemMessage) and messages[0].content == SYSTEM
+        assert messages[-1].content == _question(i).content
+        assert not orphans(messages)
+    assert max(exact(m) for m, _ in model.requests) > budget * 0.6  # the history filled it
+
+
+@DEPRECATED
+@pytest.mark.parametrize("shape", ["prompt", "model"])
+def test_runnable_with_message_history_sends_at_most_max_tokens(tmp_path: Path, shape: str) -> None:
+    """The issue's done-when: 80 turns through RunnableWithMessageHistory with
+    max_tokens=500; what the model receives (history and new input) is within 500 tokens
+    every call, with the system prompt and whole tool units, and the store keeps all."""
+    model = RecordingModel()
+    history = CtxWindowChatMessageHistory(
+        "user-42", store=f"sqlite:///{tmp_path}/h.db", model="gpt-4o", max_tokens=500
+    )
+    chain = _runnable(model, history, shape)
+    stored = history.all_messages
+    for i in range(80):
+        if i % 10 == 5:
+            history.add_messages(_tool_turn(i))
+            stored += _tool_turn(i)
+        answer = chain.invoke(_input(shape, i), SESSION)
+        stored += [_question(i), answer]
+    _check_runnable_requests(model, 500, 80)
+    assert any(isinstance(m, ToolMessage) for sent, _ in model.requests for m in sent)
+    assert _plain(history.all_messages) == _plain(stored)  # nothing lost, nothing twice
+    assert exact(stored) > 4 * 500
+    history.close()
+
+
+@DEPRECATED
+@pytest.mark.parametrize("shape", ["prompt", "model"])
+def test_runnable_with_message_history_async_sends_at_most_max_tokens(
+    tmp_path: Path, shape: str
+) -> None:
+    """``ainvoke`` reads ``aget_messages`` and stores with ``aadd_messages``: the same."""
+    model = RecordingModel()
+    history = CtxWindowChatMessageHistory(
+        "user-42", store=f"sqlite:///{tmp_path}/h.db", max_tokens=400
+    )
+    chain = _runnable(model, history, shape)
+
+    async def main() -> None:
+        for i in range(40):
+            await chain.ainvoke(_input(shape, i), SESSION)
+        assert len(await history.aget_all_messages()) == 80 + (shape == "model")
+        await history.aclose()
+
+    asyncio.run(main())
+    _check_runnable_requests(model, 400, 40)
+
+
+def test_messages_leave_reserve_input_free() -> None:
+    """``messages`` is built within max_tokens less reserve_input (by default a quarter of
+    it, at most 256 tokens); ``context()`` within the whole of max_tokens."""
+    history = CtxWindowChatMessageHistory("s", store="memory://", max_tokens=2000)
+    for i in range(100):
+        history.add_messages([_question(i), AIMessage(f"answer {i}: 已发货 📦")])
+    assert 2000 - 256 - 300 < exact(history.messages) <= 2000 - 256
+    assert 2000 - 300 < exact(history.context()) <= 2000
+    small = CtxWindowChatMessageHistory("s", store=history.managers.sync.store, max_tokens=400)
+    assert 400 - 100 - 100 < exact(small.messages) <= 400 - 100
+    none = CtxWindowChatMessageHistory(
+        "s", store=history.managers.sync.store, max_tokens=400, reserve_input=0
+    )
+    assert _plain(none.messages) == _plain(none.context())
+
+
+@pytest.mark.parametrize("reserve", [-1, 1.5, True, "64"])
+def test_a_reserve_input_that_is_not_a_count_is_refused(reserve: Any) -> None:
+    with pytest.raises(ValueError, match="reserve_input must be"):
+        CtxWindowChatMessageHistory("s", store="memory://", reserve_input=reserve)
+
+
+def test_a_reserve_input_that_leaves_nothing_is_an_error() -> None:
+    history = CtxWindowChatMessageHistory("s", store="memory://", max_tokens=300, reserve_input=300)
+    history.add_message(HumanMessage("hello"))
+    with pytest.raises(ValueError, match="reserve_input=300 leaves nothing"):
+        history.messages  # noqa: B018
+    assert _plain(history.context()) == [{"role": "user", "content": "hello"}]
+
+
 # -- the documented examples -----------------------------------------------------------------
 
 
 def _doc_examples() -> list[str]:
     """The code blocks under "## LangChain" in docs/integrations.md."""
     found = examples("LangChain")
-    assert len(found) >= 3  # history, trim_messages, middleware
+    assert len(found) >= 4  # RunnableWithMessageHistory, a loop, trim_messages, middleware
     return found
 
 
+@DEPRECATED
 def test_the_documented_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each example, executed with the recording model in place of a real one."""
+    """Each example, executed with the recording model in place of a real one: the model
+    is asked, and never sent more messages than the example's ``max_tokens``."""
     monkeypatch.chdir(tmp_path)
-    examples = _doc_examples()
-    assert len(examples) >= 3
-    for code in examples:
+    for code in _doc_examples():
         model = RecordingModel()
         adapter.trim_messages.cache_clear()  # type: ignore[attr-defined]
         exec(compile(code, "docs/integrations.md", "exec"), {"model": model, "__name__": "doc"})
+        budget = int(re.findall(r"max_tokens=(\d+)", code)[0])
+        assert model.requests and max(exact(m) for m, _ in model.requests) <= budget

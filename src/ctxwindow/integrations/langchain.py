@@ -1,6 +1,8 @@
 """LangChain adapters (``pip install 'ctxwindow[langchain]'``; docs/integrations.md).
 
-- ``CtxWindowChatMessageHistory``: a ``BaseChatMessageHistory`` over any store;
+- ``CtxWindowChatMessageHistory``: a ``BaseChatMessageHistory`` over any store,
+  whose ``messages`` is the budgeted context (``RunnableWithMessageHistory``
+  sends at most ``max_tokens``) and ``all_messages`` the whole history;
 - ``trim_messages``: a drop-in for ``langchain_core.messages.trim_messages``
   (``strategy="last"``) with exact counts and tool units kept whole, O(1) a
   turn when called turn after turn on one growing history;
@@ -238,6 +240,12 @@ class Managers:
             return AsyncMemoryStore(store)
         return None if isinstance(store, Store) else store
 
+    @property
+    def budget(self) -> int:
+        """The budget in tokens: ``max_tokens``, a ratio resolved against the model's window."""
+        manager = self.asynchronous
+        return manager.budget if manager is not None else self.sync.budget
+
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``method`` of the async manager, else of the sync one in a worker thread."""
         manager = self.asynchronous
@@ -263,14 +271,20 @@ class Managers:
 class CtxWindowChatMessageHistory(BaseChatMessageHistory):
     """A LangChain chat history kept in a ctxwindow store, one session a history.
 
-    ``messages`` (and ``aget_messages``) is the whole stored history;
-    ``context()`` (and ``acontext``) is what to send the model: the budgeted
-    context built within ``max_tokens`` (tokens, or a ratio of the model's
-    window) — the system prompt, tool calls with their results, the newest
-    turns, compressed ones and the rolling summary. ``clear`` deletes the
-    session. ``store`` is a URL or a store object; ``options`` go to the
+    ``messages`` (and ``aget_messages``) is what LangChain's runnables read
+    before each call, ``RunnableWithMessageHistory`` among them: the budgeted
+    context — the system prompt, tool calls with their results, the newest
+    turns, compressed ones and the rolling summary — built within
+    ``max_tokens`` (tokens, or a ratio of the model's window) less
+    ``reserve_input``, the tokens kept free for what the runnable sends after
+    the history: the new input, and the prompt's own messages (default: a
+    quarter of the budget, at most 256). ``all_messages`` (and
+    ``aget_all_messages``) is the whole stored history, with each entry's id:
+    ``add_messages`` stores every message, the budget only chooses what is
+    sent. ``context()`` (and ``acontext``) is the context within the whole
+    ``max_tokens``, for when the question is stored already. ``clear`` deletes
+    the session. ``store`` is a URL or a store object; ``options`` go to the
     managers (see ``Managers`` for which methods work with which store).
-    Messages come back with their entry's id.
     """
 
     def __init__(
@@ -279,13 +293,24 @@ class CtxWindowChatMessageHistory(BaseChatMessageHistory):
         store: AnyStore = DEFAULT_STORE,
         model: str = "gpt-4o",
         max_tokens: int | float = 0.75,
+        *,
+        reserve_input: int | None = None,
         **options: Any,
     ) -> None:
         self.session_id = session_id
+        self.reserve_input = _checked_reserve(reserve_input)
         self.managers = Managers(store, model, max_tokens, options)
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """The context for a runnable to send before the new input (see the class)."""
+        manager = self.managers.sync
+        room = self._room(manager.budget)
+        return _from_context(manager.build(self.session_id, max_tokens=room))
+
+    @property
+    def all_messages(self) -> list[BaseMessage]:
+        """Every stored message of the session, in order, each with its entry's id."""
         return _from_entries(self.managers.sync.history(self.session_id))
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
@@ -299,7 +324,21 @@ class CtxWindowChatMessageHistory(BaseChatMessageHistory):
         """The messages to send now, within ``max_tokens`` (``ContextManager.build``)."""
         return _from_context(self.managers.sync.build(self.session_id, query))
 
+    def _room(self, budget: int) -> int:
+        """What ``messages`` may take of ``budget``: the budget less ``reserve_input``."""
+        reserve = min(256, budget // 4) if self.reserve_input is None else self.reserve_input
+        if reserve >= budget:
+            raise ValueError(
+                f"reserve_input={reserve} leaves nothing of the {budget}-token budget"
+                " (max_tokens) for the history"
+            )
+        return budget - reserve
+
     async def aget_messages(self) -> list[BaseMessage]:
+        room = self._room(self.managers.budget)
+        return _from_context(await self.managers.call("build", self.session_id, None, room))
+
+    async def aget_all_messages(self) -> list[BaseMessage]:
         return _from_entries(await self.managers.call("history", self.session_id))
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
@@ -317,6 +356,12 @@ class CtxWindowChatMessageHistory(BaseChatMessageHistory):
 
     async def aclose(self) -> None:
         await self.managers.aclose()
+
+
+def _checked_reserve(reserve: int | None) -> int | None:
+    if reserve is not None and (type(reserve) is not int or reserve < 0):
+        raise ValueError(f"reserve_input must be None or an int >= 0, got {reserve!r}")
+    return reserve
 
 
 def _from_entries(entries: Iterable[Entry]) -> list[BaseMessage]:
