@@ -22,6 +22,8 @@ import httpx
 import openai
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
 from tokenizers import Tokenizer
 
 from ctxwindow import ContextManager, count_tokens
@@ -29,7 +31,7 @@ from ctxwindow.errors import ModelConfigError, UnknownModelError
 from ctxwindow.server import Settings, create_app
 from ctxwindow.server.settings import load_settings
 from ctxwindow.tokens.hf import hf_chat_tokenizer
-from ctxwindow.tokens.models import FAMILIES
+from ctxwindow.tokens.models import ALIASES, FAMILIES, MODELS
 from ctxwindow.tokens.registry import ModelRegistry, models_from_env, use_models
 
 from .test_tokens_hf import render_chat_template, write_llama31_model
@@ -63,6 +65,16 @@ def rendered_tokens(folder: Path, messages: list[dict[str, Any]]) -> int:
         ("mistralai/Mistral-7B-Instruct-v0.3", "*mistral-7b*", 32_768),
         ("mistral-large-latest", "*mistral-large*", 131_072),
         ("deepseek-chat", "deepseek-chat", 131_072),
+        ("grok-4", "*grok-4*", 256_000),
+        ("x-ai/grok-4-fast:free", "*grok-4-fast*", 2_000_000),
+        ("xai/grok-3-mini", "*grok-3-mini*", 131_072),
+        ("phi3", "*phi3*", 4_096),
+        ("phi3:medium-128k", "*phi3*128k*", 131_072),
+        ("microsoft/Phi-3.5-mini-instruct", "*phi-3.5*", 131_072),
+        ("microsoft/Phi-3-small-8k-instruct", "*phi-3-small*", 8_192),
+        ("microsoft/phi-4", "*phi-4*", 16_384),
+        ("phi4-mini:3.8b", "*phi4-mini*", 131_072),
+        ("bedrock/us.anthropic.claude-3-5-sonnet-20240620-v1:0", "*claude-3-5-sonnet*", 200_000),
     ],
 )
 def test_current_families_resolve_by_glob(name: str, family: str, window: int) -> None:
@@ -76,6 +88,112 @@ def test_openai_names_keep_their_exact_encodings() -> None:
     assert registry.resolve("gpt-4o-2024-08-06").encoding == "o200k_base"
     assert not registry.resolve("gpt-4o-mini").estimated
     assert registry.tokenizer("gpt-4").exact
+
+
+# Names tiktoken's own tables map (tiktoken/model.py), new members of each family among them.
+TIKTOKEN_NAMES = [
+    "gpt-5", "gpt-5.1", "gpt-5.2", "gpt-5-codex", "gpt-5.1-codex-max", "gpt-5-mini-2025-08-07",
+    "gpt-4.5-preview", "gpt-4.1-2025-04-14", "gpt-4.1-mini", "chatgpt-4o-latest",
+    "chatgpt-4o-next", "gpt-4o-2024-08-06", "gpt-4o-mini-tts", "gpt-4", "gpt-4-0613",
+    "gpt-4-32k", "gpt-4-turbo-2024-04-09", "gpt-3.5-turbo", "gpt-3.5-turbo-0125", "gpt-3.5",
+    "gpt-35-turbo", "gpt-35-turbo-16k", "o1", "o1-preview", "o1-pro", "o3", "o3-mini",
+    "o3-deep-research", "o4-mini", "o4-mini-2025-04-16",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", TIKTOKEN_NAMES)
+def test_openai_names_get_the_encoding_tiktoken_gives_them(name: str) -> None:
+    """tiktoken's exact and prefix tables are the reference for OpenAI's naming rules."""
+    import tiktoken.model
+
+    info = ModelRegistry().resolve(name)
+    assert (info.encoding, info.estimated) == (tiktoken.model.encoding_name_for_model(name), False)
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-120b", "gpt-oss-20b", "gpt-oss-safeguard-20b"])
+def test_gpt_oss_counts_with_o200k_base(name: str) -> None:
+    """tiktoken says o200k_harmony: o200k_base plus the Harmony chat format's special tokens,
+    which plain text never produces, so the counts of text are o200k_base's."""
+    import tiktoken.model
+
+    assert tiktoken.model.encoding_name_for_model(name) == "o200k_harmony"
+    assert ModelRegistry().resolve(name).encoding == "o200k_base"
+
+
+@pytest.mark.parametrize(
+    ("name", "entry"),
+    [
+        ("openai/gpt-4o", "gpt-4o"),
+        ("openrouter/openai/gpt-4o", "gpt-4o"),
+        ("azure/gpt-4o-mini", "gpt-4o-mini"),
+        ("litellm_proxy/openai/gpt-4.1", "gpt-4.1"),
+        ("openai/gpt-4o:free", "gpt-4o"),
+        ("GPT-4o", "gpt-4o"),
+        ("ft:gpt-4o-mini-2024-07-18:acme:support:9xYz", "gpt-4o-mini"),
+        ("openai/ft:gpt-3.5-turbo:acme::abc", "gpt-3.5-turbo"),
+        ("bedrock/openai.gpt-oss-120b-1:0", "gpt-oss-120b"),
+        ("gpt-oss:20b", "gpt-oss-20b"),
+        ("groq/openai/gpt-oss-20b", "gpt-oss-20b"),
+        ("anthropic/claude-opus-4-5", "*claude-opus-4-5*"),
+        ("vertex_ai/gemini-2.5-pro", "*gemini-2.5-pro*"),
+        ("ollama/llama3.1:8b", "*llama3.[123]*"),
+        ("claude-proxy/gpt-4o", "gpt-4o"),  # a prefix never changes what the model is
+        ("my-llama-3.1-gateway/gpt-4o", "gpt-4o"),
+    ],
+)
+def test_provider_prefixes_name_the_model_behind_them(name: str, entry: str) -> None:
+    assert ModelRegistry().resolve(name).name == entry
+
+
+@pytest.mark.parametrize(
+    ("name", "entry"),
+    [("claude-nonexistent-9", "*claude-*"), ("grok-5", "*grok-*"), ("gpt-5.9", "gpt-5"),
+     ("gemini-9-ultra", "*gemini-*"), ("o4-mini-high", "o4-mini")],
+)  # fmt: skip
+def test_a_family_takes_its_new_members(name: str, entry: str) -> None:
+    assert ModelRegistry().resolve(name).name == entry
+
+
+@pytest.mark.parametrize(
+    "name", ["gpt-6", "gpt-99", "o5", "acme-13b", "foo/bar", "openai/", "davinci-9", "模型-7b"]
+)
+def test_a_name_of_no_known_family_is_refused_in_one_short_line(name: str) -> None:
+    with pytest.raises(UnknownModelError) as refused:
+        ModelRegistry().resolve(name)
+    message = str(refused.value)
+    assert message.startswith(f"unknown model {name!r}") and "\n" not in message
+    assert len("ctxwindow: error: " + message) < 200
+    assert "--model-config" in message and "CTXWINDOW_UNKNOWN_MODELS=estimate" in message
+
+
+known_names = st.sampled_from(
+    sorted([*MODELS, *ALIASES, "claude-sonnet-4-5", "grok-4", "phi3", "qwen2.5:7b", "llama3"])
+)
+segments = st.text(st.characters(blacklist_characters="/"), min_size=1, max_size=12)
+providers = st.lists(
+    st.one_of(st.sampled_from(["openai", "azure", "openrouter", "x-ai", "bedrock"]), segments),
+    min_size=1, max_size=3,
+)  # fmt: skip
+
+
+@given(known_names, providers)
+def test_any_provider_prefix_of_a_known_name_resolves_to_the_same_counter(
+    name: str, prefixes: list[str]
+) -> None:
+    registry = ModelRegistry()
+    spelled = "/".join([*prefixes, name])
+    assert registry.resolve(spelled) is registry.resolve(name)
+    assert registry.tokenizer(spelled) is registry.tokenizer(name)
+
+
+def test_a_configured_gateway_spelling_wins_over_the_model_behind_it() -> None:
+    registry = ModelRegistry.from_config(
+        {"models": {"my-gateway/gpt-4o": {"context_window": 32_000, "encoding": "o200k_base"},
+                    "gpt-4.1": {"context_window": 500_000}}}
+    )  # fmt: skip
+    assert registry.resolve("my-gateway/gpt-4o").context_window == 32_000
+    assert registry.resolve("openai/gpt-4o").context_window == 128_000
+    assert registry.resolve("openrouter/openai/gpt-4.1").context_window == 500_000
 
 
 def test_configured_entries_come_first_and_the_longest_glob_wins(tmp_path: Path) -> None:
@@ -379,11 +497,35 @@ def test_an_unknown_model_is_a_400_that_says_how_to_add_it(tmp_path: Path) -> No
         assert answer.status_code == 400
         error = answer.json()["error"]
         assert error["code"] == "model_not_found" and "CTXWINDOW_UNKNOWN_MODELS" in error["message"]
+        assert len(error["message"]) < 200 and "\n" not in error["message"]
+        with pytest.raises(openai.BadRequestError) as refused:
+            _client(http).chat.completions.create(
+                model="社内/モデル-13b", messages=[{"role": "user", "content": "こんにちは"}]
+            )
+        assert refused.value.status_code == 400
+        message = refused.value.body["message"]  # type: ignore[index]
+        assert message.startswith("unknown model '社内/モデル-13b'") and len(message) < 200
     with _app(upstream, tmp_path, unknown_models="estimate") as http:
         answer = http.post("/v1/chat/completions", json={
             "model": "acme-13b", "messages": [{"role": "user", "content": "hi"}]
         })  # fmt: skip
         assert answer.status_code == 200 and answer.headers["X-Context-Estimated"] == "true"
+
+
+@pytest.mark.parametrize("model", ["openrouter/openai/gpt-4o", "gpt-5.1"])
+def test_the_service_counts_provider_spellings_and_new_names_exactly(
+    tmp_path: Path, model: str
+) -> None:
+    upstream = CountingUpstream(lambda messages: count_tokens(messages, "gpt-4o"))
+    with _app(upstream, tmp_path) as http:
+        raw = _client(http).chat.completions.with_raw_response.create(
+            model=model, messages=[{"role": "user", "content": "订单 A-1042 在哪里？📦"}],
+            extra_headers={"X-Session-Id": "s-1"},
+        )  # fmt: skip
+        sent = upstream.requests[-1]
+        assert sent["model"] == model  # passed on as the client spelled it
+        assert raw.headers["X-Context-Estimated"] == "false"
+        assert int(raw.headers["X-Context-Tokens"]) == count_tokens(sent["messages"], "gpt-4o")
 
 
 # -- calibration ----------------------------------------------------------------------------
@@ -445,7 +587,7 @@ def test_an_estimator_25_percent_low_calibrates_within_3_percent_and_keeps_it(
         ask([{"role": "user", "content": FILLER.format(n=2000)}])
         assert abs(error()) < 0.03
         metrics = http.get("/metrics").text
-        assert 'ctxwindow_count_ratio{model="acme-7b"}' in metrics
+        assert 'ctxwindow_count_ratio{model="acme-7b",model_sent=""}' in metrics
     with _app(upstream, tmp_path, **settings) as http:  # a restart, on the same store
         _client(http).chat.completions.create(
             model="acme-7b", messages=[{"role": "user", "content": FILLER.format(n=3000)}],
@@ -487,7 +629,8 @@ def test_an_exact_counter_that_drifts_is_logged_once_and_not_corrected(
             )  # fmt: skip
             if n % 2 == 1:
                 list(reply)  # type: ignore[call-overload]  # read to its end: the turn is over
-        assert 'ctxwindow_count_ratio{model="gpt-4o"} 1.1' in http.get("/metrics").text
+        ratio = 'ctxwindow_count_ratio{model="gpt-4o",model_sent=""} 1.1'
+        assert ratio in http.get("/metrics").text
     drifts = [r for r in caplog.records if "a wrong tokenizer or chat template" in r.message]
     assert len(drifts) == 1 and "gpt-4o" in drifts[0].message
     said = re.search(r"counts ([0-9.]+) % more", drifts[0].message)

