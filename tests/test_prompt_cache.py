@@ -321,8 +321,9 @@ def test_the_cached_tokens_openai_reports_are_in_the_metrics() -> None:
             )  # fmt: skip
             assert answer.status_code == 200
         metrics = http.get("/metrics").text
-    assert 'ctxwindow_cached_tokens_total{model="gpt-4.1"} 3072.0' in metrics
-    assert 'ctxwindow_upstream_prompt_tokens_total{model="gpt-4.1"}' in metrics
+    labels = '{model="gpt-4.1",model_sent="gpt-4.1"}'
+    assert f"ctxwindow_cached_tokens_total{labels} 3072.0" in metrics
+    assert f"ctxwindow_upstream_prompt_tokens_total{labels}" in metrics
 
 
 def test_the_service_keeps_the_prefix_byte_identical_between_steps() -> None:

@@ -252,14 +252,17 @@ class Report:
         entries: Sequence[Entry],
         after: int,
         row: Callable[[Entry], Decision] | None = None,
+        *,
+        state: str | None = None,
     ) -> Report:
         """This report with the rows of one page of the history only: ``entries`` (the
         stored entries with ``seq > after``, in order; their rows, ``row(entry)`` for
         those it has none for, as ``covering``) but for the rows the context sends
         first (the system prompt, the summary), which lead the first page (``after``
-        0), as in ``covering``'s order. The totals stay the whole
-        session's: the messages left out before the window's record begins are counted
-        as evicted rows (of other pages), not as ``earlier``. O(page + window)."""
+        0), as in ``covering``'s order; ``state``: only the rows in that state. The
+        totals stay the whole session's: the messages left out before the window's
+        record begins are counted as evicted rows (of other pages), not as ``earlier``.
+        O(page + window)."""
         make = row or (lambda entry: Decision.of(entry, "evicted", EARLIER))
         through = entries[-1].seq if entries else after
         mine = [
@@ -268,6 +271,25 @@ class Report:
         ]  # fmt: skip
         known = {d.id for d in self.decisions}
         rows = in_order([*mine, *(make(e) for e in entries if e.id not in known)])
+        return self._paged([d for d in rows if state is None or d.state == state])
+
+    def in_state(self, state: str, after: int, limit: int | None) -> tuple[Report, bool]:
+        """This report with the rows in ``state`` after seq ``after`` only, at most ``limit``
+        of them (None: all), and on the first page the leading ones (the system prompt,
+        the summary); and whether more follow; its totals the whole session's. Every row in
+        a state but ``evicted`` is one the window itemises, so no history is read:
+        O(window). Evicted rows are the history's: ``page(entries, after, state=...)``
+        with the page's evicted entries."""
+        if state == "evicted":
+            raise ValueError("evicted rows are the history's: use page(..., state='evicted')")
+        rows = [d for d in self.decisions if d.state == state]
+        lead = [d for d in rows if _leading(d)] if not after else []
+        rest = [d for d in rows if not _leading(d) and (d.seq or 0) > after]
+        more = limit is not None and len(rest) > limit
+        return self._paged(in_order([*lead, *rest[:limit]])), more
+
+    def _paged(self, rows: list[Decision]) -> Report:
+        """This report with ``rows`` (a page of them); its totals the whole session's."""
         counts = dict(self.messages_by_state)
         counts["evicted"] = counts.get("evicted", 0) + self.earlier_entries
         paged = replace(self, decisions=rows)

@@ -16,9 +16,10 @@ median absolute deviation.
   per model, as a sign of a wrong tokenizer or chat template, and nothing
   is corrected.
 
-Both are exported as ``ctxwindow_count_ratio{model}``. The ratios are kept in
-the store (the checkpoint of the session ``ctxwindow.calibration``: a
-tenant's session id always holds a ``:``, so no client can reach it), loaded
+Both are exported as ``ctxwindow_count_ratio{model, model_sent}`` (see
+``metrics.py``). The ratios are kept in the store (the checkpoint of the
+session ``ctxwindow.calibration``: a tenant's session id always holds a
+``:``, so no client can reach it), loaded
 at start-up, saved after each of a model's first ``EAGER`` replies, then at
 most every ``SAVE_EVERY`` seconds, and at shutdown. Worker processes each
 learn and save; the last save wins, and all load it at start-up.

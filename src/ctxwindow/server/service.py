@@ -50,7 +50,7 @@ class Service:
         self.redactor = redactor
         self.archive = archive
         queued = None if archive is None else lambda: sum(m.queued for m in self.managers())
-        self.metrics = Metrics(redactor, queued)
+        self.metrics = Metrics(redactor, queued, settings.model_registry)
         self.upstream = Upstream(settings, self.metrics, upstream_transport)
         self.slots = Slots(settings.max_upstream_calls, settings.upstream_calls_per_tenant())
         self.metrics.watch_slots(self.slots)
@@ -122,9 +122,7 @@ class Service:
             cached = _count(details.get("cached_tokens") if isinstance(details, dict) else 0)
             billed = _count(prompt)
             if billed is not None:
-                label = "unknown" if info.source.startswith("default") else info.name
-                self.metrics.upstream_prompt_tokens.labels(label).inc(billed)
-                self.metrics.cached_tokens.labels(label).inc(cached or 0)
+                self.metrics.usage(info, model, billed, cached or 0)
 
     def managers(self) -> list[AsyncContextManager]:
         return [*self._retired, *(m for m, _ in self._managers.values())]

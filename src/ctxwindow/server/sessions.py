@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 
 from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import Entry
-from ctxwindow.policies.explain import EARLIER, Decision
+from ctxwindow.policies.explain import EARLIER, Decision, Report, in_order
 from ctxwindow.policies.rules import text_of
 from ctxwindow.redact.redactor import redacted_preview
 from ctxwindow.server.errors import APIError, from_library
@@ -23,6 +23,9 @@ from ctxwindow.stores.base.checks import MAX_COUNT, find_unstorable
 
 PATH_ID = "session_id"  # the parameter a bad session id in the path is named by
 MAX_PAGE = 100  # sessions on one page of GET /v1/sessions at most
+DEFAULT_MODEL = "gpt-4o"  # a context's model when neither the request nor the session names one
+LOOK_BACK = 16  # the newest entries searched for the session's last request's model
+State = Literal["pinned", "kept", "compressed", "recalled", "summarized", "evicted"]  # STATES
 
 
 def router(service: Service, tenant: Any) -> APIRouter:
@@ -152,46 +155,115 @@ def _add_context(api: APIRouter, service: Service, tenant: Any) -> None:
     @api.get("/{session_id}/context")
     async def context(
         session_id: str,
-        model: str = "gpt-4o",
+        model: str | None = Query(
+            None, description="the model to build for; by default the session's last request's"
+        ),
         max_tokens: int | None = Query(None, ge=1, le=MAX_COUNT),
         query: str | None = None,
         limit: int | None = Query(None, ge=1, le=MAX_COUNT),
         after: int = Query(0, ge=0, le=MAX_COUNT),
+        state: Annotated[State | None, Query(description="only the rows in this state")] = None,
         tenant: str = Depends(tenant),
     ) -> Any:
         """The context a completion would be sent now, with the report of every decision.
 
-        ``limit`` and ``after`` page the report's rows (``decisions``) by seq, as
-        ``/messages`` pages the history: the rows with ``seq > after``, at most
-        ``limit`` of them, and ``has_more``; its totals are the whole session's.
+        Built for ``model`` within ``max_tokens``; without ``model``, for the model
+        and the budget of the session's last request (``model_source`` says which:
+        ``parameter``, ``session`` or ``default``, gpt-4o). ``limit`` and ``after``
+        page the report's rows (``decisions``) by seq, as ``/messages`` pages the
+        history: the rows with ``seq > after``, at most ``limit`` of them, and
+        ``has_more``; ``state`` keeps the rows in that state only. The totals are
+        the whole session's.
         """
         if query is not None and (bad := find_unstorable(query)) is not None:
             raise APIError(400, f"query {bad[1]}", code="invalid_parameter", param="query")
         sid = await _existing(service, session_id, tenant)
+        model, source, asked = await _model_of(service, sid, model, max_tokens)
         manager = service.manager(model)  # a 400 for an unknown model
         budget = service.budget(model)
         try:
-            built = await manager.build(
-                sid, query=query, max_tokens=min(max_tokens or budget, budget)
-            )
-            # One page of the history, or all of it (O(session): the inspector pages).
-            page = await service.store.load(
-                sid, after=after, limit=None if limit is None else limit + 1
-            )
+            built = await manager.build(sid, query=query, max_tokens=min(asked or budget, budget))
+            report, more = await _rows(service, sid, built.report, limit, after, state)
         except CtxWindowError as exc:
             raise from_library(exc) from exc
-        more = limit is not None and len(page) > limit
-        if limit is None and not after:
-            report = built.report.covering(page, _left_out(service)).to_dict()
-        else:  # the rows of the page; the totals the whole session's
-            report = built.report.page(page[:limit], after, _left_out(service)).to_dict()
-            report["earlier"] = {"entries": 0, "tokens": 0}  # each has its row on a page
         return {
+            "model": model,
+            "model_source": source,
             "messages": built.messages,
             "total_tokens": built.total_tokens,
             "report": report,
             "has_more": more,
+            "stable_end": _stable_end(built.report, len(built.messages)),
         }
+
+
+async def _model_of(
+    service: Service, sid: str, model: str | None, max_tokens: int | None
+) -> tuple[str, str, int | None]:
+    """(model, where it comes from, the budget asked): the parameters, else the session's
+    last request's model and budget, else the default model."""
+    if model is not None:
+        return model, "parameter", max_tokens
+    last = await _last_request(service, sid)
+    if last is None:
+        return DEFAULT_MODEL, "default", max_tokens
+    try:
+        service.model(last[0])
+    except APIError as exc:  # the service's models changed since
+        raise APIError(
+            400, f"the session's last request was for model {last[0]!r}, which this service"
+            " does not know now: pass model=", code="model_not_found", param="model",
+        ) from exc  # fmt: skip
+    return last[0], "session", max_tokens if max_tokens is not None else last[1]
+
+
+async def _last_request(service: Service, sid: str) -> tuple[str, int] | None:
+    """The model and budget of the session's last request through a protocol route: the
+    turns it stored carry them (``exchange.store_turns``); None if none of the newest
+    ``LOOK_BACK`` entries does (a session filled through ``/messages`` or the library)."""
+    for entry in reversed(await service.store.tail(sid, LOOK_BACK)):
+        model, budget = entry.metadata.get("model"), entry.metadata.get("budget")
+        if isinstance(model, str) and model and isinstance(budget, int) and budget > 0:
+            return model, budget
+    return None
+
+
+async def _rows(
+    service: Service, sid: str, report: Report, limit: int | None, after: int, state: str | None
+) -> tuple[dict[str, Any], bool]:
+    """The report as JSON with the rows asked for (all, a page, those of a state), and
+    whether more follow. Reads no history for a state the window itemises, else one page
+    of it (for ``evicted``: beside the page, as many entries as the window holds)."""
+    left_out = _left_out(service)
+    if state is not None and state != "evicted":
+        paged, more = report.in_state(state, after, limit)
+    else:
+        skip = 0 if state is None else sum(d.state != "evicted" for d in report.decisions)
+        page = await service.store.load(
+            sid, after=after, limit=None if limit is None else limit + 1 + skip
+        )
+        if state is not None:
+            itemised = {d.id for d in report.decisions if d.state != "evicted"}
+            page = [e for e in page if e.id not in itemised]
+        more = limit is not None and len(page) > limit
+        if limit is None and not after and state is None:  # every row, from the whole history
+            return report.covering(page, left_out).to_dict(), False
+        paged = report.page(page[:limit], after, left_out, state=state)
+    out = paged.to_dict()
+    out["earlier"] = {"entries": 0, "tokens": 0}  # each has its row on a page
+    return out, more
+
+
+def _stable_end(report: Report, sent: int) -> str | None:
+    """The id of the row the context's stable prefix ends with (None: it has none), of
+    ``sent`` messages; messages of no row (right after the pinned ones) are counted out."""
+    inside = in_order(d for d in report.decisions if d.in_context)
+    pinned = sum(d.state == "pinned" for d in inside)
+    stable = report.stable_messages
+    if stable > pinned:
+        stable = max(pinned, stable - max(0, sent - len(inside)))
+    stable = min(stable, len(inside))
+    return inside[stable - 1].id if stable else None
 
 
 def _left_out(service: Service) -> Callable[[Entry], Decision]:

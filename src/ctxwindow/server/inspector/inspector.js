@@ -5,7 +5,7 @@
 const KEY = "ctxwindow.api-key"; // sessionStorage: this tab only
 const API = new URL("../v1/", document.baseURI); // the page is /ui/, the API /v1/
 const PAGE = 50; // sessions a page of the list
-const MESSAGES_PAGE = 1000;
+const ROWS = 100; // rows of the table a page
 const STATES = ["pinned", "kept", "compressed", "recalled", "summarized", "evicted"];
 const IN_CONTEXT = new Set(STATES.slice(0, 4));
 const SVG = "http://www.w3.org/2000/svg";
@@ -13,7 +13,10 @@ const COLOURS = ["#1f5fa8", "#a34a00", "#2e7d32", "#7b3fa0", "#9c2a2a", "#00695c
 const number = new Intl.NumberFormat("en");
 
 const $ = (id) => document.getElementById(id);
-const state = { session: null, lastId: null, listing: 0, building: 0 };
+const state = {
+  session: null, lastId: null, listing: 0, building: 0,
+  after: 0, back: [], next: 0, filter: "", opened: null, // the table's page, its state filter
+};
 
 class NeedsKey extends Error {}
 
@@ -181,6 +184,10 @@ async function openSession(id, focus) {
   state.session = id;
   markCurrent();
   say("session-heading", `Session ${id}`);
+  // empty: the route builds for the session's own model and budget, and the form shows them
+  for (const field of ["model", "budget", "query", "from-seq"]) $(field).value = "";
+  $("state-filter").value = "";
+  Object.assign(state, { after: 0, back: [], filter: "", opened: null });
   await build();
   if (focus) $("session").focus();
 }
@@ -189,20 +196,28 @@ async function build(event) {
   event?.preventDefault();
   const id = state.session;
   const ask = ++state.building;
+  const { after, filter } = state;
   const params = {
     model: $("model").value.trim(),
     max_tokens: $("budget").value,
     query: $("query").value,
+    limit: ROWS,
+    after,
+    state: filter,
   };
   say("session-status", "Building the context…");
   try {
     // the context first: a message stored in between then shows with no state, rather
     // than as a row of no stored message
     const context = await api(sessionPath(id, "/context"), params);
-    const entries = await allMessages(id);
+    // The page's stored messages, for their whole text. The rows of one state are no run
+    // of the history: their text is read when a message is opened (messageCell).
+    const entries = filter ? []
+      : (await api(sessionPath(id, "/messages"), { after, limit: ROWS })).data;
     if (ask !== state.building) return;
-    show(entries, context);
-    say("session-status", `${plural(entries.length, "stored message")}; the context holds`
+    adopt(context);
+    show(entries, context, after, filter);
+    say("session-status", `The context for ${context.model} holds`
       + ` ${plural(context.messages.length, "message")},`
       + ` ${plural(context.total_tokens, "token")}.`);
   } catch (error) {
@@ -213,70 +228,78 @@ async function build(event) {
   }
 }
 
+// The model and the budget the context was built for go into the form's empty fields:
+// the next page, or a rebuild, asks for the same.
+function adopt(context) {
+  if (!$("model").value.trim()) $("model").value = context.model;
+  if (!$("budget").value) $("budget").value = String(context.report.budget);
+  state.opened ??= { model: context.model, source: context.model_source };
+}
+
 function clear() {
-  for (const id of ["summary", "by-category", "over-turns"]) $(id).replaceChildren();
-  $("timeline").tBodies[0].replaceChildren();
-}
-
-async function allMessages(id) {
-  const entries = [];
-  for (let after = 0; ;) {
-    const page = await api(sessionPath(id, "/messages"), { after, limit: MESSAGES_PAGE });
-    entries.push(...page.data);
-    if (page.data.length < MESSAGES_PAGE) return entries;
-    after = page.data[page.data.length - 1].seq;
+  for (const id of ["summary", "by-category", "over-turns", "rows-status"]) {
+    $(id).replaceChildren();
   }
+  $("timeline").tBodies[0].replaceChildren();
+  for (const id of ["first-page", "previous-page", "next-page"]) $(id).disabled = true;
 }
 
-function show(entries, context) {
+function show(entries, context, after, filter) {
   const report = context.report;
-  const rows = rowsOf(report);
-  const items = timeline(entries, rows);
+  const items = timeline(entries, report.decisions ?? [], Boolean(filter));
   $("session-body").hidden = false;
   $("summary").replaceChildren(...summary(report, context));
   $("by-category").replaceChildren(categoryChart(report));
   $("over-turns").replaceChildren(turnsChart(items, report));
-  const end = stableEnd(items, report, context.messages.length);
-  const body = $("timeline").tBodies[0];
-  body.replaceChildren(...items.flatMap((item, index) => {
-    const tr = itemRow(item);
-    if (index === 0 && end === -1) return [stableRow(report), tr];
-    return index === end ? [tr, stableRow(report)] : [tr];
-  }));
+  const rows = items.map(itemRow);
+  const end = items.findIndex((item) => item.row && item.row.id === context.stable_end);
+  if (end !== -1) rows.splice(end + 1, 0, stableRow(report));
+  else if (context.stable_end === null && !after && !filter && rows.length) {
+    rows.unshift(stableRow(report));
+  }
+  $("timeline").tBodies[0].replaceChildren(...rows);
+  pager(items, context, after, filter);
 }
 
-// The report's rows, one per message: {id, seq, role, category, priority, state, reason,
-// tokens (in this context), stored_tokens, compressor, preview}.
-function rowsOf(report) {
-  return report.decisions ?? [];
+// The page's rows ({id, seq, role, category, priority, state, reason, tokens (in this
+// context), stored_tokens, compressor, preview}; in the context's order: the system prompt,
+// the summary, then by seq) with their stored messages. A stored message of no row was
+// stored after the context was built: it ends the page, its state unknown.
+function timeline(entries, rows, filtered) {
+  const byId = new Map(entries.map((entry) => [entry.id, entry]));
+  const items = rows.map((row) => ({ entry: byId.get(row.id) ?? null, row }));
+  if (filtered) return items;
+  const shown = new Set(rows.map((row) => row.id));
+  const later = entries.filter((entry) => !shown.has(entry.id));
+  return [...items, ...later.map((entry) => ({ entry, row: null }))];
 }
 
-// Stored entries joined with their rows by id, in seq order. Rows of no stored entry (the
-// rolling summary) go where the context has them: after the system prompt.
-function timeline(entries, rows) {
-  const byId = new Map(rows.map((row) => [row.id, row]));
-  const stored = new Set(entries.map((entry) => entry.id));
-  const items = entries.map((entry) => ({ entry, row: byId.get(entry.id) ?? null }))
-    .sort((a, b) => a.entry.seq - b.entry.seq);
-  const made = rows.filter((row) => !stored.has(row.id)).map((row) => ({ entry: null, row }));
-  const system = (item) => item.entry.message.role === "system" && item.row?.state === "pinned";
-  const at = items.findIndex((item) => !system(item));
-  items.splice(at === -1 ? items.length : at, 0, ...made);
-  return items;
+function pager(items, context, after, filter) {
+  const seqs = items.map(({ entry, row }) => entry?.seq ?? row?.seq)
+    .filter((seq) => seq !== null && seq !== undefined);
+  state.next = seqs.length ? Math.max(...seqs) : after;
+  $("next-page").disabled = !context.has_more;
+  $("previous-page").disabled = !after;
+  $("first-page").disabled = !after;
+  const counts = context.report.messages_by_state ?? {};
+  const all = filter ? counts[filter] ?? 0 : Object.values(counts).reduce((a, b) => a + b, 0);
+  const span = seqs.length ? `, seq ${Math.min(...seqs)}–${Math.max(...seqs)}` : "";
+  const what = filter ? `${filter} messages` : "rows";
+  say("rows-status", `${plural(items.length, "row")} on this page${span}, of`
+    + ` ${number.format(all)} ${what} in all`
+    + `${context.has_more ? "" : after ? " (the last page)" : ""}.`);
 }
 
-// The index of the item after which the stable prefix ends (-1: before the first). The
-// prefix counts the context's leading messages; messages of no row (a summary, right after
-// the pinned ones) are counted out.
-function stableEnd(items, report, contextLength) {
-  const inContext = items.map((item, index) => [item, index])
-    .filter(([item]) => IN_CONTEXT.has(item.row?.state));
-  const pinned = inContext.filter(([item]) => item.row.state === "pinned").length;
-  const extra = Math.max(0, contextLength - inContext.length);
-  let stable = report.stable_messages ?? 0;
-  if (stable > pinned) stable = Math.max(pinned, stable - extra);
-  stable = Math.min(stable, inContext.length);
-  return stable === 0 ? -1 : inContext[stable - 1][1];
+function turnPage(after, back) {
+  Object.assign(state, { after, back });
+  build();
+}
+
+function showRows(event) {
+  event?.preventDefault();
+  state.filter = $("state-filter").value;
+  const from = Number.parseInt($("from-seq").value, 10);
+  turnPage(from > 1 ? from - 1 : 0, []);
 }
 
 function stableRow(report) {
@@ -293,12 +316,13 @@ function itemRow({ entry, row }) {
   const reasons = [row?.reason, row?.compressor && `by ${row.compressor}`,
     entry?.metadata?.unanswered && "unanswered: no reply stored"].filter(Boolean);
   const role = message?.role ?? row?.role ?? "";
+  const seq = entry?.seq ?? row?.seq ?? null;
   return h("tr", { class: `state-${status.replace(/[^a-z]/g, "")}`, "data-id": entry?.id ?? row.id,
     "data-state": status },
-    h("td", { class: "num" }, entry ? entry.seq : "—"),
+    h("td", { class: "num" }, seq === null ? "—" : String(seq)),
     h("td", {}, message?.name ? `${role} (${message.name})` : role),
     h("td", {}, h("span", { class: "badge" }, status)),
-    h("td", { class: "reason" }, reasons.join("; ") || (entry ? "" : madeByTheWindow(row))),
+    h("td", { class: "reason" }, reasons.join("; ") || (seq === null ? madeByTheWindow(row) : "")),
     h("td", { class: "num" }, tokens(entry, row)),
     h("td", {}, row?.priority ?? "—"),
     h("td", {}, row?.category ?? entry?.kind ?? ""),
@@ -319,12 +343,34 @@ function tokens(entry, row) {
 }
 
 function messageCell(message, row) {
+  if (!message && row?.seq !== null && row?.preview.endsWith("…")) return later(row);
   const text = message ? textOf(message) : row?.preview ?? "";
   const line = text.split(/\s+/).join(" ").trim();
   if (line.length <= 90 && !text.includes("\n")) return h("span", { class: "whole" }, text);
   return h("details", {},
     h("summary", {}, `${line.slice(0, 90)}…`),
     h("pre", {}, text));
+}
+
+// A stored message the page has not read: its preview, and its whole text once opened.
+function later(row) {
+  const text = h("pre", {}, "Reading the message…");
+  const details = h("details", {}, h("summary", {}, row.preview), text);
+  details.addEventListener("toggle", async () => {
+    if (!details.open || details.dataset.read) return;
+    details.dataset.read = "true";
+    try {
+      const page = await api(sessionPath(state.session, "/messages"),
+        { after: row.seq - 1, limit: 1 });
+      const entry = page.data[0];
+      text.textContent = entry?.id === row.id ? textOf(entry.message)
+        : "The message is no longer stored.";
+    } catch (error) {
+      delete details.dataset.read;
+      text.textContent = `Could not read the message: ${error.message}`;
+    }
+  });
+  return details;
 }
 
 function textOf(message) {
@@ -349,6 +395,7 @@ function summary(report, context) {
     .sort(([a], [b]) => order(a) - order(b)).map(([name, n]) => `${n} ${name}`).join(", ");
   const earlier = report.earlier ?? { entries: 0, tokens: 0 };
   const pairs = [
+    ["Model", `${context.model} (${whose(context)})`],
     ["Budget", plural(report.budget, "token")],
     ["Used", `${plural(report.used, "token")} (${percent(report.used, report.budget)})`],
     ["Headroom", plural(report.headroom, "token")],
@@ -367,6 +414,15 @@ function summary(report, context) {
   ];
   return pairs.filter(([, value]) => value !== null)
     .map(([term, value]) => h("div", {}, h("dt", {}, term), h("dd", {}, value)));
+}
+
+function whose(context) {
+  const opened = state.opened;
+  const source = context.model_source === "parameter" && opened?.model === context.model
+    ? opened.source : context.model_source;
+  if (source === "session") return "the session's last request";
+  if (source === "default") return "the default: no request of this session named one";
+  return "chosen above";
 }
 
 function percent(part, whole) {
@@ -429,8 +485,8 @@ function turnsChart(items, report) {
   const x = (seq) => left + ((width - left - right) * (seq - first)) / span;
   const y = (tokens) => height - bottom - ((height - top - bottom) * tokens) / most;
   const svg = chart(width, height, "Tokens over turns",
-    `The stored history reaches ${last.stored} tokens at seq ${last.seq}; the context holds`
-    + ` ${last.held} tokens of its messages against a budget of ${report.budget}.`);
+    `The messages of this page add up to ${last.stored} tokens as stored at seq ${last.seq};`
+    + ` the context holds ${last.held} tokens of them, against a budget of ${report.budget}.`);
   for (const tick of ticks(most)) {
     svg.append(
       s("line", { x1: left, x2: width - right, y1: y(tick), y2: y(tick), class: "grid" }),
@@ -443,7 +499,7 @@ function turnsChart(items, report) {
   const path = (key) => points.map((p, i) => `${i ? "L" : "M"}${x(p.seq).toFixed(1)},`
     + `${y(p[key]).toFixed(1)}`).join(" ");
   const lines = [
-    { name: `stored history: ${number.format(last.stored)} tokens`, d: path("stored"),
+    { name: `this page as stored: ${number.format(last.stored)} tokens`, d: path("stored"),
       stroke: "#1f5fa8", dash: null, widthPx: 2 },
     { name: `of them in the context: ${number.format(last.held)} tokens`, d: path("held"),
       stroke: "#a34a00", dash: "7 3", widthPx: 3 },
@@ -472,17 +528,19 @@ function turnsChart(items, report) {
   return svg;
 }
 
-// Per stored message, in seq order: the history's tokens so far, and how many of them the
-// context holds.
+// Per stored message of the page, in seq order: the page's tokens so far, and how many of
+// them the context holds.
 function cumulative(items) {
   let stored = 0;
   let held = 0;
   const points = [];
-  for (const { entry, row } of items) {
-    if (!entry) continue;
+  const seqOf = ({ entry, row }) => entry?.seq ?? row?.seq ?? null;
+  const sorted = items.filter((item) => seqOf(item) !== null)
+    .sort((a, b) => seqOf(a) - seqOf(b));
+  for (const { entry, row } of sorted) {
     stored += row?.stored_tokens ?? entry.tokens;
     held += row && IN_CONTEXT.has(row.state) ? row.tokens : 0;
-    points.push({ seq: entry.seq, stored, held });
+    points.push({ seq: seqOf({ entry, row }), stored, held });
   }
   return points;
 }
@@ -503,6 +561,12 @@ function start() {
   $("forget-key").addEventListener("click", forgetKey);
   $("forget-key").hidden = !sessionStorage.getItem(KEY);
   $("build-form").addEventListener("submit", build);
+  $("rows-form").addEventListener("submit", showRows);
+  $("state-filter").addEventListener("change", showRows);
+  $("next-page").addEventListener("click", () => turnPage(state.next, [...state.back, state.after]));
+  $("previous-page").addEventListener("click", () => turnPage(state.back.at(-1) ?? 0,
+    state.back.slice(0, -1)));
+  $("first-page").addEventListener("click", () => turnPage(0, []));
   $("more").addEventListener("click", () => loadSessions(true));
   let typing;
   $("search").addEventListener("input", () => {
