@@ -20,7 +20,18 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ctxwindow.context import ArchiveLike
 from ctxwindow.redact import RedactFn
-from ctxwindow.server import chat, docs, messages, openapi, responses, sessions, ui
+from ctxwindow.server import (
+    chat,
+    count_tokens,
+    docs,
+    messages,
+    models,
+    openapi,
+    responses,
+    sessions,
+    stored_responses,
+    ui,
+)
 from ctxwindow.server.errors import install
 from ctxwindow.server.service import Service
 from ctxwindow.server.settings import Settings
@@ -60,7 +71,10 @@ def create_app(
     tenant = _tenant(service)
     app.include_router(chat.router(service, tenant))
     app.include_router(responses.router(service, tenant))
+    app.include_router(stored_responses.router(service, tenant))
     app.include_router(messages.router(service, tenant))
+    app.include_router(count_tokens.router(service))
+    app.include_router(models.router(service, messages.keyed_tenant(service)))
     app.include_router(sessions.router(service, tenant))
     if settings.ui:
         app.include_router(ui.router())

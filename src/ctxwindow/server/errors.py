@@ -1,10 +1,18 @@
-"""OpenAI-style JSON errors: ``{"error": {"message", "type", "param", "code"}}``.
+"""JSON errors in the shape of the client's protocol.
 
-``APIError`` is what route code raises; ``install`` maps it, request validation
-errors and the library's own errors to responses at the boundary.
+OpenAI's, ``{"error": {"message", "type", "param", "code"}}``, for every route
+but Anthropic's; Anthropic's, ``{"type": "error", "error": {"type", "message",
+"param", "code"}}`` (its types, with ctxwindow's ``param`` and ``code`` kept),
+under ``/v1/messages`` and for any request that carries ``anthropic-version``
+(the Anthropic SDKs send it on every call: ``/v1/models``, a route the service
+lacks). ``APIError`` is what route code raises; ``install`` maps it, request
+validation errors, the router's refusals and the library's own errors to
+responses at the boundary.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -38,6 +46,17 @@ _TYPES = {
     503: "service_unavailable",
     504: "upstream_timeout",
 }
+# Anthropic's error types by status; any other 4xx is an invalid request, a 5xx api_error.
+_ANTHROPIC_TYPES = {
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+}
+ANTHROPIC_PATH = "/v1/messages"
 
 
 class APIError(Exception):
@@ -59,16 +78,40 @@ class APIError(Exception):
         self.param = param
         self.headers = headers
 
-    def response(self) -> JSONResponse:
-        body = {
-            "error": {
-                "message": _utf8(self.message),
-                "type": _TYPES.get(self.status, "api_error"),
-                "param": None if self.param is None else _utf8(self.param),
-                "code": self.code,
-            }
+    def response(self, *, anthropic: bool = False) -> JSONResponse:
+        """The answer: OpenAI's body, or with ``anthropic`` Anthropic's (``body``)."""
+        return JSONResponse(self.body(anthropic), status_code=self.status, headers=self.headers)
+
+    def body(self, anthropic: bool = False) -> dict[str, Any]:
+        kind = anthropic_type(self.status) if anthropic else _TYPES.get(self.status, "api_error")
+        error = {
+            "message": _utf8(self.message),
+            "type": kind,
+            "param": None if self.param is None else _utf8(self.param),
+            "code": self.code,
         }
-        return JSONResponse(body, status_code=self.status, headers=self.headers)
+        return {"type": "error", "error": error} if anthropic else {"error": error}
+
+
+def anthropic_type(status: int) -> str:
+    """Anthropic's error type of an HTTP status."""
+    if status in _ANTHROPIC_TYPES:
+        return _ANTHROPIC_TYPES[status]
+    return "invalid_request_error" if 400 <= status < 500 else "api_error"
+
+
+def speaks_anthropic(request: Request) -> bool:
+    """Whether errors of ``request`` take Anthropic's shape: under ``/v1/messages``, or sent
+    with ``anthropic-version`` (the header every Anthropic SDK call carries)."""
+    path, root = request.scope["path"], request.scope.get("root_path", "")
+    path = path[len(root) :] if root and path.startswith(root) else path  # mounted under root
+    under = path == ANTHROPIC_PATH or path.startswith(ANTHROPIC_PATH + "/")
+    return under or "anthropic-version" in request.headers
+
+
+def answer(request: Request, error: APIError) -> JSONResponse:
+    """``error`` answered in the shape of ``request``'s protocol."""
+    return error.response(anthropic=speaks_anthropic(request))
 
 
 def _utf8(text: str) -> str:
@@ -108,7 +151,7 @@ def from_library(exc: Exception) -> APIError:
 def install(app: FastAPI) -> None:
     async def api_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, APIError)
-        return exc.response()
+        return answer(request, exc)
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -117,14 +160,14 @@ def install(app: FastAPI) -> None:
         message = str(first.get("msg", "invalid request"))
         if param is not None:
             message = f"{param}: {message}"
-        return APIError(400, message, code="invalid_parameter", param=param).response()
+        return answer(request, APIError(400, message, code="invalid_parameter", param=param))
 
     async def store_error(request: Request, exc: Exception) -> JSONResponse:
-        return from_library(exc).response()
+        return answer(request, from_library(exc))
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
-        return routing_error(request, exc).response()
+        return answer(request, routing_error(request, exc))
 
     app.add_exception_handler(APIError, api_error)
     app.add_exception_handler(HTTPException, http_error)

@@ -64,6 +64,9 @@ class Wire:
     param: str = "messages"  # the body field of the new turns, named in errors
     check: Callable[[Context], None] | None = None  # refuses a built context
     extra: int = 0  # tokens sent beside the context: tools, a per-request system prompt
+    # the upstream's answer (a body, or a stream's collector once it ended) -> metadata
+    # stored with its reply (the Responses API keeps the response it answered)
+    kept: Callable[[Any], dict[str, Any] | None] | None = None
 
 
 def budget_of(service: Service, request: Request, model: str, reply: int, param: str) -> int:
@@ -154,7 +157,7 @@ async def converse(
     message = wire.reply(data)
     if message is None:
         raise service.upstream.malformed(f"upstream returned no {wire.path} reply")
-    await store_reply(manager, sid, message, key)
+    await store_reply(manager, sid, message, key, None if wire.kept is None else wire.kept(data))
     await service.observe_usage(wire.model, ours, wire.usage(data))
     return Response(wire.answer(data), headers=headers, media_type="application/json")
 
@@ -182,12 +185,15 @@ async def store_turns(
     is stored: a refused request leaves nothing to retry over.
 
     The key is bound to the body, less how the answer is delivered (``stream``,
-    ``stream_options``): the same request may be retried streamed or not.
+    ``stream_options``): the same request may be retried streamed or not. Each turn
+    carries the request's model and budget (``metadata``: the inspector opens the
+    session with them).
     """
     asked = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+    metadata = {"model": body["model"], "budget": budget, **({"request": key} if key else {})}
     try:
         return await manager.extend(
-            sid, messages, metadata={"request": key} if key else None, idempotency_key=key,
+            sid, messages, metadata=metadata, idempotency_key=key,
             max_messages=service.settings.max_messages_per_session,
             request_hash=request_hash(asked) if key else None, max_tokens=budget,
         )  # fmt: skip
@@ -235,9 +241,14 @@ async def build(manager: AsyncContextManager, sid: str, budget: int) -> Context:
 
 
 async def store_reply(
-    manager: AsyncContextManager, sid: str, message: dict[str, Any], key: str | None
+    manager: AsyncContextManager,
+    sid: str,
+    message: dict[str, Any],
+    key: str | None,
+    kept: dict[str, Any] | None = None,
 ) -> None:
-    """Store the upstream's reply; one that is not a valid assistant message is a 502.
+    """Store the upstream's reply (``kept`` in its metadata too); one that is not a valid
+    assistant message is a 502.
 
     An empty reply (no text, no tool calls) is passed on but not stored, streamed
     or not: the turn stays unanswered, as after a failure, and a later context
@@ -248,11 +259,11 @@ async def store_reply(
         reply["tool_calls"] = message["tool_calls"]
     elif reply["content"] in (None, "", []):
         return
+    metadata = {**({"request": key} if key else {}), **(kept or {})}
     try:
         await manager.add(
-            sid, reply, metadata={"request": key} if key else None,
-            idempotency_key=f"{key}:reply" if key else None,
-        )  # fmt: skip
+            sid, reply, metadata=metadata or None, idempotency_key=f"{key}:reply" if key else None
+        )
     except InvalidMessageError as exc:
         raise APIError(
             502, f"upstream returned an invalid reply: {exc}", code="bad_gateway"
@@ -351,7 +362,8 @@ async def _stream(
     async def store() -> None:
         message = collector.message()
         if message is not None:
-            await store_reply(manager, sid, message, key)
+            kept = None if wire.kept is None else wire.kept(collector)
+            await store_reply(manager, sid, message, key, kept)
             await service.observe_usage(wire.model, ours, collector.usage)
 
     def done() -> Awaitable[None]:

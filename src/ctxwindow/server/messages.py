@@ -44,42 +44,47 @@ from ctxwindow.stores.base.checks import MAX_COUNT
 
 ANTHROPIC_VERSION = "2023-06-01"  # sent upstream when the client sends none
 PASSED_ON = ("anthropic-version", "anthropic-beta")  # request headers sent upstream
-ERROR_TYPES = {504: "timeout_error", 503: "overloaded_error"}  # Anthropic's, else api_error
 
-REQUEST_SCHEMA = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "required": ["model", "messages", "max_tokens"],
-                    "properties": {
-                        "model": {"type": "string", "minLength": 1},
-                        "messages": {
-                            "type": "array", "minItems": 1,
-                            "items": {
-                                "type": "object", "required": ["role", "content"],
-                                "properties": {"role": {"enum": ["user", "assistant"]}},
+
+def body_schema(required: list[str]) -> dict[str, Any]:
+    """The ``openapi_extra`` of a route taking a Messages body with ``required`` fields."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": required,
+                        "properties": {
+                            "model": {"type": "string", "minLength": 1},
+                            "messages": {
+                                "type": "array", "minItems": 1,
+                                "items": {
+                                    "type": "object", "required": ["role", "content"],
+                                    "properties": {"role": {"enum": ["user", "assistant"]}},
+                                },
                             },
+                            "max_tokens": {"type": "integer", "minimum": 1},
+                            "system": {
+                                "anyOf": [
+                                    {"type": "string"},
+                                    {"type": "array", "items": {"type": "object"}},
+                                ]
+                            },
+                            "stream": {"type": "boolean"},
+                            "tools": {"type": "array", "items": {"type": "object"}},
+                            "metadata": {"type": "object"},
                         },
-                        "max_tokens": {"type": "integer", "minimum": 1},
-                        "system": {
-                            "anyOf": [
-                                {"type": "string"},
-                                {"type": "array", "items": {"type": "object"}},
-                            ]
-                        },
-                        "stream": {"type": "boolean"},
-                        "tools": {"type": "array", "items": {"type": "object"}},
-                        "metadata": {"type": "object"},
-                    },
-                    "additionalProperties": True,
+                        "additionalProperties": True,
+                    }
                 }
-            }
-        },
-    }
-}  # fmt: skip
+            },
+        }
+    }  # fmt: skip
+
+
+REQUEST_SCHEMA = body_schema(["model", "messages", "max_tokens"])
 
 
 def router(service: Service, tenant: Any) -> APIRouter:
@@ -87,19 +92,15 @@ def router(service: Service, tenant: Any) -> APIRouter:
     api = APIRouter()
 
     @api.post("/v1/messages", openapi_extra=REQUEST_SCHEMA, tags=["messages"])
-    async def messages(request: Request, tenant: str = Depends(_tenant(service))) -> Response:
+    async def messages(request: Request, tenant: str = Depends(keyed_tenant(service))) -> Response:
         """An Anthropic message over the session's context (``X-Session-Id``)."""
         body = await read_json(request, service.settings.max_request_bytes)
-        _check(body)
+        check(body)
         model = body["model"]
         if service.model(model).estimated:
             await service.calibration.load()
         turns = from_anthropic(body.get("messages"), service.settings.max_message_chars)
-        system = _system(service, body.get("system"))
-        tokenizer = service.tokenizer(model)
-        extra = tokenizer.tools_tokens(_tools(body.get("tools")))
-        extra += tokenizer.message_tokens({"role": "system", "content": _text_of(system)})
-        extra += tokenizer.message_tokens(LEFT_OUT)  # kept free for it (``to_anthropic``)
+        system, extra = beside(service, body)
         budget = exchange.budget_of(service, request, model, body["max_tokens"], "max_tokens")
         wire = _wire(service, request, body, system, extra)
         session_id = inputs.header_text(request, "X-Session-Id")
@@ -122,7 +123,7 @@ def router(service: Service, tenant: Any) -> APIRouter:
     return api
 
 
-def _tenant(service: Service) -> Any:
+def keyed_tenant(service: Service) -> Any:
     """The tenant of ``Authorization: Bearer KEY`` or ``x-api-key: KEY``, once admitted."""
 
     async def tenant(
@@ -137,19 +138,44 @@ def _tenant(service: Service) -> Any:
     return tenant
 
 
-def _check(body: dict[str, Any]) -> None:
+def check(body: dict[str, Any], *, max_tokens: bool = True) -> None:
+    """The fields the routes read, of the types they read (a 400 naming the field);
+    ``max_tokens`` required unless told otherwise (``count_tokens`` takes none)."""
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise APIError(400, "'model' must be a model name", param="model")
     value = body.get("max_tokens")
-    if type(value) is not int or not 1 <= value <= MAX_COUNT:
+    valid = type(value) is int and 1 <= value <= MAX_COUNT
+    if not valid and (max_tokens or value is not None):
+        what = "is required:" if max_tokens else "must be"
         raise APIError(
-            400, "'max_tokens' is required: a whole number from 1 to 2**63 - 1",
+            400, f"'max_tokens' {what} a whole number from 1 to 2**63 - 1",
             code="invalid_value", param="max_tokens",
         )  # fmt: skip
     if body.get("stream") is not None and not isinstance(body["stream"], bool):
         raise APIError(400, "'stream' must be true or false", code="invalid_value", param="stream")
     if body.get("metadata") is not None and not isinstance(body["metadata"], dict):
         raise APIError(400, "'metadata' must be an object", code="invalid_value", param="metadata")
+
+
+def beside(service: Service, body: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """The request's ``system`` as text blocks, and the tokens sent beside its messages:
+    the tools, ``system``, and the room kept free for ``LEFT_OUT`` (``to_anthropic``)."""
+    system = _system(service, body.get("system"))
+    tokenizer = service.tokenizer(body["model"])
+    extra = tokenizer.tools_tokens(_tools(body.get("tools")))
+    extra += tokenizer.message_tokens({"role": "system", "content": _text_of(system)})
+    return system, extra + tokenizer.message_tokens(LEFT_OUT)
+
+
+def counted(service: Service, model: str, sent: list[Message], extra: int) -> int:
+    """The prompt tokens of ``sent`` (messages as they go upstream) and ``extra`` beside
+    them; a 400 for a message that is not valid."""
+    try:
+        for i, message in enumerate(sent):
+            validate_message(message, where=f"messages[{i}]")
+        return service.tokenizer(model).count(sent) + extra
+    except (CtxWindowError, ValueError) as exc:
+        raise from_library(exc) from exc
 
 
 def _system(service: Service, system: Any) -> list[dict[str, Any]]:
@@ -252,12 +278,7 @@ async def _stateless(
     budget: int,
 ) -> Response:
     sent = exchange.redacted(service, turns)
-    try:
-        for i, message in enumerate(sent):
-            validate_message(message, where=f"messages[{i}]")
-        tokens = service.tokenizer(wire.model).count(sent) + wire.extra
-    except (CtxWindowError, ValueError) as exc:
-        raise from_library(exc) from exc
+    tokens = counted(service, wire.model, sent, wire.extra)
     if tokens > budget:
         raise exchange.over_budget(tokens, budget, "messages")
     if service.redactor is None:  # sent as the client wrote it (cache_control and all)
@@ -333,12 +354,7 @@ class MessagesStream:
 
     def error_event(self, error: APIError) -> bytes:
         """An ``error`` event, which the Anthropic SDKs raise on (they skip unnamed events)."""
-        body = {
-            "type": "error",
-            "error": {"type": ERROR_TYPES.get(error.status, "api_error"),
-                      "message": error.message, "code": error.code},
-        }  # fmt: skip
-        return b"\nevent: error\ndata: " + orjson.dumps(body) + b"\n\n"
+        return b"\nevent: error\ndata: " + orjson.dumps(error.body(anthropic=True)) + b"\n\n"
 
 
 def _index(event: dict[str, Any]) -> int:

@@ -2,7 +2,9 @@
 
 FastAPI documents a route's path and query parameters from its signature.
 ``install`` adds what the signatures do not show: the headers each route
-reads, the error statuses it answers with their body (``Error``),
+reads, the error statuses it answers with their body (``Error``, OpenAI's;
+``AnthropicError`` under ``/v1/messages``; either on ``/v1/models``, by the
+request's ``anthropic-version``),
 authentication when API keys are configured, and the constraints the service
 checks on request bodies (``model`` not empty, at least one message). Request
 validation errors are answered 400 (see ``errors.install``), so FastAPI's
@@ -12,7 +14,7 @@ default 422 ``HTTPValidationError`` is taken out: 422 means an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import FastAPI
@@ -41,6 +43,36 @@ ERROR = {
         }
     },
 }
+
+ANTHROPIC_ERROR = {
+    "type": "object",
+    "required": ["type", "error"],
+    "properties": {
+        "type": {"const": "error"},
+        "error": {
+            "type": "object",
+            "required": ["type", "message"],
+            "properties": {
+                "type": {"type": "string", "description": "the class of error, as Anthropic's"},
+                "message": {"type": "string", "description": "what is wrong, for people"},
+                "param": {
+                    "type": ["string", "null"],
+                    "description": "ctxwindow's: the field, header or parameter at fault",
+                },
+                "code": {
+                    "type": ["string", "null"],
+                    "description": "ctxwindow's: what is wrong, for code",
+                },
+            },
+        },
+    },
+}
+ERRORS = {  # the components.schemas of error bodies
+    "Error": ERROR,
+    "AnthropicError": ANTHROPIC_ERROR,
+    "AnyError": {"anyOf": [{"$ref": "#/components/schemas/Error"},
+                           {"$ref": "#/components/schemas/AnthropicError"}]},
+}  # fmt: skip
 
 MODEL = {"type": "string", "minLength": 1, "description": "a model the service knows"}
 MESSAGE = {
@@ -117,6 +149,11 @@ HEADERS: dict[str, dict[str, Any]] = {
         " past any budget narrows nothing).",
         "schema": {"type": "integer", "minimum": 1},
     },
+    "anthropic-version": {
+        "description": "Sent by the Anthropic SDKs: the answer, and its errors, take"
+        " Anthropic's shape; sent on upstream (printable ASCII).",
+        "schema": {"type": "string"},
+    },
 }
 
 RETRY_AFTER = {"description": "seconds to wait before retrying", "schema": {"type": "integer"}}
@@ -124,7 +161,7 @@ RETRY_AFTER = {"description": "seconds to wait before retrying", "schema": {"typ
 STATUSES = {
     400: "Invalid input: the body, a field, a header or a parameter (named in `param`).",
     401: "A missing or unknown API key.",
-    404: "No such session (for this tenant).",
+    404: "No such session, response or model (for this tenant).",
     409: "The session stayed busy with another request for longer than `lock_timeout`.",
     413: "The body, a message or the session is over its limit.",
     422: "An `Idempotency-Key` reused with another body.",
@@ -143,18 +180,32 @@ class Route:
     statuses: tuple[int, ...] = ()
     tenant: bool = True  # needs an API key (when configured) and counts in the rate limit
     answers: tuple[str, ...] = ()  # headers of its 200 answer
+    errors: str = "Error"  # the schema of its error bodies (a key of ``ERRORS``)
 
 
 EXCHANGE = Route(  # a call of the model over a session's context, in any protocol
     ("X-Session-Id", "Idempotency-Key", "X-Context-Max-Tokens"),
     (400, 409, 413, 422, 502, 503, 504),
-    answers=("X-Context-Tokens", "X-Context-Evicted", "X-Context-Recalled", "X-Context-Replayed"),
-)
+    answers=("X-Context-Tokens", "X-Context-Evicted", "X-Context-Recalled", "X-Context-Estimated",
+             "X-Context-Replayed"),
+)  # fmt: skip
+COUNTED = ("X-Context-Tokens", "X-Context-Evicted", "X-Context-Recalled", "X-Context-Estimated")
+MODELS = Route(("anthropic-version",), (400,), answers=("X-Context-Upstream-Listed",),
+               errors="AnyError")  # fmt: skip
 
 ROUTES = {
     ("post", "/v1/chat/completions"): EXCHANGE,
     ("post", "/v1/responses"): EXCHANGE,
-    ("post", "/v1/messages"): EXCHANGE,
+    ("post", "/v1/messages"): replace(EXCHANGE, errors="AnthropicError"),
+    ("post", "/v1/messages/count_tokens"): Route(
+        ("X-Session-Id", "X-Context-Max-Tokens"),
+        (400, 409, 413, 503),
+        answers=COUNTED,
+        errors="AnthropicError",
+    ),
+    ("get", "/v1/responses/{response_id}"): Route((), (400, 404, 503)),
+    ("get", "/v1/models"): MODELS,
+    ("get", "/v1/models/{model_id}"): replace(MODELS, statuses=(400, 404)),
     ("post", "/v1/sessions/{session_id}/messages"): Route(
         ("Idempotency-Key",), (400, 409, 413, 422, 503)
     ),
@@ -171,7 +222,10 @@ ANSWER_HEADERS = {
     "X-Context-Tokens": "prompt tokens sent upstream",
     "X-Context-Evicted": "entries of the session left out of this context",
     "X-Context-Recalled": "archived entries recalled into it",
+    "X-Context-Estimated": "`true` when the model's counts are estimates",
     "X-Context-Replayed": "`true` when answered from the store (a retried Idempotency-Key)",
+    "X-Context-Upstream-Listed": "`false` when the upstream gave no model list (the"
+    " registry's names alone)",
 }
 
 
@@ -193,7 +247,7 @@ def document(schema: dict[str, Any], settings: Settings) -> dict[str, Any]:
     schemas = components.setdefault("schemas", {})
     for name in ("HTTPValidationError", "ValidationError"):
         schemas.pop(name, None)
-    schemas["Error"] = ERROR
+    schemas.update(ERRORS)
     if settings.api_keys:
         components["securitySchemes"] = {
             "apiKey": {"type": "http", "scheme": "bearer", "description": "a key of api_keys"}
@@ -230,7 +284,7 @@ def _describe(operation: dict[str, Any], route: Route, keyed: bool, settings: Se
     if route.tenant and settings.rate_limit_per_minute:
         statuses.add(429)
     for status in sorted(statuses):
-        responses[str(status)] = _error(status)
+        responses[str(status)] = _error(status, route.errors)
     if route.answers:
         ok = responses.setdefault("200", {"description": "Successful Response"})
         ok["headers"] = {
@@ -240,10 +294,10 @@ def _describe(operation: dict[str, Any], route: Route, keyed: bool, settings: Se
     _constrain(operation)
 
 
-def _error(status: int) -> dict[str, Any]:
+def _error(status: int, schema: str = "Error") -> dict[str, Any]:
     response: dict[str, Any] = {
         "description": STATUSES[status],
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
     }
     if status in (429, 503):
         response["headers"] = {"Retry-After": RETRY_AFTER}

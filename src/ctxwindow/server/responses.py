@@ -13,7 +13,11 @@ goes; ``"disabled"`` (the default, as OpenAI's) refuses with a 400
 ``context_length_exceeded`` a request whose session does not fit whole.
 ``instructions`` are this request's system prompt: sent, counted, not stored.
 The upstream gets the whole built context as ``input`` and neither
-``previous_response_id`` nor ``conversation``.
+``previous_response_id`` nor ``conversation``. The response a session's
+request was answered with is kept in its reply's metadata (``KEPT``; masked
+as the reply is when the redactor runs before storage): a retry of its
+``Idempotency-Key`` answers it again, and ``GET /v1/responses/{id}`` reads it
+(``stored_responses.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import binascii
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -45,11 +50,17 @@ from ctxwindow.server.protocols import (
 from ctxwindow.server.service import Service, read_json
 from ctxwindow.server.tenants import scoped
 from ctxwindow.server.upstream import StreamFault, error_event
-from ctxwindow.stores.base.checks import MAX_COUNT
+from ctxwindow.stores.base.checks import MAX_COUNT, MAX_DEPTH, find_unstorable
 from ctxwindow.tokens.chat import ChatTokenizer
 
 PREFIX = "resp_"
 NONCE = 24  # hex digits of randomness in a response id, before the session
+KEPT = "response"  # the key of a reply's metadata that holds the response it was sent in
+# Keys of a response whose values are names, not text: never masked.
+STRUCTURE = frozenset(
+    {"id", "object", "type", "status", "role", "model", "name", "call_id", "encrypted_content",
+     "previous_response_id"}
+)  # fmt: skip
 
 REQUEST_SCHEMA = {
     "requestBody": {
@@ -184,13 +195,21 @@ def response_id(session_id: str) -> str:
 
 def session_of(response: str) -> str:
     """The session id a response id of this service encodes; a 400 for any other id."""
+    session = session_in(response)
+    if session is None:
+        raise _not_found(response)
+    return session
+
+
+def session_in(response: str) -> str | None:
+    """The session id a response id of this service encodes; None for any other id."""
     encoded = response[len(PREFIX) + NONCE :]
     if not response.startswith(PREFIX) or not encoded:
-        raise _not_found(response)
+        return None
     try:
         return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
-    except (binascii.Error, ValueError) as exc:
-        raise _not_found(response) from exc
+    except (binascii.Error, ValueError):
+        return None
 
 
 def _not_found(response: str) -> APIError:
@@ -269,15 +288,58 @@ def _wire(
         if exchange.truncated(context):
             raise _does_not_fit(budget)
 
+    def replay(entry: Entry, stream: bool) -> Response:
+        kept = entry.metadata.get(KEPT)
+        response = kept if isinstance(kept, dict) else ours(_replayed(entry, model))
+        return _replay(entry, stream, response)
+
     return exchange.Wire(
         model=model, path="responses", headers=headers, forward=forward, reply=responses_reply,
         usage=_usage, answer=lambda data: orjson.dumps(ours(data)),
-        collector=lambda: ResponsesStream(ours),
-        replay=lambda entry, stream: _replay(entry, stream, ours(_replayed(entry, model))),
+        collector=lambda: ResponsesStream(ours), replay=replay,
         stream=bool(body.get("stream")), param="input",
         check=None if body.get("truncation") == "auto" else check,
-        extra=extra,
+        extra=extra, kept=_keeper(service, ours),
     )  # fmt: skip
+
+
+def _keeper(
+    service: Service, ours: Callable[[dict[str, Any]], dict[str, Any]]
+) -> Callable[[Any], dict[str, Any] | None]:
+    """What a reply's metadata keeps of the upstream's answer: the response the client got
+    (a stream's: its last event's, ``ResponsesStream.answered``), masked as the reply is.
+    A response no store could keep (nested past its limit) is not kept: the reply is."""
+
+    def kept(answer: Any) -> dict[str, Any] | None:
+        response = answer.answered() if isinstance(answer, ResponsesStream) else answer
+        if not isinstance(response, dict):
+            return None
+        response = ours(response)
+        if find_unstorable(response, MAX_DEPTH - 1) is not None:
+            return None
+        return {KEPT: _masked(service, response)}
+
+    return kept
+
+
+def _masked(service: Service, response: dict[str, Any]) -> dict[str, Any]:
+    """``response`` as the store may keep it: every text in it masked when the redactor runs
+    before storage (``redact`` other than ``upstream``), as the reply's message is."""
+    if service.redactor is None or service.settings.redact == "upstream":
+        return response
+    redact = getattr(service.redactor, "uncounted", service.redactor)  # counted in the reply
+
+    def masked(value: Any) -> Any:
+        if isinstance(value, str):
+            return chat_text(redact({"role": "assistant", "content": value})["content"])
+        if isinstance(value, list):
+            return [masked(item) for item in value]
+        if isinstance(value, dict):
+            return {k: v if k in STRUCTURE else masked(v) for k, v in value.items()}
+        return value
+
+    kept: dict[str, Any] = masked(response)
+    return kept
 
 
 def _upstream_body(body: dict[str, Any], instructions: str | None) -> dict[str, Any]:
@@ -379,6 +441,13 @@ class ResponsesStream:
 
     def ends(self, event: dict[str, Any]) -> bool:
         return event.get("type") in ("response.completed", "response.incomplete")
+
+    def answered(self) -> dict[str, Any] | None:
+        """The response of the last event, its ``output`` the items done if it has none."""
+        final = self.final
+        if final is None or final.get("output") or not self.items:
+            return final
+        return {**final, "output": self.items}
 
     def message(self) -> Message | None:
         output = (self.final or {}).get("output")

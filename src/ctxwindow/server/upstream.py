@@ -23,6 +23,7 @@ from ctxwindow.server.metrics import Metrics
 from ctxwindow.server.settings import Settings
 
 COMPLETIONS = "chat/completions"
+LIST_TIMEOUT = 5.0  # seconds the upstream's model list may take at most (it is optional)
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ class Upstream:
         self._urls: dict[str, httpx.URL] = {}  # by path, made once
         self._headers = headers
         self._timeout = httpx.Timeout(settings.upstream_timeout).as_dict()
+        self._list_timeout = httpx.Timeout(min(LIST_TIMEOUT, settings.upstream_timeout)).as_dict()
         self.client = httpx.AsyncClient(
             base_url=settings.upstream + "/", headers=headers,
             timeout=settings.upstream_timeout, transport=self._transport,
@@ -160,6 +162,31 @@ class Upstream:
 
     def _broken(self, fault: StreamFault) -> None:
         self.metrics.upstream_errors.labels(fault.kind).inc()
+
+    async def models(self, headers: dict[str, str], params: dict[str, str] | None = None) -> Any:
+        """The upstream's ``GET /models`` body; None when it gives none (it fails, times out,
+        answers another status than 200 or a body that is not JSON): the list is optional."""
+        request = httpx.Request(
+            "GET", self._url_of("models"), headers=headers, params=params,
+            extensions={"timeout": self._list_timeout},
+        )  # fmt: skip
+        try:
+            response = await self._transport.handle_async_request(request)
+            try:
+                content = await response.aread()
+            finally:
+                await response.aclose()
+        except httpx.HTTPError as exc:
+            logger.info("the upstream's model list failed: %s", type(exc).__name__)
+            return None
+        if response.status_code != 200:
+            logger.info("the upstream's model list answered HTTP %d", response.status_code)
+            return None
+        try:
+            return orjson.loads(content)
+        except ValueError:
+            logger.info("the upstream's model list is not JSON")
+            return None
 
     async def reachable(self) -> bool:
         """Whether the upstream answers HTTP at all (any status)."""
