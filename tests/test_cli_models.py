@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ctxwindow.cli import app
-from ctxwindow.tokens.encodings import get_encoding
 from ctxwindow.errors import UnknownModelError
+from ctxwindow.tokens.encodings import get_encoding
 from ctxwindow.tokens.models import FAMILIES, MODELS, model_info
 from ctxwindow.tokens.registry import ModelRegistry
 

@@ -175,6 +175,7 @@ def configs(tmp_path: Path) -> Path:
             marks=NEEDS_TOML,
         ),
         (["--store", "mysql://user:hunter2@db/x"], {}, "--store: unknown store URL scheme"),
+        (["--store", "sessions.db"], {}, "for a SQLite file write 'sqlite:///sessions.db'"),
         (["--workers", "0"], {}, "--workers: Input should be greater than or equal to 1"),
     ],
 )
@@ -414,6 +415,58 @@ def _drain(fd: int, into: list[bytes]) -> None:
         into.append(chunk)
 
 
+# -- usage errors -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["nope"], "No such command 'nope'; see 'ctxwindow --help'"),
+        (
+            ["--verbose"],
+            "No such option: --verbose (did you mean --version?); see 'ctxwindow --help'",
+        ),
+        (
+            ["eval", "--strategis", "token_window"],
+            "No such option: --strategis (did you mean --strategies?); see 'ctxwindow eval --help'",
+        ),
+        (["eval", "--workers", "0"], "'--workers': 0 is not in the range x>=1"),
+        (["count", "--jsn"], "No such option: --jsn (did you mean --json?)"),
+        (
+            ["count", "--model"],
+            "Option '--model' requires an argument; see 'ctxwindow count --help'",
+        ),
+        (
+            ["count", "a.json", "b.json"],
+            "unexpected extra argument(s) (b.json); see 'ctxwindow count",
+        ),
+        (["serve", "--port", "octante"], "'--port': 'octante' is not a valid integer"),
+        (
+            ["sessions", "lst"],
+            "No such command 'lst'. Did you mean 'list'?; see 'ctxwindow sessions",
+        ),
+        (["sessions", "list", "--limit", "0"], "see 'ctxwindow sessions list --help'"),
+        (["sessions", "show"], "Missing argument 'SESSION'; see 'ctxwindow sessions show --help'"),
+        (
+            ["sessions", "export", "会话", "--format", "xml"],
+            "'xml' is not one of 'json', 'jsonl'; see 'ctxwindow sessions export --help'",
+        ),
+        (["sessions", "delete", "会话", "--tenant"], "Option '--tenant' requires an argument"),
+    ],
+)
+def test_usage_errors_are_one_line(tmp_path: Path, args: list[str], says: str) -> None:
+    """A typo in a flag, a missing or bad value: one line naming the help to read, not
+    click's box; nothing runs (no store opened, no dataset loaded)."""
+    assert_one_line_error(run(*args, cwd=tmp_path), says)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_arguments_print_the_help(tmp_path: Path) -> None:
+    for command in [[], ["sessions"]]:
+        done = run(*command, cwd=tmp_path)
+        assert done.returncode == 2 and "Usage: ctxwindow" in done.stdout + done.stderr
+
+
 # -- help ---------------------------------------------------------------------------------------
 
 
@@ -428,7 +481,13 @@ def flat(text: str) -> str:
     return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
 
 
-@pytest.mark.parametrize("command", [[], ["count"], ["eval"], ["serve"]])
+COMMANDS = [
+    [], ["count"], ["eval"], ["serve"], ["sessions"],
+    ["sessions", "list"], ["sessions", "show"], ["sessions", "export"], ["sessions", "delete"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", COMMANDS)
 def test_every_help_text_is_whole_at_80_columns(tmp_path: Path, command: list[str]) -> None:
     text = help_text(*command, tmp_path=tmp_path)
     assert "…" not in text
@@ -439,6 +498,28 @@ def test_every_help_text_is_whole_at_80_columns(tmp_path: Path, command: list[st
     for param in click_command.params:
         if getattr(param, "help", None):
             assert " ".join(param.help.split()) in flat(text), param.name
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_the_help_shows_flags_as_flags(tmp_path: Path, command: list[str]) -> None:
+    """A flag's line is its name and its help, with no value type after the name (typer
+    0.29 wrote ``--json <bool>``); an option that takes a value shows its metavar."""
+    text = help_text(*command, tmp_path=tmp_path)
+    assert not re.search(r"<[a-z_]+>", text), text
+    click_command = typer.main.get_command(app)
+    for name in command:
+        click_command = click_command.commands[name]  # type: ignore[attr-defined]
+    for param in click_command.params:
+        name = next((o for o in param.opts if o.startswith("--")), None)
+        if name is None or param.param_type_name != "option":
+            continue
+        rows = (re.sub(r"[│╭╮╰╯─]", " ", line).split() for line in text.splitlines())
+        row = next(row for row in rows if row and row[0] == name)
+        after = [word for word in row[1:] if word not in param.opts]
+        if param.is_flag:  # type: ignore[attr-defined]
+            assert " ".join(after).startswith(param.help.split()[0]), row
+        elif param.metavar:
+            assert after[0] == param.metavar, row
 
 
 def test_eval_help_lists_datasets_and_strategies(tmp_path: Path) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ctxwindow.cli import app
@@ -78,6 +80,57 @@ def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
         result = runner.invoke(app, ["eval", "--dataset", data, "--out", str(tmp_path), *args])
         assert result.exit_code == 2, args
         assert result.stderr.startswith("ctxwindow: error: ") and fragment in result.stderr
+
+
+def outputs(tmp_path: Path) -> dict[str, Path]:
+    """Places --out cannot be: each made in ``tmp_path``."""
+    (tmp_path / "报告.html").write_text("an old report", encoding="utf-8")
+    (tmp_path / "taken" / "report.html").mkdir(parents=True)
+    return {
+        "a file": tmp_path / "报告.html",
+        "a file name": tmp_path / "new-report.html",
+        "in a file": tmp_path / "报告.html" / "out",
+        "a folder holding a folder report.html": tmp_path / "taken",
+    }
+
+
+@pytest.mark.parametrize(
+    ("place", "says"),
+    [
+        (
+            "a file",
+            "is a file: --out names the folder that gets results.json, report.html and the charts",
+        ),
+        ("a file name", "looks like a file name: --out names the folder that gets results.json"),
+        ("in a file", "报告.html is a file, so no folder can be made in it"),
+        ("a folder holding a folder report.html", "report.html is a folder, where a file is"),
+    ],
+)
+def test_out_is_checked_before_any_work(tmp_path: Path, place: str, says: str) -> None:
+    """--out names a folder that can be written: anything else is one line, exit status 2,
+    before a dataset is loaded or a step measured (no progress on stderr)."""
+    data = write(tmp_path / "d.json", conversation())
+    out = outputs(tmp_path)[place]
+    result = runner.invoke(app, ["eval", "--dataset", data, "--out", str(out)])
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ctxwindow: error: --out {out}"), lines
+    assert says in lines[0]
+    assert (tmp_path / "报告.html").read_text(encoding="utf-8") == "an old report"
+
+
+@pytest.mark.skipif(
+    not os.path.isdir("/sys/kernel"), reason="needs Linux's /sys, where no one writes"
+)
+def test_out_where_no_folder_can_be_made(tmp_path: Path) -> None:
+    data = write(tmp_path / "d.json", conversation())
+    result = runner.invoke(app, ["eval", "--dataset", data, "--out", "/sys/ctxwindow-report"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(
+        "ctxwindow: error: --out /sys/ctxwindow-report: cannot make the folder"
+        " /sys/ctxwindow-report: "
+    )
+    assert result.stderr.count("\n") == 1
 
 
 OFFLINE = (

@@ -1856,6 +1856,40 @@ def test_sqlite_url_options(tmp_path: Path) -> None:
         open_store("sqlite://host/store.db")
 
 
+def test_create_false_opens_only_a_store_that_exists(tmp_path: Path) -> None:
+    """A SQLite file that is not there is an error naming it, not a new, empty database."""
+    missing = tmp_path / "打错了.db"
+    for opener in (open_store, open_async_store):
+        with pytest.raises(StoreError, match=re.escape(f"no SQLite store at {str(missing)!r}")):
+            opener(sqlite_url(missing), create=False)
+        with pytest.raises(StoreError, match="the file is not a file"):
+            opener(sqlite_url(tmp_path), create=False)
+    assert list(tmp_path.iterdir()) == []
+    with open_store(sqlite_url(missing)) as store:  # create=True, the default: made
+        store.append("s", [entry()])
+    with open_store(sqlite_url(missing), create=False) as store:
+        assert texts(store.load("s")) == ["hello"]
+    with open_store("sqlite:///:memory:", create=False) as store:
+        assert store.health()["durable"] is False
+
+
+def test_default_store_url_is_the_services(tmp_path: Path) -> None:
+    from ctxwindow.server import Settings
+    from ctxwindow.stores.url import default_store_url
+
+    assert default_store_url(tmp_path) == sqlite_url(tmp_path / "sessions.db")
+    assert Settings(data_dir=tmp_path).store_url() == default_store_url(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("path", "url"),
+    [("sessions.db", "sqlite:///sessions.db"), ("/srv/会话.db", "sqlite:////srv/会话.db")],
+)
+def test_a_path_for_a_url_gets_the_url_to_write(path: str, url: str) -> None:
+    with pytest.raises(StoreError, match=re.escape(f"; for a SQLite file write {url!r}")):
+        open_store(path)
+
+
 @pytest.mark.parametrize("url", ["mysql://db/x", "file:///tmp/x.db", "sessions.db", ""])
 def test_an_unknown_scheme_lists_the_supported_ones(url: str) -> None:
     for opener in (open_store, open_async_store):

@@ -1,7 +1,9 @@
 """The ``ctxwindow`` command line (docs/cli.md).
 
 Every command prints its result on stdout; bad input is one line on stderr
-starting with ``ctxwindow: error:`` and exit status 2, never a traceback.
+starting with ``ctxwindow: error:`` and exit status 2, never a traceback. So are
+usage errors (an unknown option or command, a missing or bad value): see
+``cli_usage``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from typing import Annotated, Any, NoReturn
 import typer
 import typer.core
 
+from ctxwindow.cli_models import models as models_command
 from ctxwindow.cli_sessions import app as sessions_app
+from ctxwindow.cli_usage import Commands
 from ctxwindow.errors import CtxWindowError
 from ctxwindow.extras import install_hint
 from ctxwindow.messages import validate_message
@@ -26,6 +30,7 @@ from ctxwindow.tokens import chat_tokenizer
 
 app = typer.Typer(
     name="ctxwindow",
+    cls=Commands,
     help="Keep LLM conversations inside their token budget.",
     no_args_is_help=True,
     add_completion=False,
@@ -456,7 +461,7 @@ def serve(
     ] = None,
     config: Annotated[
         Path | None,
-        typer.Option(metavar="FILE", help="Settings file (JSON, or TOML on Python 3.11+)."),
+        typer.Option(metavar="FILE", help="Settings file (JSON or TOML)."),
     ] = None,
     workers: Annotated[
         int | None,
@@ -504,6 +509,7 @@ def _positive_int(value: str) -> int:
     return number
 
 
+app.command("models")(models_command)
 app.add_typer(sessions_app, name="sessions")
 
 

@@ -1,11 +1,14 @@
 """``ctxwindow sessions``: list, show, export and delete the sessions of a store (docs/cli.md).
 
 A typer sub-app over the store of ``--store URL`` (``open_store``: SQLite,
-Redis, PostgreSQL). On a terminal the output is a rich table; piped, it is
-tab-separated lines; ``--json`` is for programs. Ids are the store's own: a
-session the service keeps for a tenant is ``TENANT:ID``. Errors (a bad URL, a
-server that does not answer, an unknown session, a missing extra) are one
-line on stderr starting ``ctxwindow: error:`` and exit status 2.
+Redis, PostgreSQL; by default the one ``ctxwindow serve`` uses), opened as it
+is: a SQLite file that does not exist is an error, not a new database. Ids
+are the ones the service's API and inspector show, of the tenant ``--tenant``
+(``default``); the store keeps them as ``TENANT:ID`` (``session_key``). On a
+terminal the output is a rich table; piped, it is tab-separated lines;
+``--json`` is for programs. Errors (a bad URL, a server that does not answer,
+an unknown session, with where else it is, a missing extra) are one line on
+stderr starting ``ctxwindow: error:`` and exit status 2.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 import shlex
 import sys
 import tempfile
+import unicodedata
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from enum import Enum
@@ -25,32 +29,49 @@ from typing import IO, Annotated, Any, NoReturn
 
 import typer
 
+from ctxwindow.cli_usage import Commands
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
 from ctxwindow.stores import Store, entry_to_json, open_store
+from ctxwindow.stores.tenants import ANONYMOUS, session_key, tenant_prefix
+from ctxwindow.stores.url import default_store_url
 
 app = typer.Typer(
     name="sessions",
+    cls=Commands,
     help="List, show, export and delete the sessions of a store.",
     no_args_is_help=True,
 )
 
 PAGE = 1000  # entries, or sessions, read from the store at a time
+LOOKED_AT = 100_000  # ids an error reads at most to say where else a session is
 PREVIEW = 80  # characters of a message's one-line preview
 NUMBERS = {"messages", "seq", "tokens"}  # the columns a table aligns right
 
 StoreOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--store",
         metavar="URL",
         envvar="CTXWINDOW_STORE",
         show_default=False,
-        help="The store: sqlite:///PATH, redis://..., postgresql://... (default:"
-        " $CTXWINDOW_STORE, as for ctxwindow serve).",
+        help="The store: sqlite:///PATH, redis://..., postgresql://... (default, as for"
+        " ctxwindow serve: $CTXWINDOW_STORE, else sessions.db in $CTXWINDOW_DATA_DIR or the"
+        " current folder).",
     ),
 ]
-SessionArgument = Annotated[str, typer.Argument(metavar="SESSION", help="The session's id.")]
+TenantOption = Annotated[
+    str,
+    typer.Option(
+        "--tenant",
+        metavar="NAME",
+        help="Whose sessions: the tenant an API key of the service names (without API keys:"
+        " default); '' for ids as the store keeps them (TENANT:ID, or a library's own).",
+    ),
+]
+SessionArgument = Annotated[
+    str, typer.Argument(metavar="SESSION", help="The session's id, as the API shows it.")
+]
 JSONOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
@@ -61,7 +82,8 @@ class Format(str, Enum):
 
 @app.command("list")
 def list_command(
-    store: StoreOption,
+    store: StoreOption = None,
+    tenant: TenantOption = ANONYMOUS,
     prefix: Annotated[
         str | None, typer.Option(metavar="TEXT", help="Only ids starting with TEXT.")
     ] = None,
@@ -75,27 +97,33 @@ def list_command(
     every: Annotated[bool, typer.Option("--all", help="Every session, not one page.")] = False,
     as_json: JSONOption = False,
 ) -> None:
-    """List sessions, sorted by id: each one's messages and first and last times.
+    """List a tenant's sessions, sorted by id: each one's messages and first and last times.
 
     A page at a time: when there are more, stderr says the --after that
     continues. --json prints {"object": "list", "data": [...], "first_id",
-    "last_id", "has_more"}, as GET /v1/sessions answers.
+    "last_id", "has_more"}, as GET /v1/sessions answers (each session also
+    with its "tenant").
     """
     with opened(store) as source:
-        ids, more = page_of(source, prefix, after, None if every else limit)
-        rows = [summary(source, session_id) for session_id in ids]
+        cursor = None if after is None else session_key(tenant, after)
+        within = tenant_prefix(tenant, prefix or "") or None
+        keys, more = page_of(source, within, cursor, None if every else limit)
+        rows = [summary(source, tenant, key) for key in keys]
+        if not keys and not prefix and after is None and tenant:
+            other_tenants(source, tenant)
     if as_json:
         echo_json(listing(rows, more))
         return
     print_sessions(rows)
     if more:
-        typer.echo(f"ctxwindow: more sessions: add --after {shlex.quote(ids[-1])}", err=True)
+        typer.echo(f"ctxwindow: more sessions: add --after {shlex.quote(rows[-1]['id'])}", err=True)
 
 
 @app.command()
 def show(
     session: SessionArgument,
-    store: StoreOption,
+    store: StoreOption = None,
+    tenant: TenantOption = ANONYMOUS,
     full: Annotated[
         bool, typer.Option("--full", help="Whole texts instead of one-line previews.")
     ] = False,
@@ -103,10 +131,11 @@ def show(
 ) -> None:
     """Show a session's stored messages: seq, id, role, tokens, time and text."""
     with opened(store) as source:
-        entries = every_entry(source, session)
+        entries = every_entry(source, tenant, session)
     rows = [message_row(entry, full) for entry in entries]
     if as_json:
-        echo_json({"id": session, "object": "session", "messages": len(rows), "data": rows})
+        shown = {"id": session, "tenant": tenant, "object": "session", "messages": len(rows)}
+        echo_json({**shown, "data": rows})
     else:
         print_messages(rows)
 
@@ -114,7 +143,8 @@ def show(
 @app.command()
 def export(
     session: SessionArgument,
-    store: StoreOption,
+    store: StoreOption = None,
+    tenant: TenantOption = ANONYMOUS,
     format: Annotated[
         Format, typer.Option("--format", help="json: one document; jsonl: an entry a line.")
     ] = Format.json,
@@ -124,20 +154,24 @@ def export(
 ) -> None:
     """Export every stored entry of a session: ids, seqs, messages, tokens, metadata.
 
-    json: {"session": ID, "entries": [...]}; jsonl: one entry document a
-    line, as the stores keep it. With --out, FILE appears only once whole.
+    json: {"session": ID, "tenant": NAME, "entries": [...]}; jsonl: one entry
+    document a line, as the stores keep it. With --out, FILE appears only once
+    whole (a FILE there is replaced).
     """
+    if out is not None:
+        check_out(out)
     with opened(store) as source:
-        pages = entry_pages(source, session)
+        pages = entry_pages(source, tenant, session)
         first = next(pages)  # before FILE is made: an unknown session writes nothing
         with output(out) as stream:
-            write_entries(stream, session, format, itertools.chain([first], pages))
+            write_entries(stream, (session, tenant), format, itertools.chain([first], pages))
 
 
 @app.command()
 def delete(
     session: SessionArgument,
-    store: StoreOption,
+    store: StoreOption = None,
+    tenant: TenantOption = ANONYMOUS,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     archive: Annotated[
         str | None,
@@ -153,33 +187,39 @@ def delete(
     Asks first, unless --yes; exit status 1 if the answer is no.
     """
     with opened(store) as source:
-        size = last_seq(source, session)
+        key = session_key(tenant, session)
+        size = last_seq(source, key)
         if not size:
-            missing(source, session)
-        question = f"Delete session {session!r} ({size} messages) from {source.url}?"
-        if not (yes or confirmed(question)):
+            missing(source, tenant, session)
+        named = f"session {session!r}{of_tenant(tenant)} ({size} message{'s' * (size != 1)})"
+        if not (yes or confirmed(f"Delete {named} from {source.url}?")):
             typer.echo("ctxwindow: nothing deleted", err=True)
             raise typer.Exit(1)
         if archive is not None:
-            forget_archived(archive, session)
-        source.delete(session)
-    typer.echo(f"deleted session {session!r} ({size} messages)")
+            forget_archived(archive, key)
+        source.delete(key)
+    typer.echo(f"deleted {named}")
 
 
 # -- the store, opened for one command ----------------------------------------------------
 
 
 @contextlib.contextmanager
-def opened(url: str) -> Iterator[Store]:
-    """The store of ``url``, closed at the end; any store failure ends the command in one
-    line (exit status 2)."""
+def opened(url: str | None) -> Iterator[Store]:
+    """The existing store of ``url`` (None: the one ``ctxwindow serve`` uses by default),
+    closed at the end; any store failure ends the command in one line (exit status 2)."""
+    given = url or default_store_url(os.environ.get("CTXWINDOW_DATA_DIR") or ".")
+    if given.startswith("memory:") or given in ("sqlite://", "sqlite:///:memory:"):
+        typer.echo(
+            f"ctxwindow: warning: {given} is a new, empty store: it holds no sessions", err=True
+        )
     try:
-        if url.startswith("memory:"):
-            typer.echo(
-                "ctxwindow: warning: memory:// is a new, empty store: it holds no sessions",
-                err=True,
-            )
-        with open_store(url) as store:
+        store = open_store(given, create=False)
+    except (StoreError, ImportError, ValueError) as exc:
+        default = " (the default store, as for ctxwindow serve; give --store URL)"
+        fail(f"{exc}{'' if url else default}")
+    try:
+        with store:
             yield store
     except (StoreError, ImportError, ValueError) as exc:
         fail(str(exc))
@@ -191,8 +231,74 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def missing(store: Store, session_id: str) -> NoReturn:
-    fail(f"no session {session_id!r} in {store.url}")
+def of_tenant(tenant: str) -> str:
+    return f" of tenant {tenant!r}" if tenant else ""
+
+
+def missing(store: Store, tenant: str, session_id: str) -> NoReturn:
+    """The error of an unknown session, saying where the id is if it is elsewhere."""
+    found = f"no session {session_id!r}{of_tenant(tenant)} in {store.url}"
+    fail(found + (as_stored(store, tenant, session_id) or under_tenants(store, tenant, session_id)))
+
+
+def as_stored(store: Store, tenant: str, session_id: str) -> str:
+    """A hint for an id written as the store keeps it (``TENANT:ID``, or a library's own)."""
+    with contextlib.suppress(StoreError):  # not an id any store keeps
+        if tenant and store.tail(session_id, 1):
+            owner, _, rest = session_id.partition(":")
+            if not rest:
+                return f"; the store has {session_id!r} with no tenant: add --tenant ''"
+            option = "" if owner == tenant else f" with --tenant {shlex.quote(owner)}"
+            return f"; ids are written without their tenant: did you mean {rest!r}{option}?"
+    return ""
+
+
+def under_tenants(store: Store, tenant: str, session_id: str) -> str:
+    """A hint naming the tenants that have a session ``session_id`` (among the first
+    ``LOOKED_AT`` ids of the store)."""
+    wanted = unicodedata.normalize("NFC", session_id)
+    owners = [
+        owner for owner, _, rest in (key.partition(":") for key in first_keys(store))
+        if rest == wanted and owner != tenant
+    ]  # fmt: skip
+    if not owners:
+        return ""
+    if len(owners) == 1:
+        return f"; tenant {owners[0]!r} has one: add --tenant {shlex.quote(owners[0])}"
+    names = ", ".join(repr(owner) for owner in owners[:3]) + (", ..." if len(owners) > 3 else "")
+    return f"; tenants {names} have one: add --tenant NAME"
+
+
+def other_tenants(store: Store, tenant: str) -> None:
+    """Say on stderr whose sessions the store has, when ``tenant`` has none."""
+    owners: dict[str, None] = {}  # in order, once each
+    for key in first_keys(store):
+        owner, colon, _ = key.partition(":")
+        owners[owner if colon else ""] = None
+    named = [owner for owner in owners if owner]
+    whose = []
+    if named:
+        names = ", ".join(repr(owner) for owner in named[:5])
+        whose.append(f"of {names}{', ...' if len(named) > 5 else ''} (--tenant NAME)")
+    if "" in owners:
+        whose.append("with no tenant (--tenant '')")
+    if whose:
+        typer.echo(
+            f"ctxwindow: no sessions of tenant {tenant!r} in {store.url}; it has sessions"
+            f" {' and '.join(whose)}",
+            err=True,
+        )
+
+
+def first_keys(store: Store) -> Iterator[str]:
+    """The store's own ids, in order, up to ``LOOKED_AT`` of them."""
+    after = None
+    for _ in range(LOOKED_AT // PAGE):
+        page = store.sessions(after=after, limit=PAGE)
+        yield from page
+        if len(page) < PAGE:
+            return
+        after = page[-1]
 
 
 def page_of(
@@ -209,11 +315,12 @@ def page_of(
     return ids, False
 
 
-def summary(store: Store, session_id: str) -> dict[str, Any]:
+def summary(store: Store, tenant: str, key: str) -> dict[str, Any]:
     """A session as GET /v1/sessions shows one: messages stored, first and last times."""
-    first, last = store.load(session_id, limit=1), store.tail(session_id, 1)
+    first, last = store.load(key, limit=1), store.tail(key, 1)
     return {
-        "id": session_id,
+        "id": key[len(tenant_prefix(tenant)) :],
+        "tenant": tenant,
         "object": "session",
         "messages": last[0].seq if last else 0,
         "created_at": first[0].created_at if first else None,
@@ -226,18 +333,19 @@ def last_seq(store: Store, session_id: str) -> int:
     return last[0].seq if last else 0
 
 
-def entry_pages(store: Store, session_id: str) -> Iterator[list[Entry]]:
+def entry_pages(store: Store, tenant: str, session_id: str) -> Iterator[list[Entry]]:
     """The session's entries, ``PAGE`` at a time; an unknown session fails at the first."""
-    page = store.load(session_id, limit=PAGE)
+    key = session_key(tenant, session_id)
+    page = store.load(key, limit=PAGE)
     if not page:
-        missing(store, session_id)
+        missing(store, tenant, session_id)
     while page:
         yield page
-        page = store.load(session_id, after=page[-1].seq, limit=PAGE)
+        page = store.load(key, after=page[-1].seq, limit=PAGE)
 
 
-def every_entry(store: Store, session_id: str) -> list[Entry]:
-    return [entry for page in entry_pages(store, session_id) for entry in page]
+def every_entry(store: Store, tenant: str, session_id: str) -> list[Entry]:
+    return [entry for page in entry_pages(store, tenant, session_id) for entry in page]
 
 
 def confirmed(question: str) -> bool:
@@ -379,19 +487,30 @@ def tsv_cell(text: str) -> str:
 
 
 def write_entries(
-    stream: IO[str], session_id: str, format: Format, pages: Iterable[list[Entry]]
+    stream: IO[str], session: tuple[str, str], format: Format, pages: Iterable[list[Entry]]
 ) -> None:
-    """The entries as ``format``: each one the JSON document a store keeps."""
+    """The entries of ``session`` (id, tenant) as ``format``: each one the JSON document a
+    store keeps."""
     documents = (entry_to_json(entry) for page in pages for entry in page)
     if format is Format.jsonl:
         for document in documents:
             stream.write(document + "\n")
         return
-    stream.write(f'{{\n  "session": {json.dumps(session_id, ensure_ascii=False)},\n')
+    session_id, tenant = (json.dumps(text, ensure_ascii=False) for text in session)
+    stream.write(f'{{\n  "session": {session_id},\n  "tenant": {tenant},\n')
     stream.write('  "entries": [')
     for number, document in enumerate(documents):
         stream.write(("," if number else "") + "\n    " + document)
     stream.write("\n  ]\n}\n")
+
+
+def check_out(out: Path) -> None:
+    """Fail before any work if ``out`` cannot be the file written: a folder, or a path
+    whose folder does not exist."""
+    if out.is_dir():
+        fail(f"--out {out} is a folder: --out names the file to write")
+    if not out.parent.is_dir():
+        fail(f"--out {out}: the folder {str(out.parent)!r} does not exist")
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -15,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ctxwindow.errors import CtxWindowError
 from ctxwindow.eval.dataset import Dataset, DatasetError, load_dataset
 from ctxwindow.eval.runner import RECENT, Answerer, run_eval, total_steps
 from ctxwindow.eval.strategies import get_strategy
@@ -45,6 +47,7 @@ def run_command(options: EvalOptions, console: Console | None = None) -> dict[st
     errors = Console(stderr=True)
     _check_names(options)
     _check_extras(options)
+    check_out(options.out)
     datasets = load_all(
         options.datasets,
         options.skip_invalid,
@@ -78,6 +81,64 @@ def _check_extras(options: EvalOptions) -> None:
         extra = get_strategy(name).extra
         if extra is not None:
             require(extra, f"the strategy {name!r}")
+
+
+class OutputError(CtxWindowError, ValueError):
+    """``--out`` cannot be the report's folder; the text says why (before any work)."""
+
+
+# What --out names when the folder does not exist yet: a file, not a folder.
+FILE_SUFFIXES = (".html", ".htm", ".json", ".png")
+
+
+def check_out(out: Path) -> None:
+    """``OutputError`` unless the report can be written in the folder ``out``: an existing
+    folder where files can be made (and its outputs are files), or a path a folder can be
+    made at. Nothing is left behind by the check."""
+    if out.exists():
+        if not out.is_dir():
+            raise OutputError(
+                f"--out {out} is a file: --out names the folder that gets results.json,"
+                " report.html and the charts"
+            )
+        _check_outputs(out)
+        _probe(out, out, making_folder=False)
+        return
+    if out.suffix.lower() in FILE_SUFFIXES:
+        raise OutputError(
+            f"--out {out} looks like a file name: --out names the folder that gets"
+            f" results.json, report.html and the charts (e.g. --out {out.with_suffix('')})"
+        )
+    parent = next(folder for folder in out.absolute().parents if folder.exists())
+    if not parent.is_dir():
+        raise OutputError(f"--out {out}: {parent} is a file, so no folder can be made in it")
+    _probe(out, parent, making_folder=True)
+
+
+def _check_outputs(out: Path) -> None:
+    """The files the report writes in ``out``, where they exist, are files it may replace."""
+    from ctxwindow.eval.report.charts import CHARTS
+
+    for name in ("results.json", "report.html", *CHARTS):
+        path = out / name
+        if path.is_dir():
+            raise OutputError(f"--out {out}: {path} is a folder, where a file is written")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise OutputError(f"--out {out}: {path} is not writable")
+
+
+def _probe(out: Path, folder: Path, *, making_folder: bool) -> None:
+    """Make and remove a folder (or a file) in ``folder``, as writing the report will."""
+    try:
+        if making_folder:
+            os.rmdir(tempfile.mkdtemp(prefix=".ctxwindow-", dir=folder))
+        else:
+            handle, path = tempfile.mkstemp(prefix=".ctxwindow-", dir=folder)
+            os.close(handle)
+            os.unlink(path)
+    except OSError as exc:
+        what = f"cannot make the folder {out}" if making_folder else f"cannot write in {out}"
+        raise OutputError(f"--out {out}: {what}: {exc.strerror or exc}") from None
 
 
 def _measure_with_progress(

@@ -216,12 +216,13 @@ class Settings(BaseSettings):
     @field_validator("store")
     @classmethod
     def _known_scheme(cls, value: str | None) -> str | None:
-        from ctxwindow.stores.url import SCHEMES
+        from ctxwindow.stores.url import SCHEMES, path_hint
 
         scheme = (value or "sqlite:").partition(":")[0]
         if scheme not in SCHEMES:
             raise ValueError(
                 f"unknown store URL scheme {scheme!r}; use one of {', '.join(SCHEMES)}"
+                f"{path_hint(value or '')}"
             )
         return value
 
@@ -283,10 +284,9 @@ class Settings(BaseSettings):
         return None if url == "local" else url
 
     def store_url(self) -> str:
-        if self.store is not None:
-            return self.store
-        path = self.data_dir.expanduser().resolve() / "sessions.db"
-        return f"sqlite:///{path}"
+        from ctxwindow.stores.url import default_store_url
+
+        return self.store if self.store is not None else default_store_url(self.data_dir)
 
     def budget_for(self, model: str, max_tokens: int = 0) -> int:
         """The prompt budget of a request to ``model`` that may answer ``max_tokens``.

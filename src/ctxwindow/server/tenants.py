@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
-import unicodedata
 import uuid
 from collections import defaultdict, deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ctxwindow.errors import StoreInputError
 from ctxwindow.server.errors import APIError
 from ctxwindow.stores.base import redact_url
-from ctxwindow.stores.base.checks import MAX_SESSION_ID as STORE_MAX_SESSION_ID
+from ctxwindow.stores.tenants import ANONYMOUS as ANONYMOUS
+from ctxwindow.stores.tenants import MAX_SESSION_ID as MAX_SESSION_ID
+from ctxwindow.stores.tenants import session_key
 
-ANONYMOUS = "default"
-MAX_SESSION_ID = 200  # characters of a client's session id; the tenant's name comes on top
 WINDOW = 60.0  # seconds
 
 log = logging.getLogger("ctxwindow.server")
@@ -150,39 +149,13 @@ class Tenants:
 
 
 def scoped(tenant: str, session_id: str, *, param: str = "X-Session-Id") -> str:
-    """The store's session id of the client's ``session_id``: ``tenant:id``, in NFC.
+    """The store's session id of the client's ``session_id``: ``tenant:id``, in NFC
+    (``session_key``, which ``ctxwindow sessions`` uses too).
 
-    Unicode writes some characters in several ways (``Å`` is U+00C5, or ``A``
-    and U+030A); normalised to NFC they are one session wherever the id came
-    from: a header, the body, a URL. A 400 naming ``param`` for an id the
-    store could not keep, or the API's paths could not name (``/``, ``.``, ``..``).
+    A 400 naming ``param`` for an id the store could not keep, or the API's
+    paths could not name (``/``, ``.``, ``..``).
     """
-    session_id = unicodedata.normalize("NFC", session_id)
-    room = min(MAX_SESSION_ID, STORE_MAX_SESSION_ID - len(tenant) - 1)
-    if not session_id or len(session_id) > room:
-        raise APIError(400, _length_problem(tenant, room), code="invalid_session_id", param=param)
-    if _CONTROL.search(session_id):
-        raise APIError(
-            400, "a session id must not hold control characters (U+0000 to U+001F, U+007F)"
-            " or lone surrogates", code="invalid_session_id", param=param,
-        )  # fmt: skip
-    if "/" in session_id or session_id in (".", ".."):
-        raise APIError(
-            400, "a session id must not hold '/', nor be '.' or '..': it is one segment of"
-            " the API's paths (/v1/sessions/{id}/messages), which could not reach it",
-            code="invalid_session_id", param=param,
-        )  # fmt: skip
-    return f"{tenant}:{session_id}"
-
-
-_CONTROL = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
-
-
-def _length_problem(tenant: str, room: int) -> str:
-    if room == MAX_SESSION_ID:
-        return f"a session id must have 1 to {MAX_SESSION_ID} characters"
-    return (
-        f"a session id of tenant {tenant!r} must have 1 to {max(room, 0)} characters: the"
-        f" store keeps ids of up to {STORE_MAX_SESSION_ID} characters, and the tenant's name"
-        f" ({len(tenant)} characters) and a colon come first"
-    )
+    try:
+        return session_key(tenant, session_id)
+    except StoreInputError as exc:
+        raise APIError(400, str(exc), code="invalid_session_id", param=param) from None

@@ -6,7 +6,10 @@ slashes) an absolute one, ``sqlite:///:memory:`` an in-memory database. Query
 parameters ``synchronous=NORMAL|FULL`` and ``busy_timeout=SECONDS`` configure it.
 Redis (``redis://``, ``rediss://``, ``unix://``) and PostgreSQL (``postgresql://``,
 ``postgres://``) URLs go to their stores unchanged; those stores need an extra
-(``pip install 'ctxwindow[redis]'``, ``'ctxwindow[postgres]'``).
+(``pip install 'ctxwindow[redis]'``, ``'ctxwindow[postgres]'``). With
+``create=False`` a SQLite file that does not exist is an error, not a new
+database: for tools that look into a store. ``default_store_url`` is the store
+of ``ctxwindow serve`` when none is given.
 
 >>> open_store("memory://").url
 'memory://'
@@ -19,8 +22,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import urllib.parse
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ctxwindow.errors import StoreError
@@ -41,28 +46,46 @@ _BACKENDS = {
 _EXTRAS = {"redis": ("redis",), "postgres": ("psycopg",)}  # extra -> the packages it installs
 
 
-def open_store(url: str) -> Store:
-    """A synchronous store for ``url``; ``StoreError`` lists the schemes if it is unknown."""
+DEFAULT_STORE_FILE = "sessions.db"
+
+
+def default_store_url(data_dir: str | os.PathLike[str] = ".") -> str:
+    """The store of ``ctxwindow serve`` when none is given: ``sessions.db`` in ``data_dir``.
+
+    >>> default_store_url("/srv/ctx")
+    'sqlite:////srv/ctx/sessions.db'
+    """
+    return f"sqlite:///{Path(data_dir).expanduser().resolve() / DEFAULT_STORE_FILE}"
+
+
+def open_store(url: str, *, create: bool = True) -> Store:
+    """A synchronous store for ``url``; ``StoreError`` lists the schemes if it is unknown.
+
+    ``create=False``: a SQLite file that does not exist is a ``StoreError`` naming
+    it, instead of a new, empty database.
+    """
     scheme, parts = _split(url)
     if scheme == "memory":
         _check_memory(url, parts)
         return MemoryStore()
     if scheme == "sqlite":
-        return SQLiteStore(_sqlite_path(url, parts), **_sqlite_options(url, parts))
+        path = _sqlite_path(url, parts, create)
+        return SQLiteStore(path, **_sqlite_options(url, parts))
     store = _backend(scheme, url, asynchronous=False)
     if not isinstance(store, Store):
         raise TypeError(f"{type(store).__name__} is not a Store")
     return store
 
 
-def open_async_store(url: str) -> AsyncStore:
-    """An asynchronous store for ``url`` (the same URLs as ``open_store``)."""
+def open_async_store(url: str, *, create: bool = True) -> AsyncStore:
+    """An asynchronous store for ``url`` (the same URLs and ``create`` as ``open_store``)."""
     scheme, parts = _split(url)
     if scheme == "memory":
         _check_memory(url, parts)
         return AsyncMemoryStore()
     if scheme == "sqlite":
-        return AsyncSQLiteStore(_sqlite_path(url, parts), **_sqlite_options(url, parts))
+        path = _sqlite_path(url, parts, create)
+        return AsyncSQLiteStore(path, **_sqlite_options(url, parts))
     store = _backend(scheme, url, asynchronous=True)
     if not isinstance(store, AsyncStore):
         raise TypeError(f"{type(store).__name__} is not an AsyncStore")
@@ -75,8 +98,21 @@ def _split(url: str) -> tuple[str, urllib.parse.SplitResult]:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in SCHEMES:
         supported = ", ".join(f"{scheme}://" for scheme in SCHEMES)
-        raise StoreError(f"unknown store URL {url!r}: the supported schemes are {supported}")
+        raise StoreError(
+            f"unknown store URL {url!r}: the supported schemes are {supported}{path_hint(url)}"
+        )
     return parts.scheme, parts
+
+
+def path_hint(url: str) -> str:
+    """For a file path given where a store URL belongs, the SQLite URL of that file.
+
+    >>> path_hint("sessions.db")
+    "; for a SQLite file write 'sqlite:///sessions.db'"
+    """
+    if not url or urllib.parse.urlsplit(url).scheme:
+        return ""
+    return f"; for a SQLite file write {'sqlite:///' + url!r}"
 
 
 def _check_memory(url: str, parts: urllib.parse.SplitResult) -> None:
@@ -86,13 +122,16 @@ def _check_memory(url: str, parts: urllib.parse.SplitResult) -> None:
         )
 
 
-def _sqlite_path(url: str, parts: urllib.parse.SplitResult) -> str:
+def _sqlite_path(url: str, parts: urllib.parse.SplitResult, create: bool) -> str:
     if parts.netloc:
         raise StoreError(
             f"a SQLite URL has no host: {url!r} should be 'sqlite:///relative/path.db'"
             " or 'sqlite:////absolute/path.db'"
         )
     path = urllib.parse.unquote(parts.path[1:])  # drop the '/' that ends 'sqlite://'
+    if path and path != ":memory:" and not create and not os.path.isfile(path):
+        what = "is not a file" if os.path.exists(path) else "does not exist"
+        raise StoreError(f"no SQLite store at {os.path.abspath(path)!r}: the file {what}")
     return path or ":memory:"
 
 
