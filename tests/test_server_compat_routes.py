@@ -17,7 +17,6 @@ from typing import Any
 
 import anthropic
 import httpx
-import httpx2
 import openai
 import pytest
 from fastapi.testclient import TestClient
@@ -26,7 +25,9 @@ from ctxwindow.server import Settings, create_app
 from ctxwindow.tokens.registry import default_models, is_glob
 from tests.docs_examples import examples
 from tests.protocol_upstreams import FakeMessages, FakeResponses
-from tests.test_server_messages import Bridge
+from tests.sdk_clients import anthropic_client as claude
+from tests.sdk_clients import openai_client as oai
+from tests.sdk_clients import stored
 
 CLAUDE = "claude-sonnet-4-5"
 TOOLS: Any = [
@@ -99,28 +100,6 @@ def upstream() -> Upstream:
 def http(upstream: Upstream) -> Iterator[TestClient]:
     with app_for(upstream) as client:
         yield client
-
-
-def oai(http: TestClient, key: str = "none", **headers: str) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url="http://testserver/v1", api_key=key, max_retries=0,
-        http_client=http,  # the app in-process (a TestClient is an httpx client)
-        default_headers=headers,
-    )  # fmt: skip
-
-
-def claude(http: TestClient, key: str = "none", **headers: str) -> anthropic.Anthropic:
-    return anthropic.Anthropic(
-        base_url="http://testserver", api_key=key, max_retries=0,
-        http_client=httpx2.Client(transport=Bridge(http), base_url="http://testserver"),
-        default_headers=headers,
-    )  # fmt: skip
-
-
-def stored(http: TestClient, session: str) -> list[dict[str, Any]]:
-    answer = http.get(f"/v1/sessions/{session}/messages")
-    assert answer.status_code == 200, answer.text
-    return [entry["message"] for entry in answer.json()["data"]]
 
 
 # -- GET /v1/models ------------------------------------------------------------------------

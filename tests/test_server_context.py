@@ -24,8 +24,8 @@ from ctxwindow.archive.sqlite import SQLiteArchive
 from ctxwindow.policies.explain import STATES
 from ctxwindow.server import Settings, create_app
 from tests.protocol_upstreams import FakeMessages
+from tests.sdk_clients import Bridge
 from tests.test_server import FakeUpstream
-from tests.test_server_messages import Bridge
 
 CLAUDE = "claude-sonnet-4-5"
 

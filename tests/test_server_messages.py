@@ -12,34 +12,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
-import httpx2
 import pytest
 from fastapi.testclient import TestClient
 
 from ctxwindow.tokens.chat import chat_tokenizer
 from tests.docs_examples import examples
 from tests.protocol_upstreams import FakeMessages, protocol_app
+from tests.sdk_clients import anthropic_client as sdk
+from tests.sdk_clients import stored
 
 MODEL = "claude-sonnet-4-5"
 TOOLS: Any = [
     {"name": "where_is", "description": "Where an order is",
      "input_schema": {"type": "object", "properties": {"order": {"type": "string"}}}}
 ]  # fmt: skip
-
-
-class Bridge(httpx2.BaseTransport):
-    """An httpx2 transport that sends each request through a Starlette ``TestClient``."""
-
-    def __init__(self, client: TestClient) -> None:
-        self.client = client
-
-    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-        answer = self.client.request(
-            request.method, str(request.url), headers=dict(request.headers),
-            content=request.read(),
-        )  # fmt: skip
-        headers = [(k, v) for k, v in answer.headers.multi_items() if k != "content-encoding"]
-        return httpx2.Response(answer.status_code, headers=headers, content=answer.content)
 
 
 @pytest.fixture
@@ -51,20 +37,6 @@ def upstream() -> FakeMessages:
 def http(upstream: FakeMessages) -> Iterator[TestClient]:
     with TestClient(protocol_app(upstream, upstream_api_key="sk-ant-upstream")) as client:
         yield client
-
-
-def sdk(http: TestClient, key: str = "none", **headers: str) -> anthropic.Anthropic:
-    return anthropic.Anthropic(
-        base_url="http://testserver", api_key=key, max_retries=0,
-        http_client=httpx2.Client(transport=Bridge(http), base_url="http://testserver"),
-        default_headers=headers,
-    )  # fmt: skip
-
-
-def stored(http: TestClient, session: str) -> list[dict[str, Any]]:
-    answer = http.get(f"/v1/sessions/{session}/messages")
-    assert answer.status_code == 200, answer.text
-    return [entry["message"] for entry in answer.json()["data"]]
 
 
 def test_the_sdk_continues_the_session(http: TestClient, upstream: FakeMessages) -> None:

@@ -16,6 +16,8 @@ from ctxwindow.server.responses import response_id, session_of
 from ctxwindow.tokens.chat import chat_tokenizer
 from tests.docs_examples import examples
 from tests.protocol_upstreams import FakeResponses, protocol_app
+from tests.sdk_clients import openai_client as sdk
+from tests.sdk_clients import stored
 
 
 @pytest.fixture
@@ -27,20 +29,6 @@ def upstream() -> FakeResponses:
 def http(upstream: FakeResponses) -> Iterator[TestClient]:
     with TestClient(protocol_app(upstream, upstream_api_key="sk-upstream")) as client:
         yield client
-
-
-def sdk(http: TestClient, **headers: str) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url="http://testserver/v1", api_key="none", max_retries=0,
-        http_client=http,  # type: ignore[arg-type]  # typed against httpx2; httpx works
-        default_headers=headers,
-    )  # fmt: skip
-
-
-def stored(http: TestClient, session: str) -> list[dict[str, Any]]:
-    answer = http.get(f"/v1/sessions/{session}/messages")
-    assert answer.status_code == 200, answer.text
-    return [entry["message"] for entry in answer.json()["data"]]
 
 
 def test_previous_response_id_continues_the_session(

@@ -37,7 +37,7 @@ from tests.faults.protocol_requests import CLAUDE, send
 from tests.faults.service import running_service
 from tests.faults.upstream import FaultyUpstream, faulty_upstream
 from tests.protocol_upstreams import REPLY
-from tests.test_server_messages import Bridge
+from tests.sdk_clients import Bridge
 
 
 @pytest.fixture
