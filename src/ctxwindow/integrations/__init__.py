@@ -3,11 +3,11 @@
 Each lives in its own module and needs its extra; importing one without it
 raises ``ImportError`` with the install command:
 
-- ``ctxwindow.integrations.langchain`` (``pip install 'ctxwindow[langchain]'``):
+- ``ctxwindow.integrations.langchain`` (the ``langchain`` extra):
   ``CtxWindowChatMessageHistory``, ``trim_messages``, ``CtxWindowMiddleware``;
-- ``ctxwindow.integrations.llamaindex`` (``'ctxwindow[llamaindex]'``):
+- ``ctxwindow.integrations.llamaindex`` (the ``llamaindex`` extra):
   ``CtxWindowMemory``;
-- ``ctxwindow.integrations.openai_agents`` (``'ctxwindow[openai-agents]'``):
+- ``ctxwindow.integrations.openai_agents`` (the ``openai-agents`` extra):
   ``CtxWindowSession``.
 
 All are made the same way: ``session_id``, ``store=`` (a store URL or a

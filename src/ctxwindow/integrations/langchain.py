@@ -1,4 +1,4 @@
-"""LangChain adapters (``pip install 'ctxwindow[langchain]'``; docs/integrations.md).
+"""LangChain adapters (the ``langchain`` extra; docs/integrations.md).
 
 - ``CtxWindowChatMessageHistory``: a ``BaseChatMessageHistory`` over any store,
   whose ``messages`` is the budgeted context (``RunnableWithMessageHistory``

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible HTTP service (``pip install 'ctxwindow[server]'``).
+"""The OpenAI-compatible HTTP service (the ``server`` extra).
 
 ``create_app(settings)`` builds the app; ``serve(settings)`` runs it with uvicorn.
 """

@@ -6,7 +6,7 @@ slashes) an absolute one, ``sqlite:///:memory:`` an in-memory database. Query
 parameters ``synchronous=NORMAL|FULL`` and ``busy_timeout=SECONDS`` configure it.
 Redis (``redis://``, ``rediss://``, ``unix://``) and PostgreSQL (``postgresql://``,
 ``postgres://``) URLs go to their stores unchanged; those stores need an extra
-(``pip install 'ctxwindow[redis]'``, ``'ctxwindow[postgres]'``). With
+(the ``redis`` extra, the ``postgres`` extra). With
 ``create=False`` a SQLite file that does not exist is an error, not a new
 database: for tools that look into a store. ``default_store_url`` is the store
 of ``ctxwindow serve`` when none is given.

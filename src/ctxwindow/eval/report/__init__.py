@@ -15,7 +15,7 @@ a string of an int, or ``"unbounded"`` for a strategy without a budget::
 ``write_report(results, Path("eval-out"))`` writes ``results.json``, the
 charts and ``report.html`` there, and returns the path of ``report.html``.
 
-Charts need matplotlib (``pip install 'ctxwindow[eval]'``), imported only when
+Charts need matplotlib (the ``eval`` extra), imported only when
 they are drawn. The HTML needs nothing: charts are inlined as SVG.
 
 One concern a module: ``runs`` reads the results (shared by both outputs),

@@ -4,7 +4,7 @@
 something to show, writes its PNG to ``out_dir`` (byte-identical for identical
 results) and returns ``Chart``s holding the PNG and the SVG the page inlines,
 whose text the browser draws. ``CAPTIONS`` says what each one shows, under it
-in the page. Matplotlib (``pip install 'ctxwindow[eval]'``) is imported only
+in the page. Matplotlib (the ``eval`` extra) is imported only
 when a chart is drawn.
 """
 
