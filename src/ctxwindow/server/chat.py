@@ -22,31 +22,23 @@ from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import Entry, make_message, validate_message
 from ctxwindow.server import exchange, inputs
 from ctxwindow.server.errors import APIError, from_library
+from ctxwindow.server.openapi import json_body
 from ctxwindow.server.service import Service, check_messages, read_json
 from ctxwindow.server.tenants import scoped
 from ctxwindow.server.upstream import StreamedReply
 
-REQUEST_SCHEMA = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "required": ["model", "messages"],
-                    "properties": {
-                        "model": {"type": "string"},
-                        "messages": {"type": "array", "items": {"type": "object"}},
-                        "stream": {"type": "boolean"},
-                        "max_tokens": {"type": "integer"},
-                        "metadata": {"type": "object"},
-                    },
-                    "additionalProperties": True,
-                }
-            }
-        },
-    }
-}
+REQUEST_SCHEMA = json_body({
+    "type": "object",
+    "required": ["model", "messages"],
+    "properties": {
+        "model": {"type": "string"},
+        "messages": {"type": "array", "items": {"type": "object"}},
+        "stream": {"type": "boolean"},
+        "max_tokens": {"type": "integer"},
+        "metadata": {"type": "object"},
+    },
+    "additionalProperties": True,
+})  # fmt: skip
 
 
 def router(service: Service, tenant: Any) -> APIRouter:

@@ -27,6 +27,7 @@ from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import Entry, Message, validate_message
 from ctxwindow.server import exchange, inputs
 from ctxwindow.server.errors import APIError, from_library
+from ctxwindow.server.openapi import json_body
 from ctxwindow.server.protocols import (
     LEFT_OUT,
     anthropic_blocks,
@@ -48,40 +49,31 @@ PASSED_ON = ("anthropic-version", "anthropic-beta")  # request headers sent upst
 
 def body_schema(required: list[str]) -> dict[str, Any]:
     """The ``openapi_extra`` of a route taking a Messages body with ``required`` fields."""
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {
-                    "schema": {
-                        "type": "object",
-                        "required": required,
-                        "properties": {
-                            "model": {"type": "string", "minLength": 1},
-                            "messages": {
-                                "type": "array", "minItems": 1,
-                                "items": {
-                                    "type": "object", "required": ["role", "content"],
-                                    "properties": {"role": {"enum": ["user", "assistant"]}},
-                                },
-                            },
-                            "max_tokens": {"type": "integer", "minimum": 1},
-                            "system": {
-                                "anyOf": [
-                                    {"type": "string"},
-                                    {"type": "array", "items": {"type": "object"}},
-                                ]
-                            },
-                            "stream": {"type": "boolean"},
-                            "tools": {"type": "array", "items": {"type": "object"}},
-                            "metadata": {"type": "object"},
-                        },
-                        "additionalProperties": True,
-                    }
-                }
+    return json_body({
+        "type": "object",
+        "required": required,
+        "properties": {
+            "model": {"type": "string", "minLength": 1},
+            "messages": {
+                "type": "array", "minItems": 1,
+                "items": {
+                    "type": "object", "required": ["role", "content"],
+                    "properties": {"role": {"enum": ["user", "assistant"]}},
+                },
             },
-        }
-    }  # fmt: skip
+            "max_tokens": {"type": "integer", "minimum": 1},
+            "system": {
+                "anyOf": [
+                    {"type": "string"},
+                    {"type": "array", "items": {"type": "object"}},
+                ]
+            },
+            "stream": {"type": "boolean"},
+            "tools": {"type": "array", "items": {"type": "object"}},
+            "metadata": {"type": "object"},
+        },
+        "additionalProperties": True,
+    })  # fmt: skip
 
 
 REQUEST_SCHEMA = body_schema(["model", "messages", "max_tokens"])

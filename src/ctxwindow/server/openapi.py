@@ -24,6 +24,12 @@ from ctxwindow.server.inputs import MAX_IDEMPOTENCY_KEY
 from ctxwindow.server.settings import Settings
 from ctxwindow.server.tenants import MAX_SESSION_ID
 
+
+def json_body(schema: dict[str, Any]) -> dict[str, Any]:
+    """The ``openapi_extra`` of a route whose required JSON body follows ``schema``."""
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
 ERROR = {
     "type": "object",
     "required": ["error"],

@@ -39,6 +39,7 @@ from ctxwindow.messages import Entry, Message, validate_message
 from ctxwindow.policies import Context
 from ctxwindow.server import exchange, inputs
 from ctxwindow.server.errors import APIError, from_library
+from ctxwindow.server.openapi import json_body
 from ctxwindow.server.protocols import (
     chat_text,
     from_responses,
@@ -62,40 +63,31 @@ STRUCTURE = frozenset(
      "previous_response_id"}
 )  # fmt: skip
 
-REQUEST_SCHEMA = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "application/json": {
-                "schema": {
-                    "type": "object",
-                    "required": ["model", "input"],
-                    "properties": {
-                        "model": {"type": "string", "minLength": 1},
-                        "input": {
-                            "anyOf": [
-                                {"type": "string"},
-                                {"type": "array", "minItems": 1, "items": {"type": "object"}},
-                            ]
-                        },
-                        "instructions": {"type": ["string", "null"]},
-                        "previous_response_id": {"type": ["string", "null"]},
-                        "conversation": {
-                            "anyOf": [{"type": "string"}, {"type": "object"}, {"type": "null"}]
-                        },
-                        "truncation": {"enum": ["auto", "disabled", None]},
-                        "store": {"type": ["boolean", "null"]},
-                        "stream": {"type": ["boolean", "null"]},
-                        "max_output_tokens": {"type": ["integer", "null"], "minimum": 0},
-                        "tools": {"type": "array", "items": {"type": "object"}},
-                        "metadata": {"type": ["object", "null"]},
-                    },
-                    "additionalProperties": True,
-                }
-            }
+REQUEST_SCHEMA = json_body({
+    "type": "object",
+    "required": ["model", "input"],
+    "properties": {
+        "model": {"type": "string", "minLength": 1},
+        "input": {
+            "anyOf": [
+                {"type": "string"},
+                {"type": "array", "minItems": 1, "items": {"type": "object"}},
+            ]
         },
-    }
-}
+        "instructions": {"type": ["string", "null"]},
+        "previous_response_id": {"type": ["string", "null"]},
+        "conversation": {
+            "anyOf": [{"type": "string"}, {"type": "object"}, {"type": "null"}]
+        },
+        "truncation": {"enum": ["auto", "disabled", None]},
+        "store": {"type": ["boolean", "null"]},
+        "stream": {"type": ["boolean", "null"]},
+        "max_output_tokens": {"type": ["integer", "null"], "minimum": 0},
+        "tools": {"type": "array", "items": {"type": "object"}},
+        "metadata": {"type": ["object", "null"]},
+    },
+    "additionalProperties": True,
+})  # fmt: skip
 
 
 def router(service: Service, tenant: Any) -> APIRouter:

@@ -16,7 +16,7 @@ from ctxwindow.policies.rules import text_of
 from ctxwindow.redact.redactor import redacted_preview
 from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.inputs import check_messages, idempotency_key, read_json
-from ctxwindow.server.openapi import APPEND_BODY, SESSION_LIST
+from ctxwindow.server.openapi import APPEND_BODY, SESSION_LIST, json_body
 from ctxwindow.server.service import Service, entry_json
 from ctxwindow.server.tenants import scoped
 from ctxwindow.stores.base.checks import MAX_COUNT, find_unstorable
@@ -109,12 +109,7 @@ async def _summary(service: Service, sid: str, tenant: str) -> dict[str, Any]:
 def _add_append(api: APIRouter, service: Service, tenant: Any) -> None:
     @api.post(
         "/{session_id}/messages",
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": APPEND_BODY}},
-            }
-        },
+        openapi_extra=json_body(APPEND_BODY),
     )
     async def append(session_id: str, request: Request, tenant: str = Depends(tenant)) -> Any:
         """Append messages to the session without calling the model."""
