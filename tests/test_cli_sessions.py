@@ -33,6 +33,7 @@ from ctxwindow.stores import entry_to_json, open_store
 from ctxwindow.stores.tenants import ANONYMOUS, session_key, tenant_prefix
 
 from .test_store_contract import REDIS_URL, require_server
+from .test_store_read_only import folder_state, older_file
 
 runner = CliRunner()
 
@@ -558,6 +559,36 @@ def test_no_command_makes_a_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     (tmp_path / "folder.db").mkdir()
     one_line_error(*run("list", "--store", "sqlite:///folder.db"), "the file is not a file")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["folder.db"]
+
+
+def test_looking_changes_nothing_and_delete_still_writes(tmp_path: Path) -> None:
+    """list, show and export open the store read-only: a file an older ctxwindow wrote is
+    read as it is (not migrated: every byte stays, nothing is made beside it); delete,
+    which writes, opens it to write (and so migrates it)."""
+    path = tmp_path / "old.db"
+    stored = older_file(path, 2)  # no checkpoints table, no partial index
+    url = f"sqlite:///{path}"
+    before = folder_state(tmp_path)
+    assert [s["id"] for s in ok_json("list", "--store", url)["data"]] == ["旧"]
+    assert ok_json("show", "旧", "--store", url)["data"][0]["id"] == stored.id
+    code, out, err = run("export", "旧", "--store", url, "--format", "jsonl")
+    assert code == 0 and json.loads(out)["id"] == stored.id, err
+    assert folder_state(tmp_path) == before
+    assert run("delete", "旧", "--store", url, "--yes")[0] == 0
+    with open_store(url) as store:
+        assert store.sessions() == []
+
+
+def test_looking_into_an_empty_postgres_database_creates_no_tables() -> None:
+    import psycopg
+
+    with postgres_schema() as url:
+        for args in (["list"], ["show", "s"], ["export", "s"]):
+            one_line_error(*run(*args, "--store", url), "holds no ctxwindow tables")
+        schema = urllib.parse.unquote(url).rpartition("search_path=")[2]
+        with psycopg.connect(require_server("postgresql")) as conn:
+            query = "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s"
+            assert conn.execute(query, (schema,)).fetchone() == (0,)
 
 
 def test_a_path_for_a_url_gets_the_url_to_write(tmp_path: Path) -> None:

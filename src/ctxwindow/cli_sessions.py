@@ -2,7 +2,9 @@
 
 A typer sub-app over the store of ``--store URL`` (``open_store``: SQLite,
 Redis, PostgreSQL; by default the one ``ctxwindow serve`` uses), opened as it
-is: a SQLite file that does not exist is an error, not a new database. Ids
+is: a SQLite file that does not exist is an error, not a new database, and
+``list``, ``show`` and ``export`` open it read-only (they change nothing: no
+schema is created or migrated, a SQLite file is opened ``mode=ro``). Ids
 are the ones the service's API and inspector show, of the tenant ``--tenant``
 (``default``); the store keeps them as ``TENANT:ID`` (``session_key``). On a
 terminal the output is a rich table; piped, it is tab-separated lines;
@@ -186,7 +188,7 @@ def delete(
 
     Asks first, unless --yes; exit status 1 if the answer is no.
     """
-    with opened(store) as source:
+    with opened(store, read_only=False) as source:
         key = session_key(tenant, session)
         size = last_seq(source, key)
         if not size:
@@ -205,16 +207,17 @@ def delete(
 
 
 @contextlib.contextmanager
-def opened(url: str | None) -> Iterator[Store]:
+def opened(url: str | None, *, read_only: bool = True) -> Iterator[Store]:
     """The existing store of ``url`` (None: the one ``ctxwindow serve`` uses by default),
-    closed at the end; any store failure ends the command in one line (exit status 2)."""
+    read-only unless told, closed at the end; any store failure ends the command in one
+    line (exit status 2)."""
     given = url or default_store_url(os.environ.get("CTXWINDOW_DATA_DIR") or ".")
     if given.startswith("memory:") or given in ("sqlite://", "sqlite:///:memory:"):
         typer.echo(
             f"ctxwindow: warning: {given} is a new, empty store: it holds no sessions", err=True
         )
     try:
-        store = open_store(given, create=False)
+        store = open_store(given, create=False, read_only=read_only)
     except (StoreError, ImportError, ValueError) as exc:
         default = " (the default store, as for ctxwindow serve; give --store URL)"
         fail(f"{exc}{'' if url else default}")

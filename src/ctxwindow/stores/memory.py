@@ -31,10 +31,14 @@ class _Session:
 
 
 class MemoryStore(Store):
-    """A thread-safe, in-process store (not durable: use it for tests and scripts)."""
+    """A thread-safe, in-process store (not durable: use it for tests and scripts).
 
-    def __init__(self) -> None:
+    ``read_only=True`` refuses writes (as every store does when opened to look).
+    """
+
+    def __init__(self, *, read_only: bool = False) -> None:
         self.url = "memory://"
+        self.read_only = read_only
         self._data: dict[str, _Session] = {}
         self._checkpoints: dict[str, Checkpoint] = {}  # apart: they make no session exist
         self._lock = threading.Lock()
@@ -171,12 +175,14 @@ class AsyncMemoryStore(AsyncStore):
     """The in-process store, awaited; pass a ``MemoryStore`` to share it with sync code.
 
     Every call is a short, lock-protected dict operation, so it runs on the
-    event loop without a thread.
+    event loop without a thread. ``read_only=True`` refuses writes: a view that
+    only reads the ``MemoryStore`` it is given.
     """
 
-    def __init__(self, store: MemoryStore | None = None) -> None:
+    def __init__(self, store: MemoryStore | None = None, *, read_only: bool = False) -> None:
         self._store = store if store is not None else MemoryStore()
         self.url = self._store.url
+        self.read_only = read_only
 
     async def _append(
         self, session_id: str, entries: list[Entry], idempotency_key: str | None

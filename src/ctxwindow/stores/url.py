@@ -8,8 +8,10 @@ Redis (``redis://``, ``rediss://``, ``unix://``) and PostgreSQL (``postgresql://
 ``postgres://``) URLs go to their stores unchanged; those stores need an extra
 (the ``redis`` extra, the ``postgres`` extra). With
 ``create=False`` a SQLite file that does not exist is an error, not a new
-database: for tools that look into a store. ``default_store_url`` is the store
-of ``ctxwindow serve`` when none is given.
+database. ``read_only=True`` is for tools that look into a store: it implies
+``create=False``, changes nothing on open (no schema is created or migrated)
+and refuses writes (see ``ctxwindow.stores.base``). ``default_store_url`` is
+the store of ``ctxwindow serve`` when none is given.
 
 >>> open_store("memory://").url
 'memory://'
@@ -58,35 +60,36 @@ def default_store_url(data_dir: str | os.PathLike[str] = ".") -> str:
     return f"sqlite:///{Path(data_dir).expanduser().resolve() / DEFAULT_STORE_FILE}"
 
 
-def open_store(url: str, *, create: bool = True) -> Store:
+def open_store(url: str, *, create: bool = True, read_only: bool = False) -> Store:
     """A synchronous store for ``url``; ``StoreError`` lists the schemes if it is unknown.
 
     ``create=False``: a SQLite file that does not exist is a ``StoreError`` naming
-    it, instead of a new, empty database.
+    it, instead of a new, empty database. ``read_only=True``: opened to look,
+    as it is (no schema created or migrated); writes are refused.
     """
     scheme, parts = _split(url)
     if scheme == "memory":
         _check_memory(url, parts)
-        return MemoryStore()
+        return MemoryStore(read_only=read_only)
     if scheme == "sqlite":
-        path = _sqlite_path(url, parts, create)
-        return SQLiteStore(path, **_sqlite_options(url, parts))
-    store = _backend(scheme, url, asynchronous=False)
+        path = _sqlite_path(url, parts, create and not read_only)
+        return SQLiteStore(path, read_only=read_only, **_sqlite_options(url, parts))
+    store = _backend(scheme, url, asynchronous=False, read_only=read_only)
     if not isinstance(store, Store):
         raise TypeError(f"{type(store).__name__} is not a Store")
     return store
 
 
-def open_async_store(url: str, *, create: bool = True) -> AsyncStore:
-    """An asynchronous store for ``url`` (the same URLs and ``create`` as ``open_store``)."""
+def open_async_store(url: str, *, create: bool = True, read_only: bool = False) -> AsyncStore:
+    """An asynchronous store for ``url`` (the same URLs and options as ``open_store``)."""
     scheme, parts = _split(url)
     if scheme == "memory":
         _check_memory(url, parts)
-        return AsyncMemoryStore()
+        return AsyncMemoryStore(read_only=read_only)
     if scheme == "sqlite":
-        path = _sqlite_path(url, parts, create)
-        return AsyncSQLiteStore(path, **_sqlite_options(url, parts))
-    store = _backend(scheme, url, asynchronous=True)
+        path = _sqlite_path(url, parts, create and not read_only)
+        return AsyncSQLiteStore(path, read_only=read_only, **_sqlite_options(url, parts))
+    store = _backend(scheme, url, asynchronous=True, read_only=read_only)
     if not isinstance(store, AsyncStore):
         raise TypeError(f"{type(store).__name__} is not an AsyncStore")
     return store
@@ -157,14 +160,14 @@ def _is_number(text: str) -> bool:
         return False
 
 
-def _backend(scheme: str, url: str, *, asynchronous: bool) -> object:
+def _backend(scheme: str, url: str, *, asynchronous: bool, read_only: bool) -> object:
     """Import the store module of ``scheme`` lazily and build its store class from ``url``."""
     extra, class_name = _BACKENDS[scheme]
     class_name = "Async" + class_name if asynchronous else class_name
     try:
         module = importlib.import_module(f"ctxwindow.stores.{extra}")
-        store_class: Callable[[str], object] = getattr(module, class_name)
-        return store_class(url)
+        store_class: Callable[..., object] = getattr(module, class_name)
+        return store_class(url, read_only=read_only)
     except ImportError as exc:
         if (exc.name or "").partition(".")[0] not in _EXTRAS[extra]:
             raise

@@ -40,6 +40,12 @@ Sync and async flavours are separate classes; neither blocks on the other.
   waits up to ``timeout`` seconds (None: as long as it takes), then raises
   ``SessionBusyError``. It is not reentrant. A holder that dies never leaves
   the session locked for good (see each store for how long it can last).
+- ``read_only``: a store opened to look (``open_store(url, read_only=True)``,
+  as ``ctxwindow sessions list``, ``show`` and ``export`` open theirs) refuses
+  ``append``, ``delete``, ``truncate`` and ``save_checkpoint`` with
+  ``StoreError``, and changes nothing on open: SQLite opens the file
+  read-only and PostgreSQL its transactions, neither migrating the schema;
+  Redis does no index upkeep.
 - Token counts are stored with each entry: loading never re-tokenizes.
 - A store that is down raises ``StoreUnavailableError``; other failures of the
   backend raise ``StoreError``; both are mapped at the boundary.

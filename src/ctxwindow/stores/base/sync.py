@@ -51,13 +51,14 @@ class Store(ABC):
     """A session store (see ``ctxwindow.stores.base`` for the contract)."""
 
     url: str
+    read_only: bool = False  # opened to look: appends, deletes and the like are refused
     _closed: bool = False
 
     def append(
         self, session_id: str, entries: Sequence[Entry], *, idempotency_key: str | None = None
     ) -> list[Entry]:
         """Append entries; returns the stored copies with their sequence numbers."""
-        self._check_open()
+        self._check_writable("append")
         check_session_id(session_id)
         check_entries(entries)
         check_idempotency_key(idempotency_key)
@@ -94,7 +95,7 @@ class Store(ABC):
 
     def delete(self, session_id: str) -> bool:
         """Delete a session; True if it existed."""
-        self._check_open()
+        self._check_writable("delete a session")
         check_session_id(session_id)
         return self._delete(session_id)
 
@@ -110,7 +111,7 @@ class Store(ABC):
         last seq removes nothing. ``StoreInputError`` unless ``after`` is an
         int >= 0.
         """
-        self._check_open()
+        self._check_writable("truncate")
         check_session_id(session_id)
         check_after(after)
         return self._truncate(session_id, after)
@@ -151,7 +152,7 @@ class Store(ABC):
         backwards). ``StoreInputError`` if the session has fewer than ``seq``
         entries (nothing is saved). The entries are never touched.
         """
-        self._check_open()
+        self._check_writable("save a checkpoint")
         check_session_id(session_id)
         data = check_checkpoint(seq, data)
         last = self._save_checkpoint(session_id, seq, data)
@@ -230,6 +231,11 @@ class Store(ABC):
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(self._closed_error())
+
+    def _check_writable(self, action: str) -> None:
+        self._check_open()
+        if self.read_only:
+            raise StoreError(f"the store at {self.url} is opened read-only: it cannot {action}")
 
     def _closed_error(self) -> str:
         return f"the store at {self.url} is closed"

@@ -13,7 +13,10 @@ Tables (in ``schema`` when given, else the connection's search path)::
 The store creates and upgrades its tables when it opens: ``MIGRATIONS`` are
 applied in order, in one transaction that holds an advisory lock, so openers
 racing on a fresh database wait for each other instead of failing. A
-database newer than this code is refused rather than guessed at.
+database newer than this code is refused rather than guessed at. A store
+opened with ``read_only=True`` creates and migrates nothing (an older schema
+is read as it is; a database without the tables is a ``StoreError``), and its
+connections set ``default_transaction_read_only``: the server refuses writes.
 
 An append is one transaction: it takes ``pg_advisory_xact_lock`` on the
 session, numbers the entries from ``max(seq) + 1``, inserts them and the

@@ -104,6 +104,8 @@ NO_TIMEOUT = "SET LOCAL statement_timeout = 0"
 # client went quiet (holding its locks), after the store's timeout.
 SESSION_TIMEOUTS = """SELECT set_config('statement_timeout', %(ms)s, false),
     set_config('idle_in_transaction_session_timeout', %(ms)s, false)"""
+# Set on each new connection of a store opened read-only: the server refuses its writes.
+READ_ONLY = "SET default_transaction_read_only = on"
 HEALTH = """SELECT (SELECT coalesce(max(version), 0) FROM {s}ctxwindow_schema_version),
     current_setting('fsync'), current_setting('synchronous_commit')"""
 RECORD_VERSION = "INSERT INTO {s}ctxwindow_schema_version (version, applied_at) VALUES (%s, %s)"
@@ -240,12 +242,15 @@ def _check_url(url: str) -> None:
 class Queries:
     """SQL bound to a schema, argument building and error mapping (both flavours share it)."""
 
-    def __init__(self, url: str, schema: str | None, timeout: float) -> None:
+    def __init__(
+        self, url: str, schema: str | None, timeout: float, read_only: bool = False
+    ) -> None:
         _check_url(url)
         self.raw_url = url
         self.url = redact_url(url)
         self.schema = schema
         self.timeout = timeout
+        self.read_only = read_only
         self._cache: dict[str, sql.Composed] = {}
 
     def __call__(self, text: str) -> sql.Composed:
@@ -300,6 +305,16 @@ class Queries:
             for version, statements in sorted(MIGRATIONS.items())
             if version > current
         ]
+
+    def check_readable(self, current: int) -> None:
+        """A store opened read-only is not migrated: an older schema is read as it is, a newer
+        one is refused, and a database without the tables holds no store to read."""
+        self.migrations(current)  # refuses a newer version
+        if current == 0:
+            where = "" if self.schema is None else f" in schema {self.schema!r}"
+            raise StoreError(
+                f"PostgreSQL at {self.url} holds no ctxwindow tables{where}: no store to read"
+            )
 
     def create_schema(self) -> sql.Composed | None:
         if self.schema is None:
@@ -376,6 +391,7 @@ class Queries:
             "schema": self.schema,
             "schema_version": version,
             "server_version": server,
+            **({"read_only": True} if self.read_only else {}),
             "latency_ms": round((time.perf_counter() - started) * 1000, 3),
         }
 

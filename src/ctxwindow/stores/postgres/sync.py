@@ -34,6 +34,7 @@ from ctxwindow.stores.postgres.common import (
     LOCK_SESSION,
     NO_TIMEOUT,
     RANGE,
+    READ_ONLY,
     RECORD_VERSION,
     REPLAYED,
     SAVE_CHECKPOINT,
@@ -74,14 +75,24 @@ class PostgresStore(Store):
     seconds) bounds every call, a stalled server included (see the package
     docs); connecting takes at least 2 s to time out (libpq's rule).
 
+    ``read_only=True``: the tables are not created nor migrated (a database
+    without them is a ``StoreError``) and every transaction is read-only
+    (``default_transaction_read_only``), so the server refuses any write.
+
     Example: ``PostgresStore("postgresql://app@db.internal/app")``.
     """
 
     def __init__(
-        self, url: str, *, schema: str | None = None, pool_size: int = 4, timeout: float = 5.0
+        self,
+        url: str,
+        *,
+        schema: str | None = None,
+        pool_size: int = 4,
+        timeout: float = 5.0,
+        read_only: bool = False,
     ) -> None:
-        self._q = Queries(url, schema, timeout)
-        self.url, self.schema = self._q.url, schema
+        self._q = Queries(url, schema, timeout, read_only)
+        self.url, self.schema, self.read_only = self._q.url, schema, read_only
         self._psycopg = load_psycopg()
         self._idle: list[psycopg.Connection[tuple[Any, ...]]] = []
         self._pool_size = pool_size
@@ -289,7 +300,9 @@ class PostgresStore(Store):
         """
         with self._q.watched(conn, "read the schema version", self._q.deadline()):
             current = self._version(conn)
-        if current != SCHEMA_VERSION:
+        if self.read_only:
+            self._q.check_readable(current)
+        elif current != SCHEMA_VERSION:
             self._upgrade(conn)
         self._migrated = True
 
@@ -375,6 +388,8 @@ def _connect(q: Queries, deadline: float) -> psycopg.Connection[tuple[Any, ...]]
     try:
         with q.watched(conn, "connect", deadline):
             conn.execute(SESSION_TIMEOUTS, q.session_timeouts())
+            if q.read_only:
+                conn.execute(READ_ONLY)
     except BaseException:
         conn.close()
         raise

@@ -189,11 +189,12 @@ return -1
 
 # A page of the index of session ids (KEYS[1]) between ARGV[1] and ARGV[2] (ZRANGEBYLEX
 # bounds), at most ARGV[3] (-1: all), without the members whose entries list (ARGV[4] ..
-# id) is gone (expired, evicted), which it drops from the index on the way. false: the
-# index was never built (KEYS[2], its marker, is missing).
+# id) is gone (expired, evicted), which it drops from the index on the way unless ARGV[5]
+# is '0' (a store opened read-only writes nothing). false: the index was never built
+# (KEYS[2], its marker, is missing).
 SESSIONS = """
 if redis.call('EXISTS', KEYS[2]) == 0 then return false end
-local low, high, limit, head = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local low, high, limit, head, tidy = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local page = {}
 while limit < 0 or #page < limit do
   local want = limit < 0 and -1 or limit - #page
@@ -202,7 +203,7 @@ while limit < 0 or #page < limit do
   for _, member in ipairs(batch) do
     if redis.call('EXISTS', head .. member) == 1 then
       page[#page + 1] = member
-    else
+    elseif tidy == '1' then
       redis.call('ZREM', KEYS[1], member)
     end
   end
@@ -373,13 +374,14 @@ class Layout:
         """Set once the index holds the sessions written before it existed."""
         return f"{self.prefix}:sessions:indexed"
 
-    def page_args(self, prefix: str, after: str | None, limit: int | None) -> list[Any]:
-        """The ``SESSIONS`` arguments of one page: ``ZRANGEBYLEX`` bounds, limit, key head."""
+    def page_args(self, prefix: str, after: str | None, limit: int | None, tidy: bool) -> list[Any]:
+        """The ``SESSIONS`` arguments of one page: ``ZRANGEBYLEX`` bounds, limit, key head,
+        and whether to drop the ids of sessions that are gone from the index."""
         start, inclusive = page_start(prefix, after)
         low = (b"[" if inclusive else b"(") + start.encode()
         high = b"(" + prefix.encode() + b"\xff" if prefix else b"+"  # no UTF-8 holds 0xFF
         everything = limit is None or limit >= 2**32  # a sorted set holds fewer members
-        return [low, high, -1 if everything else limit, f"{self.prefix}:e:"]
+        return [low, high, -1 if everything else limit, f"{self.prefix}:e:", int(tidy)]
 
     def checkpoint_keys(self, session_id: str) -> list[str]:
         """The keys of the checkpoint scripts: the entries list and the checkpoint hash."""

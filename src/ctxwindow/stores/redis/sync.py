@@ -28,6 +28,7 @@ from ctxwindow.stores.base import (
     check_entries,
     check_session_id,
     entry_from_json,
+    page_start,
 )
 from ctxwindow.stores.redis.common import (
     EARLIER_PAGE,
@@ -50,6 +51,9 @@ class RedisStore(Store):
     that died keeps the session locked (see ``ctxwindow.stores.redis``).
     ``timeout`` bounds every call (connecting, then each command), in seconds.
 
+    ``read_only=True``: writes are refused and reads write nothing (the index
+    of session ids is neither built nor tidied: without one, a list scans).
+
     Example: ``RedisStore("redis://127.0.0.1:6379/0", ttl=3600)``.
     """
 
@@ -61,10 +65,11 @@ class RedisStore(Store):
         ttl: float | None = None,
         timeout: float = 5.0,
         lock_ttl: float = 5.0,
+        read_only: bool = False,
     ) -> None:
         self._layout = Layout(url, prefix, ttl, lock_ttl)
         self.url = self._layout.url
-        self.prefix, self.ttl = prefix, ttl
+        self.prefix, self.ttl, self.read_only = prefix, ttl, read_only
         lib = load_redis()
         options = self._layout.client_options(timeout, lib.retry.Retry)
         self._client: redis.Redis = lib.Redis.from_url(url, **options)
@@ -82,7 +87,7 @@ class RedisStore(Store):
         or, dropping the cached copy, if it holds another entry at one of their
         seqs (it is of entries since removed: truncated or deleted).
         """
-        self._check_open()
+        self._check_writable("fill")
         check_session_id(session_id)
         check_entries(entries)
         if not entries:
@@ -136,13 +141,26 @@ class RedisStore(Store):
 
     def _sessions(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
         keys = [self._layout.index_key, self._layout.indexed_marker]
-        args = self._layout.page_args(prefix, after, limit)
+        args = self._layout.page_args(prefix, after, limit, tidy=not self.read_only)
         with self._layout.errors("list sessions"):
             page = self._scripts.sessions(keys=keys, args=args)
+            if page is None and self.read_only:  # no index, and none may be built
+                return self._scanned(prefix, after, limit)
             if page is None:  # sessions stored before the index: indexed once, then paged
                 self._build_index()
                 page = self._scripts.sessions(keys=keys, args=args)
         return [session_id.decode("utf-8") for session_id in page]
+
+    def _scanned(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        """A page of sessions found by ``SCAN`` (all of them read, then sorted): the list of
+        a store opened read-only that has no index."""
+        start, inclusive = page_start(prefix, after)
+        found = set()
+        for key in self._client.scan_iter(match=self._layout.match(prefix), count=1000):
+            session_id = self._layout.session_of(key)
+            if session_id > start or (inclusive and session_id == start):
+                found.add(session_id)
+        return sorted(found)[:limit]
 
     def _build_index(self) -> None:
         """Put every session in the index (a ``SCAN``), then mark it built.

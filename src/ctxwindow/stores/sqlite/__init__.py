@@ -35,7 +35,9 @@ Schema. ``MIGRATIONS`` maps each schema version to the function that brings a
 database from the previous version to it; opening a store applies the missing
 ones in one transaction and records the version in ``schema_version``
 (3 added the ``checkpoints`` table: a file of an earlier version gains it when
-opened, and keeps everything else).
+opened, and keeps everything else). A store opened with ``read_only=True``
+(``mode=ro``) migrates nothing: a file of an earlier version is read as it
+is, and a file with no ctxwindow schema is a ``StoreError``.
 
 The package: ``files`` (connections, errors, the lock file), ``disk`` (what
 the file system says about the database file), ``schema``

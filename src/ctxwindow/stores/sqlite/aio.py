@@ -39,14 +39,20 @@ class AsyncSQLiteStore(AsyncStore):
         synchronous: Synchronous = "NORMAL",
         busy_timeout: float = 5.0,
         max_workers: int = 4,
+        read_only: bool = False,
     ) -> None:
         self.path = os.fspath(path)
-        check_options(self.path, synchronous, busy_timeout)
+        check_options(self.path, synchronous, busy_timeout, read_only)
         self.url = sqlite_url(self.path)
+        self.read_only = read_only
         self._open = partial(
-            SQLiteStore, self.path, synchronous=synchronous, busy_timeout=busy_timeout
+            SQLiteStore,
+            self.path,
+            synchronous=synchronous,
+            busy_timeout=busy_timeout,
+            read_only=read_only,
         )
-        self._lock_file = LockFile.beside(self.path)
+        self._lock_file = None if read_only else LockFile.beside(self.path)
         self._store: SQLiteStore | None = None
         self._opening = threading.Lock()
         self._executor = ThreadPoolExecutor(max_workers, thread_name_prefix="ctxwindow-sqlite")

@@ -52,16 +52,28 @@ def store_error(exc: sqlite3.Error | UnicodeError, path: str) -> StoreError:
     return kind(f"SQLite store at {path!r}: {exc}")
 
 
-def check_options(path: str, synchronous: str, busy_timeout: float) -> None:
+def check_options(
+    path: str, synchronous: str, busy_timeout: float, read_only: bool = False
+) -> None:
     if not isinstance(path, str) or not path:
         raise ValueError("a SQLite store needs a file path (or ':memory:')")
+    if read_only and path == ":memory:":
+        raise ValueError("a read-only SQLite store needs a file: ':memory:' holds nothing to read")
     if synchronous not in ("NORMAL", "FULL"):
         raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
     if not busy_timeout >= 0:
         raise ValueError(f"busy_timeout must be >= 0 seconds, got {busy_timeout!r}")
 
 
-def connect(path: str, synchronous: str, busy_timeout: float) -> sqlite3.Connection:
+def connect(
+    path: str, synchronous: str, busy_timeout: float, read_only: bool = False
+) -> sqlite3.Connection:
+    """A connection in WAL mode; ``read_only``: the file opened as it is, with ``mode=ro``."""
+    if read_only:
+        uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
+        return sqlite3.connect(
+            uri, uri=True, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
     conn = sqlite3.connect(
         path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
     )

@@ -60,6 +60,8 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     4: _index_kept_always,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
+# What a file of an older version, opened read-only (so not migrated), lacks: it stored none.
+IDEMPOTENCY_SINCE, CHECKPOINTS_SINCE = 2, 3
 
 
 def migrate(path: str, reading: Opening, writing: Opening) -> int:
@@ -75,6 +77,18 @@ def migrate(path: str, reading: Opening, writing: Opening) -> int:
         conn.execute("DELETE FROM schema_version")
         conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
     return SCHEMA_VERSION
+
+
+def check_readable(path: str, reading: Opening) -> int:
+    """The schema version of a file opened read-only, which is not migrated: an older
+    one is read as it is (what it lacks, it has not stored); none is an error."""
+    with reading() as conn:
+        version = _known_version(conn, path)
+        if version == 0:
+            raise StoreError(
+                f"SQLite file {path!r} holds no ctxwindow store (it has no ctxwindow schema)"
+            )
+    return version
 
 
 def _known_version(conn: sqlite3.Connection, path: str) -> int:

@@ -32,7 +32,15 @@ from ctxwindow.stores.sqlite.files import (
     sqlite_url,
     store_error,
 )
-from ctxwindow.stores.sqlite.schema import KEPT_ALWAYS, migrate, schema_version, stored_before
+from ctxwindow.stores.sqlite.schema import (
+    CHECKPOINTS_SINCE,
+    IDEMPOTENCY_SINCE,
+    KEPT_ALWAYS,
+    check_readable,
+    migrate,
+    schema_version,
+    stored_before,
+)
 
 Row = tuple[str, int, str, str, int, float]  # session_id, seq, id, json, tokens, created_at
 # A checkpoint never moves backwards: a stored one with a higher seq stays.
@@ -51,7 +59,9 @@ class SQLiteStore(Store):
     ``path`` is a file path or ``":memory:"``; the file is created if missing,
     its directory is not. ``synchronous="FULL"`` also survives power loss.
     ``busy_timeout`` is how long an append waits for another writer, in seconds
-    (and the longest ``health()`` takes).
+    (and the longest ``health()`` takes). ``read_only=True`` opens an existing
+    file read-only (``mode=ro``) and leaves it as it is: no schema migration,
+    no journal mode set, no lock file; writes are refused.
     """
 
     def __init__(
@@ -60,20 +70,25 @@ class SQLiteStore(Store):
         *,
         synchronous: Synchronous = "NORMAL",
         busy_timeout: float = 5.0,
+        read_only: bool = False,
     ) -> None:
         self.path = os.fspath(path)
-        check_options(self.path, synchronous, busy_timeout)
+        check_options(self.path, synchronous, busy_timeout, read_only)
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
+        self.read_only = read_only
         self.url = sqlite_url(self.path)
-        opener = partial(connect, self.path, synchronous, busy_timeout)
+        opener = partial(connect, self.path, synchronous, busy_timeout, read_only)
         self._connections = Connections(opener, single=self.path == ":memory:", path=self.path)
         weakref.finalize(self, self._connections.close)  # a store left open closes when collected
-        self._lock_file = LockFile.beside(self.path)
+        self._lock_file = None if read_only else LockFile.beside(self.path)
         self._file: DatabaseFile | None = None
         self._check_directory()
         try:
-            self.schema_version = self._migrate()
+            if read_only:
+                self.schema_version = check_readable(self.path, self._reading)
+            else:
+                self.schema_version = self._migrate()
             if self.path != ":memory:":
                 self._file = DatabaseFile(self.path)
         except StoreUnavailableError as exc:
@@ -153,6 +168,8 @@ class SQLiteStore(Store):
         return [session_id for (session_id,) in rows]
 
     def _replayed(self, session_id: str, idempotency_key: str) -> list[Entry] | None:
+        if self.schema_version < IDEMPOTENCY_SINCE:
+            return None
         with self._reading() as conn:
             documents = self._replay(conn, session_id, idempotency_key)
         return None if documents is None else [entry_from_json(text) for text in documents]
@@ -166,6 +183,8 @@ class SQLiteStore(Store):
         return None
 
     def _checkpoint(self, session_id: str) -> Checkpoint | None:
+        if self.schema_version < CHECKPOINTS_SINCE:
+            return None
         with self._reading() as conn:
             return _checkpoint_of(conn, session_id)
 
@@ -173,7 +192,8 @@ class SQLiteStore(Store):
         self, session_id: str, limit: int | None
     ) -> tuple[Checkpoint | None, list[Entry]]:
         with self._reading() as conn, _snapshot(conn):
-            checkpoint = _checkpoint_of(conn, session_id)
+            has_checkpoints = self.schema_version >= CHECKPOINTS_SINCE
+            checkpoint = _checkpoint_of(conn, session_id) if has_checkpoints else None
             rows = conn.execute(
                 "SELECT json FROM entries WHERE session_id = ? AND seq > ?"
                 " ORDER BY seq DESC LIMIT ?",
@@ -199,6 +219,8 @@ class SQLiteStore(Store):
         """Whether an append would be taken and kept: the file is still there, writable, with
         room, and the write lock can be had within ``busy_timeout``."""
         report: dict[str, Any] = {"store": "sqlite", "path": self.path, "url": self.url}
+        if self.read_only:
+            report["read_only"] = True
         try:
             with self._reading() as conn:
                 journal = conn.execute("PRAGMA journal_mode").fetchone()[0]
@@ -220,6 +242,8 @@ class SQLiteStore(Store):
 
     def _write_problems(self, conn: sqlite3.Connection) -> list[str]:
         """What stops writes, seen from outside; else a write transaction, rolled back."""
+        if self.read_only:  # nothing is written: being readable is all it takes
+            return []
         problems = [] if self._file is None else self._file.problems()
         if not problems:  # a connection opened read-only says so here
             conn.execute("BEGIN IMMEDIATE")
