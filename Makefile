@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test check lint typecheck bench clean
+.PHONY: demo test test-fast check lint typecheck bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,16 @@ test: $(VENV)/.test
 	MPLCONFIGDIR=$(abspath $(VENV))/matplotlib-test $(BIN)/python -m pytest
 	# each framework adapter's tests at the lowest and the newest versions its extra allows
 	$(BIN)/python tools/check_adapter_ranges.py
+
+# The inner loop while changing code: the suite without the tests that need Redis/PostgreSQL or
+# start servers, drive chromium, or take long (markers in pyproject.toml, rules in
+# tests/conftest.py). `make test` stays the whole suite, and what CI runs. Compiled modules (and
+# pytest's rewritten test modules) are kept in .venv/pycache, even where the environment sets
+# PYTHONDONTWRITEBYTECODE: compiling them all again cost ~10 s at every start.
+test-fast: $(VENV)/.test
+	MPLCONFIGDIR=$(abspath $(VENV))/matplotlib-test \
+	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache \
+		$(BIN)/python -m pytest -m "not servers and not browser and not slow"
 
 check: test
 

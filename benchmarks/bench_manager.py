@@ -237,7 +237,7 @@ class WindowTurns:
     name = "TokenWindow"
 
     def __init__(self) -> None:
-        self.window = TokenWindow(BUDGET, MODEL, SYSTEM)
+        self.window = TokenWindow(BUDGET, MODEL, system=SYSTEM)
 
     def prefill(self, messages: Sequence[Message]) -> None:
         for message in messages:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_windows import BUDGET, MODEL, SEED, SYSTEM, TextSource
 from ctxwindow import PriorityWindow, TokenWindow
 from ctxwindow.compress import Chain, Extractive, RollingSummary, Structured, Truncate
-from ctxwindow.policies import Window
+from ctxwindow.policies import Folding, Window
 from ctxwindow.tokens import chat_tokenizer
 
 TURNS = 300
@@ -39,18 +39,20 @@ def hybrid() -> Window:
     return PriorityWindow(
         BUDGET,
         MODEL,
-        SYSTEM,
-        compressor=Chain(Structured(tok), Extractive(tok), Truncate(tok)),
-        compress_threshold=2000,
-        summarizer=RollingSummary(Extractive(tok), tok).fold,
-        summary_tokens=800,
+        system=SYSTEM,
         oversize="drop",
+        folding=Folding(
+            compressor=Chain(Structured(tok), Extractive(tok), Truncate(tok)),
+            compress_threshold=2000,
+            summarizer=RollingSummary(Extractive(tok), tok).fold,
+            summary_tokens=800,
+        ),
     )
 
 
 CONTENDERS: dict[str, Callable[[], Window]] = {
-    "TokenWindow": lambda: TokenWindow(BUDGET, MODEL, SYSTEM),
-    "PriorityWindow": lambda: PriorityWindow(BUDGET, MODEL, SYSTEM),
+    "TokenWindow": lambda: TokenWindow(BUDGET, MODEL, system=SYSTEM),
+    "PriorityWindow": lambda: PriorityWindow(BUDGET, MODEL, system=SYSTEM),
     "PriorityWindow (hybrid)": hybrid,
 }
 

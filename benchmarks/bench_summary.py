@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from ctxwindow.context import hybrid_policy
-from ctxwindow.eval.dataset import Conversation, Dataset, load_dataset
+from ctxwindow.eval.dataset import Conversation, Dataset
 from ctxwindow.eval.llm import normalize
+from ctxwindow.eval.loaders import load_dataset
 from ctxwindow.messages import Entry
 from ctxwindow.policies import Window
 from ctxwindow.tokens import chat_tokenizer

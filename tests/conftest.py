@@ -1,17 +1,16 @@
-"""Shared fixtures and Hypothesis settings."""
+"""Shared fixtures (from tests/support), Hypothesis settings, the markers of `make test-fast`."""
 
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
+import re
 
+import pytest
 from hypothesis import HealthCheck, settings
 
-pytest_plugins = ["tests.browser"]  # the ``browser`` fixture (headless chromium)
+# Fixtures for every test module: ``browser`` (headless chromium), ``case`` (one store of each
+# kind and flavour), ``make_archive`` and ``postgres_url`` (archives of each backend).
+pytest_plugins = ["tests.support.browser", "tests.support.stores", "tests.support.archives"]
 
 settings.register_profile(
     "ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -20,50 +19,23 @@ settings.register_profile("dev", max_examples=60, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
-@contextmanager
-def async_stores(kind: str, tmp_path: Path) -> Iterator[Callable[[], Any]]:
-    """Opens ``AsyncStore`` objects of ``kind`` (memory, sqlite, redis, postgresql) that
-    share one fresh set of data — as processes share a store; removed after.
-
-    Redis and PostgreSQL are the real servers (see ``require_server``); each
-    set gets its own key prefix or schema, so tests never see each other.
-    """
-    from tests.test_store_contract import require_server
-
-    name = f"ctxwindow_test_{uuid.uuid4().hex[:12]}"
-    if kind == "memory":
-        from ctxwindow.stores.memory import AsyncMemoryStore, MemoryStore
-
-        shared = MemoryStore()
-        yield lambda: AsyncMemoryStore(shared)
-    elif kind == "sqlite":
-        from ctxwindow.stores.sqlite import AsyncSQLiteStore
-
-        yield lambda: AsyncSQLiteStore(tmp_path / f"{name}.db")
-    elif kind == "redis":
-        import redis
-
-        from ctxwindow.stores.redis import AsyncRedisStore
-
-        url = require_server(kind)
-        yield lambda: AsyncRedisStore(url, prefix=name)
-        with redis.Redis.from_url(url) as client:
-            keys = list(client.scan_iter(match=f"{name}:*", count=1000))
-            if keys:
-                client.delete(*keys)
-    else:
-        import psycopg
-
-        from ctxwindow.stores.postgres import AsyncPostgresStore
-
-        url = require_server(kind)
-        yield lambda: AsyncPostgresStore(url, schema=name)
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+# --- markers for `make test-fast` ---------------------------------------------------------------
+#
+# `servers`, `browser` and `slow` are registered in pyproject.toml. A module that needs them all
+# through says so with ``pytestmark``; single tests are marked here, by a rule:
+#   browser  a test that uses the ``browser`` fixture (tests/support/browser.py);
+#   servers  a test that uses a server's fixture (``postgres_url``; the fault suite's private
+#            ``private_redis``, ``private_postgres``), or whose name or parameters name Redis or
+#            PostgreSQL (the store cases ``redis-sync``, ``postgresql-async``, ``test_redis_...``).
+SERVER_FIXTURES = {"postgres_url", "private_redis", "private_postgres", "postgres_template"}
+NAMES_A_SERVER = re.compile(r"redis|postgres", re.IGNORECASE)
 
 
-@contextmanager
-def async_store(kind: str, tmp_path: Path) -> Iterator[Any]:
-    """One ``AsyncStore`` of ``kind`` on fresh data (see ``async_stores``)."""
-    with async_stores(kind, tmp_path) as open_store:
-        yield open_store()
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the rules above."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "browser" in fixtures:
+            item.add_marker(pytest.mark.browser)
+        if fixtures & SERVER_FIXTURES or NAMES_A_SERVER.search(item.name):
+            item.add_marker(pytest.mark.servers)

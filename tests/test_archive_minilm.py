@@ -19,6 +19,7 @@ import pytest
 
 from ctxwindow.archive import MiniLMEmbedder
 from ctxwindow.extras import install_hint
+from tests.support.offline import NO_NETWORK
 
 MISSING = [
     name
@@ -30,17 +31,6 @@ needs_minilm = pytest.mark.skipif(
     reason=f"the embeddings extra is not installed (missing {', '.join(MISSING)}): "
     f"{install_hint('embeddings')}",
 )
-
-NO_NETWORK = """
-import socket
-
-def refuse(*args, **kwargs):
-    raise OSError("network disabled by the test")
-
-socket.socket.connect = refuse
-socket.create_connection = refuse
-socket.getaddrinfo = refuse
-"""
 
 PROGRAM = (
     NO_NETWORK

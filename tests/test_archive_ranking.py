@@ -25,7 +25,7 @@ from ctxwindow.archive.text import entry_text, index_text, query_terms
 from ctxwindow.archive.tokenizer import FTS5Tokenizer
 from ctxwindow.stores.base import entry_to_json
 
-from .test_archive import MakeArchive, make_archive, postgres_url  # noqa: F401 - fixtures
+from .support.archives import MakeArchive
 
 # Words whose terms are no stop word's term ("one" is "on"): the former search
 # matched those against stop words, the postings do not (tokenizer.py).
@@ -154,7 +154,7 @@ def chatter(n: int, start: int = 1) -> list[Entry]:
 
 
 def test_a_rare_word_finds_its_entry_among_thousands_of_common_ones(
-    make_archive: MakeArchive,  # noqa: F811 - the fixture, imported
+    make_archive: MakeArchive,
 ) -> None:
     archive = make_archive(reads_per_hit=4)  # 200 postings for 50 hits
     rows = chatter(5000)
@@ -167,7 +167,7 @@ def test_a_rare_word_finds_its_entry_among_thousands_of_common_ones(
 
 
 def test_a_query_of_common_words_still_returns_k_hits(
-    make_archive: MakeArchive,  # noqa: F811 - the fixture, imported
+    make_archive: MakeArchive,
 ) -> None:
     """Every term is over budget: the newest postings of the rarest are read and ranked."""
     archive = make_archive(reads_per_hit=1)
@@ -179,7 +179,7 @@ def test_a_query_of_common_words_still_returns_k_hits(
 
 
 def test_when_every_posting_fits_the_bound_changes_nothing(
-    make_archive: MakeArchive,  # noqa: F811 - the fixture, imported
+    make_archive: MakeArchive,
 ) -> None:
     rows = [f"{a} {b} {c}" for a, b, c in zip(WORDS, WORDS[3:], WORDS[7:], strict=False)] * 8
     bounded, unbounded = make_archive(), make_archive(reads_per_hit=10**9)
@@ -191,7 +191,7 @@ def test_when_every_posting_fits_the_bound_changes_nothing(
 
 
 def test_a_user_wide_search_is_bounded_too(
-    make_archive: MakeArchive,  # noqa: F811 - the fixture, imported
+    make_archive: MakeArchive,
 ) -> None:
     archive = make_archive(reads_per_hit=2)
     archive.index("s1", chatter(600), user_id="u1")
@@ -281,7 +281,7 @@ def test_replacing_and_forgetting_leave_the_statistics_of_the_survivors(
 
 
 def test_replacing_and_forgetting_on_every_backend(
-    make_archive: MakeArchive,  # noqa: F811 - the fixture, imported
+    make_archive: MakeArchive,
 ) -> None:
     archive, fresh = make_archive(), make_archive()
     first, second, third = entries("kettle garden", "river piano kettle", "tea monday")
@@ -299,7 +299,7 @@ def test_replacing_and_forgetting_on_every_backend(
 
 
 def test_other_sessions_never_change_a_sessions_ranking(
-    make_archive: MakeArchive,  # noqa: F811 - the fixture, imported
+    make_archive: MakeArchive,
 ) -> None:
     archive = make_archive()
     archive.index("a", entries("zeppelin over the bay", "kettle on the stove", "tea"))
@@ -395,7 +395,7 @@ def test_an_archive_of_the_fts5_version_is_indexed_when_opened(tmp_path: Path) -
     assert "ctxwindow_archive_fts" not in tables
 
 
-def test_a_postgres_table_of_the_former_version_is_indexed_when_opened(postgres_url: str) -> None:  # noqa: F811
+def test_a_postgres_table_of_the_former_version_is_indexed_when_opened(postgres_url: str) -> None:
     import uuid
 
     import psycopg

@@ -17,7 +17,7 @@ from ctxwindow import Entry
 from ctxwindow.archive import Archive, SQLiteArchive
 from ctxwindow.archive.base import Document
 
-from .test_archive import MakeArchive, make_archive, postgres_url  # noqa: F401 - fixtures
+from .support.archives import MakeArchive
 
 TURNS = [Entry({"role": "user", "content": f"turn {n}: 東京 parcel 📦"}, 7, n) for n in range(10)]
 
@@ -27,7 +27,7 @@ def turn(seq: int) -> Entry:
 
 
 @pytest.fixture
-def archive(make_archive: MakeArchive) -> Archive:  # noqa: F811 - the fixture, imported
+def archive(make_archive: MakeArchive) -> Archive:
     """A fresh archive of each backend."""
     return make_archive()
 

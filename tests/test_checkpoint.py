@@ -26,11 +26,11 @@ from ctxwindow.errors import (
     MessageTooLargeError,
     PinnedOverBudgetError,
 )
-from ctxwindow.policies import PriorityWindow, Window
+from ctxwindow.policies import Keeping, PriorityWindow, Window
 from ctxwindow.policies.checkpoint import CheckpointError
-from ctxwindow.tokens.chat import chat_tokenizer
+from ctxwindow.tokens.defaults import chat_tokenizer
 
-from .test_window_properties import texts
+from .support.windows import texts
 
 TOKENIZER = chat_tokenizer("gpt-4o")
 LONG = " ".join(f"Line {i}: the parcel 包裹 {i} left the depot at {i}:00 😀." for i in range(60))
@@ -52,8 +52,7 @@ WINDOWS: dict[str, Callable[[int], Window]] = {
         budget,
         tokenizer=TOKENIZER,
         oversize="truncate",
-        reserve_recent=40,
-        caps={"document": budget // 3},
+        keeping=Keeping(reserve_recent=40, caps={"document": budget // 3}),
     ),
     "token": lambda budget: TokenWindow(budget, tokenizer=TOKENIZER, oversize="drop"),
     "message": lambda budget: MessageWindow(max(2, budget // 40)),

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from ctxwindow import count_tokens
 from ctxwindow.cli import app
 
-from .test_tokens import GUIDE_MESSAGES, GUIDE_TOOL_MESSAGES, GUIDE_TOOLS
+from .support.guide import GUIDE_MESSAGES, GUIDE_TOOL_MESSAGES, GUIDE_TOOLS
 
 runner = CliRunner()
 

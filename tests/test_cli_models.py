@@ -13,8 +13,9 @@ from typer.testing import CliRunner
 
 from ctxwindow.cli import app
 from ctxwindow.errors import UnknownModelError
+from ctxwindow.tokens.defaults import model_info
 from ctxwindow.tokens.encodings import get_encoding
-from ctxwindow.tokens.models import FAMILIES, MODELS, model_info
+from ctxwindow.tokens.models import FAMILIES, MODELS
 from ctxwindow.tokens.registry import ModelRegistry
 
 runner = CliRunner()

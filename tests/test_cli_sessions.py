@@ -32,8 +32,8 @@ from ctxwindow.extras import install_hint
 from ctxwindow.stores import entry_to_json, open_store
 from ctxwindow.stores.tenants import ANONYMOUS, session_key, tenant_prefix
 
-from .test_store_contract import REDIS_URL, require_server
-from .test_store_read_only import folder_state, older_file
+from .support.store_files import folder_state, older_file
+from .support.stores import REDIS_URL, require_server
 
 runner = CliRunner()
 

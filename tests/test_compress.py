@@ -24,39 +24,8 @@ from ctxwindow.compress import (
     total_tokens,
 )
 from ctxwindow.compress.sentences import cjk_share, terms
-from ctxwindow.messages import Entry, Message
-from ctxwindow.tokens import chat_tokenizer
-
-TOK = chat_tokenizer("gpt-4o")
-
-INCIDENT = (
-    "Thanks for your message. We appreciate your message and your patience. "
-    "The migration of cluster kappa-7 failed at 03:14 UTC with error E4021. "
-    "We appreciate your patience. Thanks again for your patience and your message. "
-    "Please restart node 12 before Friday. Have a nice day."
-)
-
-
-def make(message: Message, seq: int = 0, **fields: Any) -> Entry:
-    return Entry(message, TOK.message_tokens(message), seq=seq, **fields)
-
-
-def user(text: str, seq: int = 0) -> Entry:
-    return make({"role": "user", "content": text}, seq)
-
-
-def tool(content: str, call_id: str = "call_1", seq: int = 1) -> Entry:
-    return make({"role": "tool", "tool_call_id": call_id, "content": content}, seq)
-
-
-def call(name: str = "list_users", call_id: str = "call_1", content: str | None = None) -> Entry:
-    function = {"name": name, "arguments": '{"limit": 1000}'}
-    calls = [{"id": call_id, "type": "function", "function": function}]
-    return make({"role": "assistant", "content": content, "tool_calls": calls})
-
-
-def snapshot(entries: Sequence[Entry]) -> list[dict[str, Any]]:
-    return [dataclasses.asdict(entry) for entry in entries]
+from ctxwindow.messages import Entry
+from tests.support.compress import INCIDENT, TOK, call, make, snapshot, texts, tool, user
 
 
 def compressors() -> list[Compressor]:
@@ -439,18 +408,6 @@ def test_compressors_leave_entries_within_target_alone(compressor: Compressor) -
 
 
 # -- properties -------------------------------------------------------------------
-
-WORDS = [
-    "cluster", "node", "E4021", "3.14", "e.g.", "Dr.", "東京", "会議", "服务器", "崩溃",
-    "です", "ます", "😀", "🎉", "the", "and", "payment", "2024-05-01", "id-77", "ok",
-]  # fmt: skip
-PUNCT = [" ", " ", " ", ". ", "! ", "? ", "。", "！", "？", "；", "…", "\n", "\n- ", ", "]
-
-
-@st.composite
-def texts(draw: st.DrawFn) -> str:
-    pieces = draw(st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(PUNCT)), max_size=80))
-    return "".join(word + punct for word, punct in pieces)
 
 
 json_values = st.recursive(

@@ -26,39 +26,19 @@ from ctxwindow.compress.prompt import HEADINGS
 from ctxwindow.extras import install_hint
 from ctxwindow.messages import Entry, Message
 
-from .fake_openai import fake_openai
-from .test_compress import INCIDENT, TOK, call, make, snapshot, texts, tool, user
-
-
-class FakeModel:
-    """A deterministic async completion: the summary is a function of the input.
-
-    It replies with the ids, codes and numbers of the text it is sent, and
-    counts calls and how many are in flight at once.
-    """
-
-    def __init__(self, delay: float = 0.0, reply: str | None = None, error: bool = False) -> None:
-        self.delay, self.reply, self.error = delay, reply, error
-        self.calls: list[list[Message]] = []
-        self.in_flight = 0
-        self.max_in_flight = 0
-
-    async def __call__(self, messages: list[Message]) -> str:
-        self.calls.append(messages)
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            await asyncio.sleep(self.delay)
-            if self.error:
-                raise RuntimeError("the model is down")
-            return self.reply if self.reply is not None else summary_of(messages[-1]["content"])
-        finally:
-            self.in_flight -= 1
-
-
-def summary_of(text: str) -> str:
-    found = re.findall(r"[\w-]*\d[\w:-]*", text)
-    return "Key facts: " + ", ".join(dict.fromkeys(found)) + "."
+from .support.compress import (
+    INCIDENT,
+    TOK,
+    FakeModel,
+    call,
+    make,
+    snapshot,
+    summary_of,
+    texts,
+    tool,
+    user,
+)
+from .support.fake_openai import fake_openai
 
 
 def long_chat() -> list[Entry]:

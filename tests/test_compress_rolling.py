@@ -20,8 +20,7 @@ from ctxwindow.compress.rolling import credit, credited_ids
 from ctxwindow.compress.turns import TurnReader, header_date, timestamp_date
 from ctxwindow.messages import Entry
 
-from .test_compress import TOK, make
-from .test_compress_llm import FakeModel
+from .support.compress import TOK, FakeModel, make
 
 MARKER_ONLY = re.compile(r"\W*(?:\[… \d+ chars \(\d+ tokens\) cut by ctxwindow …\]\W*)*")
 

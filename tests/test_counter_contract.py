@@ -41,7 +41,7 @@ def _estimate() -> EstimateCounter:
 def _hf_tiny() -> TokenCounter:
     from ctxwindow.tokens.hf import HuggingFaceCounter
 
-    from .test_tokens_hf import train_tiny_bpe
+    from .support.hf_models import train_tiny_bpe
 
     return HuggingFaceCounter(train_tiny_bpe(), "hf-tiny-bpe")
 

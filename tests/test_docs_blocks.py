@@ -45,8 +45,8 @@ import pytest
 
 from ctxwindow.server import Settings, create_app
 
-from .live_server import serving
-from .protocol_upstreams import FakeMessages, FakeResponses
+from .support.live_server import serving
+from .support.protocol_upstreams import FakeMessages, FakeResponses
 
 ROOT = Path(__file__).parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -107,7 +107,7 @@ def test_every_marker_is_well_formed() -> None:
             if kind == "run by":
                 test = ROOT / why
                 assert test.is_file(), f"{block.where}: no test {why}"
-                # the test takes the blocks of this section (tests/docs_examples.py)
+                # the test takes the blocks of this section (tests/support/docs_examples.py)
                 taken = re.findall(r'examples\(\s*"([^"]+)"', test.read_text("utf-8"))
                 assert any(block.section.startswith(heading) for heading in taken), (
                     f"{block.where}: {why} runs no example of '## {block.section}'"
@@ -195,7 +195,7 @@ def _readme_given(ns: dict[str, Any], folder: Path) -> None:
 def _cli_given(ns: dict[str, Any], folder: Path) -> None:
     """The files the page's commands read: OpenAI's counting-guide conversation (129
     tokens on gpt-4, as the guide's API call reported) and three broken inputs."""
-    from .test_tokens import GUIDE_MESSAGES
+    from .support.guide import GUIDE_MESSAGES
 
     (folder / "conversation.json").write_text(json.dumps(GUIDE_MESSAGES), "utf-8")
     (folder / "empty.json").write_text("", "utf-8")
@@ -334,6 +334,7 @@ def _run_shell(block: Block, code: str, folder: Path) -> None:
     assert done.returncode == 0, f"{block.where}:\n{done.stdout}{done.stderr}"
 
 
+@pytest.mark.slow  # docs/cli.md alone runs its commands for ~1 minute
 @pytest.mark.parametrize("doc", DOCS, ids=lambda doc: str(doc.relative_to(ROOT)))
 def test_the_blocks_of_a_page_run(
     doc: Path, service: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

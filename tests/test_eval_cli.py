@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from ctxwindow.cli import app
 
-from .test_eval import broken, conversation
-from .test_offline import NO_NETWORK
+from .support.eval_data import broken, conversation
+from .support.offline import NO_NETWORK
 
 runner = CliRunner()
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from ctxwindow.eval import run_eval
 from ctxwindow.eval.llm import LLMError, OpenAIAnswerer, match_score, normalize
 
-from .fake_llm import fake_llm
-from .test_eval import conversation, dataset
+from .support.eval_data import conversation, dataset
+from .support.fake_llm import fake_llm
 
 
 def test_normalize_and_match() -> None:

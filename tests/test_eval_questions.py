@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from ctxwindow.eval import Built, Case, Strategy, register_strategy, unregister_strategy
-from ctxwindow.eval.dataset import load_dataset
+from ctxwindow.eval.loaders import load_dataset
 from ctxwindow.eval.report import render_html, results_json
 from ctxwindow.eval.report.questions import OUTCOMES as MARKS
 from ctxwindow.eval.runner import OUTCOMES, run_eval
 
-from .test_eval import conversation, dataset
+from .support.eval_data import conversation, dataset
 
 # What the scripted strategy does with each question of test_eval.conversation():
 # the evidence ids it keeps whole, those it keeps compressed, whether the answer survives

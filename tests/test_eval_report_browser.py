@@ -1,4 +1,4 @@
-"""The eval report in a real browser (headless chromium, tests/browser.py): what a person
+"""The eval report in a real browser (headless chromium, tests/support/browser.py): what a person
 reading it would look for.
 
 One report per module, from a small real run of built-in datasets: the Chinese
@@ -20,12 +20,12 @@ from PIL import Image
 
 from ctxwindow.eval import register_strategy, unregister_strategy
 from ctxwindow.eval.builtin import builtin_dataset
-from ctxwindow.eval.dataset import load_dataset
+from ctxwindow.eval.loaders import load_dataset
 from ctxwindow.eval.report import write_report
 from ctxwindow.eval.runner import run_eval
 from ctxwindow.eval.window_strategies import HybridNoRecall
 
-from .browser import new_page, screenshot
+from .support.browser import new_page, screenshot
 
 CJK_STRATEGY = "混合窗口"
 CATEGORIES_ZH = {"document": "说明书", "single-hop": "单跳"}

@@ -18,10 +18,10 @@ import httpx
 import pytest
 
 from ctxwindow.server import Settings, create_app
-from tests.browser import screenshot
-from tests.live_server import serving
-from tests.protocol_upstreams import FakeMessages
-from tests.test_ui import Inspector
+from tests.support.browser import screenshot
+from tests.support.inspector import Inspector
+from tests.support.live_server import serving
+from tests.support.protocol_upstreams import FakeMessages
 
 SESSION = "claude-long"
 CLAUDE = "claude-sonnet-4-5"

@@ -51,7 +51,7 @@ from ctxwindow.messages import validate_message
 from ctxwindow.stores.memory import AsyncMemoryStore, MemoryStore
 from ctxwindow.stores.sqlite import SQLiteStore
 from ctxwindow.tokens import chat_tokenizer
-from tests.docs_examples import examples
+from tests.support.docs_examples import examples
 
 TOKENIZER = chat_tokenizer("gpt-4o")
 PRIMING = TOKENIZER.framing.reply_priming

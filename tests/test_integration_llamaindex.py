@@ -50,7 +50,7 @@ from ctxwindow.integrations.llamaindex import (
 from ctxwindow.messages import validate_message
 from ctxwindow.stores.sqlite import SQLiteStore
 from ctxwindow.tokens import chat_tokenizer
-from tests.docs_examples import examples
+from tests.support.docs_examples import examples
 
 BUDGET = 2000
 AGENT_ROOM = 400  # what a FunctionAgent sends after the memory: this run's call and result

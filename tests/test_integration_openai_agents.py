@@ -28,7 +28,7 @@ from openai.types.responses import (
 from ctxwindow.integrations.openai_agents import CtxWindowSession, to_items, to_messages
 from ctxwindow.messages import validate_message
 from ctxwindow.tokens import chat_tokenizer
-from tests.docs_examples import examples
+from tests.support.docs_examples import examples
 
 BUDGET = 2000
 set_tracing_disabled(True)  # traces would be sent to OpenAI: no network in tests

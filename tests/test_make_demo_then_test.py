@@ -20,6 +20,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).parent.parent
 REPORT_TEST = "tests/test_eval_report.py::test_writes_json_charts_and_html"
 

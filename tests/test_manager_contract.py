@@ -20,7 +20,7 @@ from ctxwindow.context import AsyncContextManager, ContextManager, checkpoints
 from ctxwindow.redact import Redactor
 from ctxwindow.stores.memory import MemoryStore
 
-from .test_store_contract import Case, case  # noqa: F401 - the store fixture, reused
+from .support.stores import Case
 
 BUDGET = 300
 
@@ -89,11 +89,11 @@ def shape(context: Any) -> tuple[Any, ...]:
     return context.messages, context.total_tokens, sorted(decisions)
 
 
-def test_both_managers_give_the_reference_contexts_on_every_store(case: Case) -> None:  # noqa: F811
+def test_both_managers_give_the_reference_contexts_on_every_store(case: Case) -> None:
     assert converse(manager_of(case), case.sid("s")) == converse(reference(), "s")
 
 
-def test_without_prefetch_and_with_context_redaction_the_contexts_match(case: Case) -> None:  # noqa: F811
+def test_without_prefetch_and_with_context_redaction_the_contexts_match(case: Case) -> None:
     """Redaction at context time, recall searched at build time: still the reference."""
     options = {"prefetch": False, "redactor": Redactor(), "redact": "context"}
     manager, sid = manager_of(case, **options), case.sid("s")
@@ -103,7 +103,7 @@ def test_without_prefetch_and_with_context_redaction_the_contexts_match(case: Ca
     assert "li.wei@example.com" not in str(manager.build(sid).messages)  # masked upstream
 
 
-def test_two_managers_over_one_store_see_each_others_turns(case: Case) -> None:  # noqa: F811
+def test_two_managers_over_one_store_see_each_others_turns(case: Case) -> None:
     """A second manager (another worker) adds; the first catches up before it builds."""
 
     def alternate(one: Any, two: Any, sid: str) -> list[Any]:
@@ -121,7 +121,7 @@ def test_two_managers_over_one_store_see_each_others_turns(case: Case) -> None: 
     assert [m["content"] for m in seen[0][0]] == ["订单 A-1 在哪里？", "A-1: 已发货", "and A-2?"]
 
 
-def test_a_deleted_session_starts_again_from_nothing(case: Case) -> None:  # noqa: F811
+def test_a_deleted_session_starts_again_from_nothing(case: Case) -> None:
     manager, sid = manager_of(case), case.sid("gone")
     converse(manager, sid)
     assert manager.delete(sid) is True
@@ -134,7 +134,7 @@ def test_a_deleted_session_starts_again_from_nothing(case: Case) -> None:  # noq
 
 
 def test_a_restarted_manager_carries_on_from_the_sessions_checkpoint(
-    case: Case,  # noqa: F811
+    case: Case,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A manager that loads a session cold (another process, after a restart) resumes its

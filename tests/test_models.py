@@ -30,11 +30,12 @@ from ctxwindow import ContextManager, count_tokens
 from ctxwindow.errors import ModelConfigError, UnknownModelError
 from ctxwindow.server import Settings, create_app
 from ctxwindow.server.settings import load_settings
+from ctxwindow.tokens.defaults import models_from_env, use_models
 from ctxwindow.tokens.hf import hf_chat_tokenizer
 from ctxwindow.tokens.models import ALIASES, FAMILIES, MODELS
-from ctxwindow.tokens.registry import ModelRegistry, models_from_env, use_models
+from ctxwindow.tokens.registry import ModelRegistry
 
-from .test_tokens_hf import render_chat_template, write_llama31_model
+from .support.hf_models import render_chat_template, write_llama31_model
 
 
 def rendered_tokens(folder: Path, messages: list[dict[str, Any]]) -> int:

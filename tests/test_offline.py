@@ -6,17 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-# Prepended to a program run in a subprocess: any attempt to connect fails.
-NO_NETWORK = """
-import socket
-
-def refuse(*args, **kwargs):
-    raise OSError("network disabled by the test")
-
-socket.socket.connect = refuse
-socket.create_connection = refuse
-socket.getaddrinfo = refuse
-"""
+from tests.support.offline import NO_NETWORK
 
 PROGRAM = (
     NO_NETWORK

@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxwindow import MessageTooLargeError, PinnedOverBudgetError, Unit, count_tokens
-from ctxwindow.policies import Priority, PriorityWindow
+from ctxwindow.policies import Keeping, Priority, PriorityWindow
 
-from .test_window_properties import check_one_storage, texts, tool_unit
+from .support.windows import check_one_storage, hybrid_window, long_texts, texts, tool_unit
 
 entries = st.one_of(
     st.tuples(
@@ -37,7 +37,7 @@ def run(program: list[tuple[Any, ...]], budget: int, caps: dict[str, int], reser
         evicted.extend(u.messages() for u in units)
 
     window = PriorityWindow(
-        budget, system="sys", caps=caps, reserve_recent=reserve, on_evict=on_evict
+        budget, system="sys", on_evict=on_evict, keeping=Keeping(caps=caps, reserve_recent=reserve)
     )
     for step, op in enumerate(program):
         before = window.messages()
@@ -159,27 +159,6 @@ def test_priority_window_is_deterministic(program: list[Any], budget: int) -> No
     assert decisions(first) == decisions(second)
 
 
-def hybrid_window(budget: int) -> PriorityWindow:
-    from ctxwindow.compress import Chain, Extractive, RollingSummary, Structured, Truncate
-    from ctxwindow.tokens import chat_tokenizer
-
-    tok = chat_tokenizer("gpt-4o")
-    return PriorityWindow(
-        budget,
-        system="sys",
-        compressor=Chain(Structured(tok), Extractive(tok), Truncate(tok)),
-        compress_threshold=max(budget // 4, 20),
-        summarizer=RollingSummary(Extractive(tok), tok).fold,
-        summary_tokens=max(budget // 8, 20),
-        fold_tokens=30,
-        oversize="drop",
-    )
-
-
-long_texts = st.lists(st.sampled_from(["订单 A-1042 已发货。", "The code is K7.", "日本語の文。"]),
-                      min_size=5, max_size=80).map(" ".join)  # fmt: skip
-
-
 @given(
     st.lists(
         st.one_of(
@@ -256,7 +235,7 @@ def test_a_narrower_budget_leaves_out_units_in_eviction_order(
 ) -> None:
     """However many units wait in the heaps, a narrowed build leaves out exactly the units
     that eviction would take next, in its order (the window read lazily, not sorted)."""
-    window = PriorityWindow(10_000, system="sys", reserve_recent=reserve)
+    window = PriorityWindow(10_000, system="sys", keeping=Keeping(reserve_recent=reserve))
     for step, (role, text, priority, importance) in enumerate(program):
         message = {"role": role, "content": text, "name": f"s{step}"}
         window.add(message, priority=priority, metadata={"importance": importance})

@@ -10,7 +10,7 @@ import pytest
 
 from ctxwindow import PinnedOverBudgetError, count_tokens
 from ctxwindow.messages import Entry
-from ctxwindow.policies import Match, Priority, PriorityWindow
+from ctxwindow.policies import Folding, Keeping, Match, Priority, PriorityWindow
 from ctxwindow.policies.rules import DEFAULT_RULES, assign, infer_kind
 
 
@@ -69,7 +69,7 @@ def contents(window: PriorityWindow) -> list[str]:
 
 
 def test_high_priority_outlives_older_and_newer_medium_turns() -> None:
-    window = PriorityWindow(260, system="sys", reserve_recent=0)
+    window = PriorityWindow(260, system="sys", keeping=Keeping(reserve_recent=0))
     fill(window, 2)
     window.add("user", "Remember: my passport number is X1234567.")
     fill(window, 20, start=2)
@@ -81,7 +81,7 @@ def test_high_priority_outlives_older_and_newer_medium_turns() -> None:
 
 
 def test_low_goes_before_medium_and_explicit_priority_wins() -> None:
-    window = PriorityWindow(160, reserve_recent=0)
+    window = PriorityWindow(160, keeping=Keeping(reserve_recent=0))
     window.add("user", "background you may drop", priority=Priority.LOW)
     window.add("user", "a medium turn that should stay")
     window.add("assistant", "pinned by priority", priority=Priority.HIGH)
@@ -93,7 +93,7 @@ def test_low_goes_before_medium_and_explicit_priority_wins() -> None:
 
 
 def test_within_a_priority_the_biggest_per_importance_goes_first() -> None:
-    window = PriorityWindow(320, reserve_recent=0)
+    window = PriorityWindow(320, keeping=Keeping(reserve_recent=0))
     window.add("user", "small old turn")
     window.add("user", "big turn " * 60)
     window.add("user", "big but important " * 60, metadata={"importance": 10})
@@ -105,7 +105,7 @@ def test_within_a_priority_the_biggest_per_importance_goes_first() -> None:
 
 
 def test_recent_reserve_is_evicted_last() -> None:
-    window = PriorityWindow(300, reserve_recent=120)
+    window = PriorityWindow(300, keeping=Keeping(reserve_recent=120))
     window.add("user", "an old high one to keep", priority=Priority.HIGH)
     fill(window, 12)
     kept = contents(window)
@@ -114,7 +114,7 @@ def test_recent_reserve_is_evicted_last() -> None:
 
 
 def test_category_caps_hold_and_evict_within_the_category() -> None:
-    window = PriorityWindow(5000, caps={"document": 500}, document_tokens=200)
+    window = PriorityWindow(5000, keeping=Keeping(caps={"document": 500}, document_tokens=200))
     doc1 = "Manual part one. " * 80
     doc2 = "Manual part two. " * 80
     window.add("user", doc1)
@@ -131,7 +131,11 @@ def test_category_caps_hold_and_evict_within_the_category() -> None:
 
 def test_system_cap_is_checked() -> None:
     with pytest.raises(PinnedOverBudgetError, match="cap is 5"):
-        PriorityWindow(1000, system="a system prompt longer than five tokens", caps={"system": 5})
+        PriorityWindow(
+            1000,
+            system="a system prompt longer than five tokens",
+            keeping=Keeping(caps={"system": 5}),
+        )
 
 
 def halve(tag: str = "halve") -> Any:
@@ -158,7 +162,11 @@ def halve(tag: str = "halve") -> Any:
 
 def test_compression_before_eviction_replaces_in_the_window() -> None:
     compressor = halve()
-    window = PriorityWindow(600, compressor=compressor, compress_threshold=300, reserve_recent=0)
+    window = PriorityWindow(
+        600,
+        keeping=Keeping(reserve_recent=0),
+        folding=Folding(compressor=compressor, compress_threshold=300),
+    )
     long_text = "A long pasted log line with details. " * 60
     original = {"role": "user", "content": long_text}
     window.add(original)
@@ -188,7 +196,9 @@ def test_rolling_summary_folds_evictions_and_stays_capped() -> None:
         e.metadata = {"count": count}
         return e
 
-    window = PriorityWindow(200, system="sys", summarizer=summarizer, summary_tokens=40)
+    window = PriorityWindow(
+        200, system="sys", folding=Folding(summarizer=summarizer, summary_tokens=40)
+    )
     fill(window, 15)
     messages = window.messages()
     assert messages[0]["content"] == "sys"
@@ -208,7 +218,7 @@ def test_repeated_small_talk_keeps_only_the_latest() -> None:
     window.add("user", "ok")
     kept = contents(window)
     assert kept == ["Hello! How can I help?", "ok"]
-    kept_window = PriorityWindow(1000, dedupe_small_talk=False)
+    kept_window = PriorityWindow(1000, keeping=Keeping(dedupe_small_talk=False))
     kept_window.extend([{"role": "user", "content": "hi"}, {"role": "user", "content": "ok"}])
     assert contents(kept_window) == ["hi", "ok"]
 
@@ -237,7 +247,7 @@ def test_budget_per_call_narrows_without_changing_the_window() -> None:
 
 
 def test_report_explains_every_entry_and_serialises() -> None:
-    window = PriorityWindow(150, system="系统提示", reserve_recent=0)
+    window = PriorityWindow(150, system="系统提示", keeping=Keeping(reserve_recent=0))
     window.add("user", "请记住：我的订单号是 A-1042。")
     fill(window, 6)
     context = window.build()
@@ -255,16 +265,16 @@ def test_report_explains_every_entry_and_serialises() -> None:
 
 def test_custom_rules_first_match_wins() -> None:
     rules = [Match(Priority.HIGH, pattern=r"ORDER-\d+"), *DEFAULT_RULES]
-    window = PriorityWindow(150, rules=rules, reserve_recent=0)
+    window = PriorityWindow(150, keeping=Keeping(rules=rules, reserve_recent=0))
     window.add("assistant", "Your ORDER-77 shipped.")
     fill(window, 8)
     assert "Your ORDER-77 shipped." in contents(window)
     with pytest.raises(TypeError, match="callable"):
-        PriorityWindow(100, rules=["not a rule"])  # type: ignore[list-item]
+        PriorityWindow(100, keeping=Keeping(rules=["not a rule"]))  # type: ignore[list-item]
 
 
 def test_tool_units_stay_whole() -> None:
-    window = PriorityWindow(220, reserve_recent=0)
+    window = PriorityWindow(220, keeping=Keeping(reserve_recent=0))
     for i in range(6):
         window.add("user", f"look up item {i}")
         window.add(
@@ -290,7 +300,7 @@ def test_tool_units_stay_whole() -> None:
 
 
 def test_report_totals_match_the_decisions_without_reading_them() -> None:
-    window = PriorityWindow(150, reserve_recent=0)
+    window = PriorityWindow(150, keeping=Keeping(reserve_recent=0))
     fill(window, 12)
     report = window.build().report
     evicted = [d for d in report.decisions if d.state == "evicted"]
@@ -303,7 +313,7 @@ def test_report_totals_match_the_decisions_without_reading_them() -> None:
 
 def test_a_report_read_later_tells_what_had_happened_when_it_was_built() -> None:
     """Decisions are made when first read, from the log as it was at the build."""
-    window = PriorityWindow(max_tokens=120, model="gpt-4o", reserve_recent=0)
+    window = PriorityWindow(max_tokens=120, model="gpt-4o", keeping=Keeping(reserve_recent=0))
     for i in range(12):
         window.add("user", f"order A-{i} 包裹 {i} shipped today from the depot")
     early = window.build().report

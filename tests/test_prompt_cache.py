@@ -29,10 +29,10 @@ from ctxwindow.eval.replay import CacheMeter
 from ctxwindow.policies import Window
 from ctxwindow.server import Settings, create_app
 from ctxwindow.stores.memory import MemoryStore
-from ctxwindow.tokens.chat import chat_tokenizer
-from ctxwindow.tokens.models import ModelInfo, model_info
+from ctxwindow.tokens.defaults import chat_tokenizer, model_info
+from ctxwindow.tokens.models import ModelInfo
 from ctxwindow.tokens.registry import ModelRegistry, parse_entry
-from tests.protocol_upstreams import FakeMessages
+from tests.support.protocol_upstreams import FakeMessages
 
 SYSTEM = "Be brief."
 TEXTS = [
@@ -81,7 +81,7 @@ def check_sendable(messages: list[dict[str, Any]], total: int, budget: int) -> N
 
 WINDOWS: dict[str, Callable[[int], Window]] = {
     "token": lambda budget: TokenWindow(budget, system=SYSTEM, oversize="drop", low_water=0.75),
-    "message": lambda budget: MessageWindow(max(2, budget // 40), SYSTEM, low_water=0.5),
+    "message": lambda budget: MessageWindow(max(2, budget // 40), system=SYSTEM, low_water=0.5),
     "hybrid": lambda budget: hybrid_policy(cache=True)(budget, chat_tokenizer("gpt-4o")),
 }
 
@@ -381,7 +381,7 @@ def test_an_anthropic_upstream_gets_the_breakpoint_at_the_end_of_the_stable_pref
 
 @pytest.fixture(scope="module")
 def replayed() -> dict[str, Any]:
-    from ctxwindow.eval.dataset import load_dataset
+    from ctxwindow.eval.loaders import load_dataset
     from ctxwindow.eval.runner import run_eval
 
     return run_eval(
@@ -390,6 +390,7 @@ def replayed() -> dict[str, Any]:
     )  # fmt: skip
 
 
+@pytest.mark.slow  # the replay runs an evaluation: ~10-30 s
 def test_replay_adds_the_contract_fields_to_every_result(replayed: dict[str, Any]) -> None:
     assert replayed["cached_input_price_per_mtok"] == 0.5
     for strategy in ("token_window", "hybrid", "hybrid_nocache"):
@@ -403,6 +404,7 @@ def test_replay_adds_the_contract_fields_to_every_result(replayed: dict[str, Any
     assert ours["input_usd_per_turn"] < sliding["input_usd_per_turn"]
 
 
+@pytest.mark.slow  # the replay runs an evaluation: ~10-30 s
 def test_the_report_shows_the_replay(replayed: dict[str, Any], tmp_path: Any) -> None:
     from ctxwindow.eval.report import write_report
 
@@ -411,8 +413,9 @@ def test_the_report_shows_the_replay(replayed: dict[str, Any], tmp_path: Any) ->
     assert (tmp_path / "cost_per_turn.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow  # the replay runs an evaluation: ~10-30 s
 def test_without_replay_there_is_no_replay_field() -> None:
-    from ctxwindow.eval.dataset import load_dataset
+    from ctxwindow.eval.loaders import load_dataset
     from ctxwindow.eval.runner import run_eval
 
     plain = run_eval(load_dataset("builtin:orders-en")[0], strategies=["hybrid"], budgets=[1024])
@@ -420,6 +423,7 @@ def test_without_replay_there_is_no_replay_field() -> None:
     assert "cached_input_price_per_mtok" not in plain
 
 
+@pytest.mark.slow  # the replay runs an evaluation: ~10-30 s
 def test_the_cli_replays_with_the_flag(tmp_path: Any) -> None:
     import subprocess
     import sys
@@ -437,7 +441,7 @@ def test_the_cli_replays_with_the_flag(tmp_path: Any) -> None:
 
 
 def test_a_strategy_that_cannot_replay_is_refused_before_any_work() -> None:
-    from ctxwindow.eval.dataset import load_dataset
+    from ctxwindow.eval.loaders import load_dataset
     from ctxwindow.eval.runner import run_eval
     from ctxwindow.eval.strategies import (
         Strategy,

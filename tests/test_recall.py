@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from ctxwindow import ContextManager, Entry, PriorityWindow, TokenWindow, count_tokens
 from ctxwindow.archive.sqlite import SQLiteArchive
 from ctxwindow.messages import Unit
+from ctxwindow.policies import Keeping
 from ctxwindow.recall import RecallPolicy, rank_units
 from ctxwindow.stores.memory import MemoryStore
 
@@ -160,7 +161,7 @@ def test_recall_with_a_message_window_policy_counts_tokens() -> None:
     st.data(),
 )
 def test_windows_leave_the_kept_units_out_last(texts: list[str], room: int, data: Any) -> None:
-    for window in (TokenWindow(400), PriorityWindow(400, reserve_recent=0)):
+    for window in (TokenWindow(400), PriorityWindow(400, keeping=Keeping(reserve_recent=0))):
         for i, text in enumerate(texts):
             window.add("user" if i % 2 == 0 else "assistant", f"{text} {i}")
         entries = window.entries()

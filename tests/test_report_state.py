@@ -19,12 +19,11 @@ from hypothesis import strategies as st
 
 from ctxwindow import ContextManager, MessageWindow, PriorityWindow, TokenWindow
 from ctxwindow.errors import BudgetError, CtxWindowError
-from ctxwindow.policies import Report, Window
+from ctxwindow.policies import Keeping, Window
 from ctxwindow.policies.explain import IN_CONTEXT, STATES
 from ctxwindow.policies.journal import FOLDED_AWAY
 from ctxwindow.stores.memory import MemoryStore
-from tests.test_priority_properties import hybrid_window, long_texts
-from tests.test_window_properties import texts, tool_unit
+from tests.support.windows import check_totals, hybrid_window, long_texts, texts, tool_unit
 
 ops = st.one_of(
     st.tuples(st.just("msg"), st.sampled_from(["user", "assistant"]), st.one_of(texts, long_texts)),
@@ -41,39 +40,6 @@ def make(kind: str, budget: int, low_water: float | None) -> Window:
     window = hybrid_window(budget)
     window.low_water = low_water
     return window
-
-
-def check_totals(report: Report, total_tokens: int) -> None:
-    """The report's totals are the sums of its rows."""
-    rows = list(report.decisions)
-    inside = [d for d in rows if d.in_context]
-    assert all(d.state in STATES for d in rows)
-    assert len({d.id for d in rows}) == len(rows), "a message has one row"
-    seqs = [d.seq for d in rows if d.seq is not None and d.category != "system"]
-    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), "rows in seq order, once each"
-    heads = [d.category for d in rows if d.category in ("system", "summary")]
-    assert heads == sorted(heads, key=lambda c: c != "system") and rows[: len(heads)] == [
-        d for d in rows if d.category in ("system", "summary")
-    ], "the system prompt, then the summary, first: as the context sends them"
-    in_tokens = sum(d.tokens for d in inside)
-    assert sum(report.tokens_by_category.values()) == in_tokens
-    assert sum(report.tokens_by_state.values()) == in_tokens
-    assert set(report.tokens_by_state) <= set(IN_CONTEXT)
-    ranked = [d for d in inside if d.priority is not None]
-    assert sum(report.tokens_by_priority.values()) == sum(d.tokens for d in ranked)
-    assert report.used == report.framing + in_tokens + report.reserve_output
-    assert total_tokens == report.used - report.reserve_output
-    assert dict(report.messages_by_state) == {s: sum(d.state == s for d in rows) for s in STATES}
-    assert all(d.tokens == 0 for d in rows if not d.in_context)
-    assert all(d.tokens <= d.stored_tokens for d in rows if d.state == "compressed")
-    assert report.earlier_entries >= 0 and report.earlier_tokens >= 0
-    assert report.recalled_entries == sum(d.state == "recalled" for d in rows)
-    as_json = report.to_dict()
-    assert as_json["decisions"] == [d.to_dict() for d in rows]
-    assert as_json["earlier"] == {
-        "entries": report.earlier_entries,
-        "tokens": report.earlier_tokens,
-    }
 
 
 def run(window: Window, program: list[tuple[Any, ...]]) -> list[str]:
@@ -129,7 +95,7 @@ def test_every_message_has_one_row_and_the_totals_add_up(
 
 
 def test_an_older_eviction_than_the_log_holds_is_counted_not_itemised() -> None:
-    window = PriorityWindow(200, log_size=5, reserve_recent=0)
+    window = PriorityWindow(200, log_size=5, keeping=Keeping(reserve_recent=0))
     for i in range(40):
         window.add("user", f"order A-{i} 已发货 shipped today from the depot")
     report = window.build().report
@@ -218,7 +184,7 @@ def test_the_service_context_has_one_row_per_stored_message() -> None:
     from ctxwindow.archive.sqlite import SQLiteArchive
     from ctxwindow.server.app import create_app
     from ctxwindow.server.settings import Settings
-    from tests.test_server import FakeUpstream, chat
+    from tests.support.chat_upstream import FakeUpstream, chat
 
     upstream, archive = FakeUpstream(), SQLiteArchive()
     app = create_app(

@@ -22,73 +22,9 @@ from pydantic import SecretStr
 
 from ctxwindow import count_tokens
 from ctxwindow.server import Settings, create_app
+from tests.support.chat_upstream import FakeUpstream, _completion, _sse, chat
 
-from .conftest import async_stores
-
-
-class FakeUpstream:
-    """An OpenAI-compatible upstream: answers ``reply`` or fails as ``fail`` says."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.headers: list[httpx.Headers] = []
-        self.fail: str | None = None  # "500", "connect", "timeout", "malformed", "no-choices"
-        self.reply = "It left the depot this morning."
-
-    def transport(self) -> httpx.MockTransport:
-        return httpx.MockTransport(self.handle)
-
-    def handle(self, request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/models"):
-            return httpx.Response(200, json={"data": []})
-        body = json.loads(request.content)
-        self.requests.append(body)
-        self.headers.append(request.headers)
-        if self.fail == "connect":
-            raise httpx.ConnectError("refused", request=request)
-        if self.fail == "timeout":
-            raise httpx.ReadTimeout("slow", request=request)
-        if self.fail == "500":
-            return httpx.Response(500, json={"error": {"message": "boom"}})
-        if self.fail == "malformed":
-            return httpx.Response(200, content=b"<html>not json")
-        if self.fail == "400":
-            return httpx.Response(400, json={"error": {"message": "bad temperature"}})
-        if self.fail == "no-choices":
-            return httpx.Response(200, json={"id": "x", "choices": []})
-        if body.get("stream"):
-            return httpx.Response(
-                200, content=_sse(self.reply, body["model"]),
-                headers={"content-type": "text/event-stream"},
-            )  # fmt: skip
-        return httpx.Response(200, json=_completion(self.reply, body["model"]))
-
-    @property
-    def last(self) -> list[dict[str, Any]]:
-        messages: list[dict[str, Any]] = self.requests[-1]["messages"]
-        return messages
-
-
-def _completion(text: str, model: str) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text},
-             "finish_reason": "stop"}
-        ],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-    }  # fmt: skip
-
-
-def _sse(text: str, model: str) -> bytes:
-    chunks = [text[i : i + 3] for i in range(0, len(text), 3)]
-    events = [
-        {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": model,
-         "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]}
-        for piece in chunks
-    ]  # fmt: skip
-    lines = [f"data: {json.dumps(e)}\n\n" for e in events] + ["data: [DONE]\n\n"]
-    return "".join(lines).encode()
+from .support.stores import async_stores
 
 
 @pytest.fixture
@@ -289,14 +225,6 @@ async def _async_conversation(upstream: FakeUpstream) -> None:
         assert [m["role"] for m in upstream.last] == ["user", "assistant", "user"]
         history = (await http.get("/v1/sessions/a1/messages")).json()["data"]
         assert history[-1]["message"]["content"] == "京都に着きました"
-
-
-def chat(http: TestClient, content: str, session: str = "s", **headers: str) -> Any:
-    return http.post(
-        "/v1/chat/completions",
-        headers={"X-Session-Id": session, **headers},
-        json={"model": "gpt-4o", "messages": [{"role": "user", "content": content}]},
-    )
 
 
 @pytest.mark.parametrize(
@@ -838,7 +766,7 @@ def test_a_streamed_tool_call_is_stored_whole() -> None:
 
 
 def _slow_app(delay: float, **settings: Any) -> tuple[FastAPI, Any]:
-    from .test_server_stores import SlowUpstream
+    from .support.chat_upstream import SlowUpstream
 
     upstream = SlowUpstream(delay)
     settings = {"store": "memory://", "upstream": "http://upstream.test/v1", **settings}

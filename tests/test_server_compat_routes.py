@@ -22,12 +22,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ctxwindow.server import Settings, create_app
-from ctxwindow.tokens.registry import default_models, is_glob
-from tests.docs_examples import examples
-from tests.protocol_upstreams import FakeMessages, FakeResponses
-from tests.sdk_clients import anthropic_client as claude
-from tests.sdk_clients import openai_client as oai
-from tests.sdk_clients import stored
+from ctxwindow.tokens.defaults import default_models
+from ctxwindow.tokens.registry import is_glob
+from tests.support.docs_examples import examples
+from tests.support.protocol_upstreams import FakeMessages, FakeResponses
+from tests.support.sdk_clients import anthropic_client as claude
+from tests.support.sdk_clients import openai_client as oai
+from tests.support.sdk_clients import stored
 
 CLAUDE = "claude-sonnet-4-5"
 TOOLS: Any = [

@@ -23,9 +23,9 @@ from fastapi.testclient import TestClient
 from ctxwindow.archive.sqlite import SQLiteArchive
 from ctxwindow.policies.explain import STATES
 from ctxwindow.server import Settings, create_app
-from tests.protocol_upstreams import FakeMessages
-from tests.sdk_clients import Bridge
-from tests.test_server import FakeUpstream
+from tests.support.chat_upstream import FakeUpstream
+from tests.support.protocol_upstreams import FakeMessages
+from tests.support.sdk_clients import Bridge
 
 CLAUDE = "claude-sonnet-4-5"
 

@@ -1,6 +1,6 @@
 """``/docs`` and ``/redoc`` work offline: every asset comes from the service itself.
 
-The pages are opened in headless chromium (``tests/browser.py``) with every
+The pages are opened in headless chromium (``tests/support/browser.py``) with every
 request that does not go to 127.0.0.1 blocked and recorded: none may be
 attempted, and the UIs must have rendered the API's operations.
 """
@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 from ctxwindow.server import Settings, create_app
 from ctxwindow.server.docs import ASSETS
 
-from .browser import new_page, screenshot
-from .live_server import serving
+from .support.browser import new_page, screenshot
+from .support.live_server import serving
 
 CDN_HOSTS = ("cdn.jsdelivr.net", "fonts.googleapis.com", "fastapi.tiangolo.com", "unpkg.com")
 

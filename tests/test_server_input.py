@@ -22,8 +22,8 @@ from starlette.types import Message
 from ctxwindow.server import Settings, create_app
 from ctxwindow.server.openapi import ROUTES
 
-from .conftest import async_stores
-from .test_server import FakeUpstream
+from .support.chat_upstream import FakeUpstream
+from .support.stores import async_stores
 
 MB = 1 << 20
 
@@ -201,7 +201,7 @@ def chunked_attack(port: int, total: int) -> bytes:
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc (Linux)")
 def test_a_chunked_attack_on_a_real_server_costs_under_20_mb(tmp_path: Path) -> None:
     """The issue's attack, on a served process: 200 MB chunked, no Content-Length."""
-    from .test_server_process import free_port, server
+    from .support.server_process import free_port, server
 
     port = free_port()
     with server(port, "memory://", "http://127.0.0.1:9/v1", tmp_path) as process:
@@ -674,7 +674,7 @@ def test_the_redis_rate_limit_says_when_to_retry() -> None:
 
     from ctxwindow.server.tenants import RedisLimiter
 
-    from .test_store_contract import require_server
+    from .support.stores import require_server
 
     async def run() -> tuple[bool, float]:
         prefix = f"ctxwindow-test-{uuid.uuid4().hex}"  # its key expires with the window

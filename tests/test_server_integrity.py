@@ -25,7 +25,7 @@ from fastapi.testclient import TestClient
 from ctxwindow import count_tokens
 from ctxwindow.server import Settings, create_app
 
-from .conftest import async_stores
+from .support.stores import async_stores
 
 REPLY = "Your parcel left the depot in 東京 this morning 🚚 and reaches Osaka tomorrow."
 # The service gives up on the upstream after TIMEOUT; a stalled one waits longer. Generous

@@ -15,11 +15,11 @@ import anthropic
 import pytest
 from fastapi.testclient import TestClient
 
-from ctxwindow.tokens.chat import chat_tokenizer
-from tests.docs_examples import examples
-from tests.protocol_upstreams import FakeMessages, protocol_app
-from tests.sdk_clients import anthropic_client as sdk
-from tests.sdk_clients import stored
+from ctxwindow.tokens.defaults import chat_tokenizer
+from tests.support.docs_examples import examples
+from tests.support.protocol_upstreams import FakeMessages, protocol_app
+from tests.support.sdk_clients import anthropic_client as sdk
+from tests.support.sdk_clients import stored
 
 MODEL = "claude-sonnet-4-5"
 TOOLS: Any = [

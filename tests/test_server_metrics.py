@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ctxwindow.server import Settings, create_app
 from ctxwindow.server.metrics import NAMES_PER_ENTRY, ModelLabels
 from ctxwindow.tokens.registry import ModelRegistry
-from tests.test_server import FakeUpstream
+from tests.support.chat_upstream import FakeUpstream
 
 USAGE = "ctxwindow_upstream_prompt_tokens_total"
 CACHED = "ctxwindow_cached_tokens_total"

@@ -13,11 +13,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ctxwindow.server.responses import response_id, session_of
-from ctxwindow.tokens.chat import chat_tokenizer
-from tests.docs_examples import examples
-from tests.protocol_upstreams import FakeResponses, protocol_app
-from tests.sdk_clients import openai_client as sdk
-from tests.sdk_clients import stored
+from ctxwindow.tokens.defaults import chat_tokenizer
+from tests.support.docs_examples import examples
+from tests.support.protocol_upstreams import FakeResponses, protocol_app
+from tests.support.sdk_clients import openai_client as sdk
+from tests.support.sdk_clients import stored
 
 
 @pytest.fixture

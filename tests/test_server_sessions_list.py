@@ -23,7 +23,7 @@ from ctxwindow import Entry
 from ctxwindow.server import Settings, create_app
 from ctxwindow.server.calibration import SESSION as CALIBRATION
 
-from .conftest import async_stores
+from .support.stores import async_stores
 
 ALICE = {"Authorization": "Bearer key-a"}
 BOB = {"Authorization": "Bearer key-b"}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +15,10 @@ from fastapi.testclient import TestClient
 
 from ctxwindow.server import Settings, create_app
 from ctxwindow.stores.base import AsyncStore
+from tests.support.chat_upstream import SlowUpstream, assert_turns_never_interleave
 
-from .conftest import async_store
-from .test_server import FakeUpstream, _completion, _sse
-from .test_store_contract import require_server
+from .support.chat_upstream import FakeUpstream
+from .support.stores import async_store, require_server
 
 
 @pytest.fixture(params=["sqlite", "redis", "postgresql"])
@@ -74,27 +73,6 @@ def test_a_conversation_through_the_service_is_kept_in_the_store(store: AsyncSto
     assert upstream.last[-1] == {"role": "user", "content": "And the tracking id?"}
 
 
-class SlowUpstream:
-    """Answers "answer to: <last message>" after ``delay`` seconds, on the event loop."""
-
-    def __init__(self, delay: float = 0.01) -> None:
-        self.delay = delay
-        self.requests: list[dict[str, Any]] = []
-
-    async def handle(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        self.requests.append(body)
-        await asyncio.sleep(self.delay)
-        text = f"answer to: {body['messages'][-1]['content']}"
-        if body.get("stream"):
-            return httpx.Response(
-                200,
-                content=_sse(text, body["model"]),
-                headers={"content-type": "text/event-stream"},
-            )
-        return httpx.Response(200, json=_completion(text, body["model"]))
-
-
 async def _ask(http: httpx.AsyncClient, text: str, **headers: str) -> httpx.Response:
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": text}]}
     if headers.pop("stream", None):
@@ -102,18 +80,6 @@ async def _ask(http: httpx.AsyncClient, text: str, **headers: str) -> httpx.Resp
     return await http.post(
         "/v1/chat/completions", json=body, headers={"X-Session-Id": "busy", **headers}
     )
-
-
-def assert_turns_never_interleave(history: list[dict[str, Any]], requests: list[Any]) -> None:
-    """Every question is followed by its own answer, and each was asked over whole turns."""
-    texts = [item["message"]["content"] for item in history]
-    assert len(texts) % 2 == 0
-    for question, answer in zip(texts[::2], texts[1::2], strict=True):
-        assert answer == f"answer to: {question}"
-    for body in requests:
-        sent = [m["content"] for m in body["messages"]]
-        asked = texts.index(sent[-1])
-        assert sent == texts[: asked + 1]  # everything before it, answered, nothing after
 
 
 def test_concurrent_requests_to_one_session_never_interleave(store: AsyncStore) -> None:

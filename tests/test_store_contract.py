@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import importlib
 import itertools
 import json
 import logging
@@ -23,19 +22,17 @@ import os
 import queue
 import re
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
 import types
-import urllib.parse
 import uuid
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -47,7 +44,6 @@ from ctxwindow.messages import Entry
 from ctxwindow.stores import (
     AsyncMemoryStore,
     AsyncSQLiteStore,
-    AsyncStore,
     MemoryStore,
     SQLiteStore,
     entry_to_json,
@@ -59,197 +55,18 @@ from ctxwindow.stores import sqlite as sqlite_module
 from ctxwindow.stores.base import MAX_CHECKPOINT, Earlier
 from ctxwindow.stores.sqlite import files as sqlite_files
 from ctxwindow.stores.sqlite import schema as sqlite_schema
-
-T = TypeVar("T")
-
-REDIS_URL = os.environ.get("CTXWINDOW_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-POSTGRES_URL = os.environ.get("CTXWINDOW_TEST_POSTGRES_URL", "postgresql://127.0.0.1:5432/test")
-REQUIRE_SERVERS = os.environ.get("CTXWINDOW_REQUIRE_SERVERS") == "1"
-SERVERS = {
-    "redis": ("Redis", REDIS_URL, "ctxwindow.stores.redis", 6379),
-    "postgresql": ("PostgreSQL", POSTGRES_URL, "ctxwindow.stores.postgres", 5432),
-}
-WORKER = Path(__file__).with_name("store_worker.py")
-LOCK_WORKER = Path(__file__).with_name("lock_worker.py")
-
-KINDS = ("memory", "sqlite", "redis", "postgresql", "tiered")
-FLAVOURS = ("sync", "async")
-
-
-# --- building the stores -------------------------------------------------------------------
-
-
-@functools.cache
-def server_problem(kind: str) -> str | None:
-    """Why the server store of ``kind`` cannot be tested here, or None."""
-    name, url, module, default_port = SERVERS[kind]
-    try:
-        importlib.import_module(module)
-    except ImportError as exc:
-        return f"{module} cannot be imported: {exc}"
-    parts = urllib.parse.urlsplit(url)
-    try:
-        if parts.hostname:  # a quick TCP check gives a clear reason instead of a long timeout
-            socket.create_connection(
-                (parts.hostname, parts.port or default_port), timeout=2
-            ).close()
-        with open_store(url) as store:
-            health = store.health()
-    except (OSError, StoreError) as exc:
-        return f"{name} not reachable at {url}: {exc}"
-    return None if health.get("ok") else f"{name} not healthy at {url}: {health}"
-
-
-def require_server(kind: str) -> str:
-    problem = server_problem(kind)
-    if problem is not None:
-        if REQUIRE_SERVERS:
-            pytest.fail(f"{problem} (CTXWINDOW_REQUIRE_SERVERS=1)")
-        pytest.skip(problem)
-    return SERVERS[kind][1]
-
-
-def tiered_class(flavour: str) -> Any:
-    from ctxwindow.stores import tiered
-
-    return tiered.TieredStore if flavour == "sync" else tiered.AsyncTieredStore
-
-
-def sqlite_url(path: Path) -> str:
-    return "sqlite:///" + str(path)  # an absolute path: four slashes in all
-
-
-class Blocking:
-    """An ``AsyncStore`` with the sync API, run on one event loop (one per test)."""
-
-    def __init__(self, store: AsyncStore, loop: asyncio.AbstractEventLoop) -> None:
-        self.store = store
-        self.loop = loop
-
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return self.loop.run_until_complete(coroutine)
-
-    def append(self, session_id: Any, entries: Any, *, idempotency_key: Any = None) -> Any:
-        return self.run(self.store.append(session_id, entries, idempotency_key=idempotency_key))
-
-    def load(self, session_id: Any, *, after: Any = 0, limit: Any = None) -> Any:
-        return self.run(self.store.load(session_id, after=after, limit=limit))
-
-    def tail(self, session_id: Any, n: Any) -> Any:
-        return self.run(self.store.tail(session_id, n))
-
-    def get(self, session_id: Any, entry_id: Any) -> Any:
-        return self.run(self.store.get(session_id, entry_id))
-
-    def delete(self, session_id: Any) -> Any:
-        return self.run(self.store.delete(session_id))
-
-    def truncate(self, session_id: Any, after: Any) -> Any:
-        return self.run(self.store.truncate(session_id, after))
-
-    def sessions(self, *, prefix: Any = None, after: Any = None, limit: Any = None) -> Any:
-        return self.run(self.store.sessions(prefix=prefix, after=after, limit=limit))
-
-    def health(self) -> Any:
-        return self.run(self.store.health())
-
-    def replayed(self, session_id: Any, idempotency_key: Any) -> Any:
-        return self.run(self.store.replayed(session_id, idempotency_key))
-
-    def save_checkpoint(self, session_id: Any, seq: Any, data: Any) -> Any:
-        return self.run(self.store.save_checkpoint(session_id, seq, data))
-
-    def checkpoint(self, session_id: Any) -> Any:
-        return self.run(self.store.checkpoint(session_id))
-
-    def load_from_checkpoint(self, session_id: Any, *, limit: Any = None) -> Any:
-        return self.run(self.store.load_from_checkpoint(session_id, limit=limit))
-
-    def earlier(self, session_id: Any, before: Any) -> Any:
-        return self.run(self.store.earlier(session_id, before))
-
-    @contextlib.contextmanager
-    def lock(self, session_id: Any, *, timeout: Any = None) -> Iterator[None]:
-        """The async lock, entered and left on this loop, as a plain ``with`` block."""
-        held = self.store.lock(session_id, timeout=timeout)
-        self.run(held.__aenter__())
-        try:
-            yield
-        except BaseException as exc:
-            if not self.run(held.__aexit__(type(exc), exc, exc.__traceback__)):
-                raise
-        else:
-            self.run(held.__aexit__(None, None, None))
-
-    def close(self) -> None:
-        self.run(self.store.close())
-
-
-@dataclasses.dataclass
-class Case:
-    """One store under test: ``store`` has the sync API whatever the flavour."""
-
-    kind: str
-    flavour: str
-    store: Any
-    raw: Any  # the Store or AsyncStore itself
-    prefix: str
-    url: str | None  # what a worker process opens; None for the memory store
-    loop: asyncio.AbstractEventLoop | None
-
-    def sid(self, name: str = "session") -> str:
-        return self.prefix + name
-
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        assert self.loop is not None
-        return self.loop.run_until_complete(coroutine)
-
-    def worker_flags(self) -> list[str]:
-        tiered = ["--tiered"] if self.kind == "tiered" else []
-        return tiered + (["--async"] if self.flavour == "async" else [])
-
-
-def build(kind: str, flavour: str, tmp_path: Path, loop: asyncio.AbstractEventLoop | None) -> Any:
-    """(store, url, durable tier to close) for one kind and flavour."""
-    if kind == "memory":
-        return (MemoryStore() if flavour == "sync" else AsyncMemoryStore()), None, None
-    path = tmp_path / "store.db"
-    url = sqlite_url(path) if kind in ("sqlite", "tiered") else require_server(kind)
-    if kind == "tiered":
-        cls = tiered_class(flavour)
-        durable = SQLiteStore(path) if flavour == "sync" else AsyncSQLiteStore(path)
-        return cls(durable, hot_size=8), url, durable
-    if flavour == "sync":
-        return open_store(url), url, None
-
-    async def opened() -> AsyncStore:  # some clients want a running loop when built
-        return open_async_store(url)
-
-    assert loop is not None
-    return loop.run_until_complete(opened()), url, None
-
-
-@pytest.fixture(
-    params=[(kind, flavour) for kind in KINDS for flavour in FLAVOURS],
-    ids=[f"{kind}-{flavour}" for kind in KINDS for flavour in FLAVOURS],
+from tests.support.stores import (
+    FLAVOURS,
+    REDIS_URL,
+    Blocking,
+    Case,
+    require_server,
+    sqlite_url,
+    tiered_class,
 )
-def case(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Case]:
-    kind, flavour = request.param
-    loop = asyncio.new_event_loop() if flavour == "async" else None
-    try:
-        raw, url, durable = build(kind, flavour, tmp_path, loop)
-        store = raw if loop is None else Blocking(raw, loop)
-        prefix = f"ctxw-test-{uuid.uuid4().hex[:12]}-"
-        yield Case(kind, flavour, store, raw, prefix, url, loop)
-        for session_id in store.sessions(prefix=prefix):
-            store.delete(session_id)
-        store.close()
-        if durable is not None:
-            (durable if loop is None else Blocking(durable, loop)).close()
-    finally:
-        if loop is not None:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
+
+WORKER = Path(__file__).parent / "support" / "store_worker.py"
+LOCK_WORKER = Path(__file__).parent / "support" / "lock_worker.py"
 
 
 def entry(text: str = "hello", **fields: Any) -> Entry:
@@ -2206,6 +2023,7 @@ def test_a_stale_redis_copy_is_dropped_by_a_fill_that_disagrees() -> None:
         assert store.fill("s", new) and store.load("s") == new
 
 
+@pytest.mark.servers
 def test_tiered_copies_in_other_processes_follow_a_truncate(tmp_path: Path) -> None:
     """Two tiered stores (as two processes would) over one SQLite file and one Redis: what
     one truncates, and writes anew past the other's cached end, the other reads right."""

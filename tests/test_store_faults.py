@@ -1,7 +1,7 @@
 """Stores under faults: servers stopped, stalled and restarted; SQLite files that cannot be written.
 
 Every server these tests stop, stall or restart is their own
-(``tests/own_servers.py``): a ``redis-server`` or a PostgreSQL cluster on a
+(``tests/support/own_servers.py``): a ``redis-server`` or a PostgreSQL cluster on a
 free port, in a temporary directory, ended after the test (module) — never
 the shared servers. Without the binaries they skip (fail with
 ``CTXWINDOW_REQUIRE_SERVERS=1``). SQLite faults that need root (an immutable
@@ -43,16 +43,19 @@ import pytest
 
 from ctxwindow.errors import SessionBusyError, StoreError, StoreUnavailableError
 from ctxwindow.messages import Entry
-from tests.own_servers import (
+from tests.support.own_servers import (
     OwnPostgres,
     OwnRedis,
     find_pg_bin,
     find_redis_server,
     free_port,
 )
-from tests.test_store_servers import no_server
+from tests.support.stores import no_server
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="signals, /proc and statvfs")
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="signals, /proc and statvfs"),
+    pytest.mark.servers,
+]
 
 T = TypeVar("T")
 FLAVOURS = ["sync", "async"]
@@ -217,7 +220,7 @@ def test_a_dead_holders_redis_lease_outlives_it_by_at_most_lock_ttl(
     from ctxwindow.stores.redis import RedisStore
 
     assert RedisStore.__init__.__kwdefaults__["lock_ttl"] == 5.0  # type: ignore[index]
-    worker = Path(__file__).with_name("lock_worker.py")
+    worker = Path(__file__).parent / "support" / "lock_worker.py"
     with subprocess.Popen(
         [sys.executable, str(worker), own_redis.url, "s", str(tmp_path / "n"), "--hold"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=Path(__file__).parent.parent,

@@ -9,7 +9,6 @@ transactions on an empty database, Redis's listing without index upkeep.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,17 +20,12 @@ import pytest
 from ctxwindow import Entry
 from ctxwindow.errors import StoreError
 from ctxwindow.stores import AsyncMemoryStore, MemoryStore, open_async_store, open_store
-from ctxwindow.stores.base import encode_entry
 from ctxwindow.stores.sqlite import SCHEMA_VERSION, SQLiteStore
-from ctxwindow.stores.sqlite.schema import MIGRATIONS
-from tests.test_store_contract import Blocking, require_server, sqlite_url
+from tests.support.store_files import entry, folder_state, older_file
+from tests.support.stores import Blocking, require_server, sqlite_url
 
 READ_ONLY = "is opened read-only: it cannot"
 TEXTS = ["你好", "こんにちは 🙂", "mixed Ελληνικά"]
-
-
-def entry(text: str) -> Entry:
-    return Entry({"role": "user", "content": text}, tokens=len(text), seq=0)
 
 
 def texts(entries: list[Entry]) -> list[str]:
@@ -115,29 +109,6 @@ def test_a_memory_store_can_be_read_through_a_read_only_view() -> None:
 
 
 # --- SQLite: mode=ro, and no migration ---------------------------------------------------
-
-
-def older_file(path: Path, version: int) -> Entry:
-    """A SQLite file as a ctxwindow of schema ``version`` left it (rollback journal, as
-    one written by another tool would be), holding one session of one entry."""
-    stored = entry("written by an older ctxwindow 🙂")
-    conn = sqlite3.connect(path)
-    for step in range(1, version + 1):
-        MIGRATIONS[step](conn)
-    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-    conn.execute("INSERT INTO schema_version VALUES (?)", (version,))
-    conn.execute(
-        "INSERT INTO entries VALUES ('default:旧', 1, ?, ?, ?, ?)",
-        (stored.id, encode_entry(stored, 1), stored.tokens, stored.created_at),
-    )
-    conn.commit()
-    conn.close()
-    return stored
-
-
-def folder_state(folder: Path) -> dict[str, str]:
-    """Every file of ``folder`` with a hash of its bytes."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
 
 
 @pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))

@@ -30,18 +30,14 @@ from ctxwindow.extras import install_hint
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import Store, entry_to_json
 from ctxwindow.stores.tiered import Fillable
+from tests.support.stores import no_server
+
+pytestmark = pytest.mark.servers
 
 REDIS_URL = os.environ.get("CTXWINDOW_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 POSTGRES_URL = os.environ.get("CTXWINDOW_TEST_POSTGRES_URL", "postgresql://127.0.0.1:5432/test")
-REQUIRE = os.environ.get("CTXWINDOW_REQUIRE_SERVERS") == "1"
 CLOSED_REDIS = "redis://:s3cret-pw@127.0.0.1:1/0"  # nothing listens on port 1
 CLOSED_POSTGRES = "postgresql://app:s3cret-pw@127.0.0.1:1/test"
-
-
-def no_server(reason: str) -> None:
-    if REQUIRE:
-        pytest.fail(f"{reason} (CTXWINDOW_REQUIRE_SERVERS=1)")
-    pytest.skip(reason)
 
 
 def entries(*texts: str) -> list[Entry]:
@@ -915,7 +911,7 @@ def test_a_store_closed_while_a_lock_is_held_gives_it_up_and_opens_nothing_after
 ) -> None:
     """The block ending after ``close`` sends nothing (a connection opened then would never
     be closed), and another process takes the session at once: closing gave the lock up."""
-    from tests.conftest import async_stores
+    from tests.support.stores import async_stores
 
     async def run() -> tuple[int, float]:
         with async_stores(kind, tmp_path) as open_store:

@@ -24,10 +24,10 @@ from ctxwindow import ContextManager, PriorityWindow
 from ctxwindow.compress import Extractive, RollingSummary
 from ctxwindow.compress.prompt import HEADINGS
 from ctxwindow.messages import Entry, Message
-from ctxwindow.policies import Context
+from ctxwindow.policies import Context, Folding, Keeping
 from ctxwindow.policies.journal import FOLDED, FOLDED_AWAY
 from ctxwindow.tokens import chat_tokenizer
-from tests.test_report_state import check_totals
+from tests.support.windows import check_totals
 
 TOK = chat_tokenizer("gpt-4o")
 CODE = re.compile(r"K\d+x\d+")
@@ -98,15 +98,17 @@ def check_honest(context: Context, said: dict[str, str], *, lines: bool = True) 
 
 
 def small_window(budget: int = 600, **overrides: Any) -> PriorityWindow:
-    options: dict[str, Any] = {
-        "system": "Be brief.",
+    """The window these tests share; ``overrides`` are fields of its ``Folding`` or keywords."""
+    folding: dict[str, Any] = {
         "summarizer": RollingSummary(Extractive(TOK), TOK).fold,
         "summary_tokens": budget // 6,
         "fold_tokens": budget // 12,
-        "reserve_recent": 0,
-        **overrides,
     }
-    return PriorityWindow(budget, **options)
+    folding.update((name, overrides.pop(name)) for name in list(overrides) if name in folding)
+    keeping = Keeping(reserve_recent=0)
+    return PriorityWindow(
+        budget, system="Be brief.", keeping=keeping, folding=Folding(**folding), **overrides
+    )
 
 
 def add_all(window: PriorityWindow, texts: Sequence[str]) -> dict[str, str]:

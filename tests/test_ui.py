@@ -19,9 +19,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ctxwindow.server import Settings, create_app
+from tests.support.inspector import Inspector
 
-from .browser import new_page, screenshot
-from .live_server import serving
+from .support.browser import screenshot
+from .support.live_server import serving
 
 KEYS = {"key-a": "alice", "key-b": "bob", "key-c": "carol"}
 ALICE = {"Authorization": "Bearer key-a"}
@@ -124,37 +125,6 @@ def _context(base_url: str, **params: Any) -> dict[str, Any]:
     assert answer.status_code == 200, answer.text
     body: dict[str, Any] = answer.json()
     return body
-
-
-class Inspector:
-    """A browser page on the inspector that lets only the live server's requests through."""
-
-    def __init__(self, browser: Any, base_url: str, key: str | None = None) -> None:
-        self.base_url = base_url
-        self.page = new_page(browser)
-        self.blocked: list[str] = []
-        self.page.route("**/*", self._only_the_service)
-        if key is not None:
-            self.page.add_init_script(f"sessionStorage.setItem('ctxwindow.api-key', {key!r})")
-
-    def _only_the_service(self, route: Any) -> None:
-        if route.request.url.startswith(self.base_url + "/"):
-            route.continue_()
-        else:
-            self.blocked.append(route.request.url)
-            route.abort()
-
-    def open(self, fragment: str = "") -> Any:
-        self.page.goto(f"{self.base_url}/ui/{fragment}")
-        return self.page
-
-    def check(self, *expected_statuses: int) -> None:
-        """No request left the service; no errors but the failed loads of
-        ``expected_statuses`` (the browser logs a 401 or 404 answer to fetch as an error)."""
-        assert self.blocked == []
-        allowed = tuple(f"status of {status}" for status in expected_statuses)
-        unexpected = [e for e in self.page.errors if not (allowed and any(a in e for a in allowed))]
-        assert unexpected == []
 
 
 @pytest.fixture

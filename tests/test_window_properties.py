@@ -24,25 +24,7 @@ from ctxwindow import (
 )
 from ctxwindow.messages import Entry
 from ctxwindow.policies import Window
-
-PHRASES = [
-    "hello",
-    "The order A-1042 shipped.",
-    "你好，世界",
-    "请记住我的生日是五月三日。",
-    "日本語のテキストです。",
-    "カタカナ",
-    "🎉🚀",
-    "👩‍👩‍👧‍👦",
-    "mixed 中文 and English 😀",
-    "",
-]
-
-texts = st.one_of(
-    st.sampled_from(PHRASES),
-    st.lists(st.sampled_from(PHRASES), min_size=1, max_size=30).map(" ".join),
-    st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40),
-)
+from tests.support.windows import check_one_storage, texts, tool_unit
 
 ops = st.one_of(
     st.tuples(st.just("msg"), st.sampled_from(["user", "assistant"]), texts),
@@ -77,19 +59,6 @@ def make_message_window(budget: int, system: str | None, model: Model) -> Window
         model.evicted.extend(u.messages() for u in units)
 
     return MessageWindow(max_messages=max(budget // 20, 1), system=system, on_evict=on_evict)
-
-
-def tool_unit(n: int, results: list[str], tag: int) -> list[dict[str, Any]]:
-    ids = [f"call_{tag}_{i}" for i in range(n)]
-    calls = [
-        {"id": i, "type": "function", "function": {"name": "f", "arguments": "{}"}} for i in ids
-    ]
-    unit: list[dict[str, Any]] = [{"role": "assistant", "content": None, "tool_calls": calls}]
-    unit += [
-        {"role": "tool", "tool_call_id": i, "content": r}
-        for i, r in zip(ids, results[:n], strict=True)
-    ]
-    return unit
 
 
 def snapshot(window: Window) -> tuple[list[dict[str, Any]], int, int]:
@@ -134,15 +103,6 @@ def reset(window: Window, model: Model) -> None:
     window.clear()
     for kept in (model.added, model.order, model.pinned, model.evicted):
         kept.clear()
-
-
-def check_one_storage(window: Window) -> None:
-    """units() and messages() read one storage: the very same messages, in the same order."""
-    messages = window.messages()
-    body = messages[1:] if window.system is not None else messages
-    from_units = [message for unit in window.units() for message in unit.messages()]
-    assert len(from_units) == len(body) == len(window)
-    assert all(a is b for a, b in zip(from_units, body, strict=True))
 
 
 def check_invariants(window: Window, model: Model) -> None:

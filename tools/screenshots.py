@@ -31,8 +31,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the tests' browser and live server
 
-from tests.browser import CHROMIUM, FLAGS  # noqa: E402
-from tests.live_server import serving  # noqa: E402
+from tests.support.browser import CHROMIUM, FLAGS  # noqa: E402
+from tests.support.live_server import serving  # noqa: E402
 
 from ctxwindow.server import Settings, create_app  # noqa: E402
 
@@ -156,7 +156,7 @@ def report(out: Path) -> None:
 
 @contextmanager
 def browser_page(height: int = 900) -> Iterator[Any]:
-    """A page of headless chromium, as the tests open it (tests/browser.py)."""
+    """A page of headless chromium, as the tests open it (tests/support/browser.py)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:

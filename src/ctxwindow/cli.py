@@ -88,7 +88,7 @@ EstimateOption = Annotated[
 
 def _use_models(config: Path | None, estimate: bool) -> None:
     """Make the model config and ``--estimate`` the process's (and forked workers')."""
-    from ctxwindow.tokens.registry import use_models
+    from ctxwindow.tokens.defaults import use_models
 
     if config is not None:
         os.environ["CTXWINDOW_MODEL_CONFIG"] = str(config.expanduser().resolve())

@@ -20,6 +20,7 @@ import typer
 
 from ctxwindow.cli_sessions import echo_json, fail, print_table
 from ctxwindow.errors import CtxWindowError
+from ctxwindow.tokens.defaults import models_from_env
 from ctxwindow.tokens.models import (
     ALIASES,
     ESTIMATES,
@@ -28,7 +29,7 @@ from ctxwindow.tokens.models import (
     OPENAI_PREFIXES,
     ModelInfo,
 )
-from ctxwindow.tokens.registry import UNKNOWN_ESTIMATE, ModelRegistry, is_glob, models_from_env
+from ctxwindow.tokens.registry import UNKNOWN_ESTIMATE, ModelRegistry, is_glob
 
 HEADER = ["model", "counted by", "window", "max output", "$ in / out per 1M", "source"]
 

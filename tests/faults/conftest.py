@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.servers import (
+from tests.support.faults.servers import (
     PrivatePostgres,
     PrivateRedis,
     make_postgres_template,
     no_server,
     private_directory,
 )
-from tests.faults.upstream import FaultyUpstream, faulty_upstream
+from tests.support.faults.upstream import FaultyUpstream, faulty_upstream
 
 if sys.platform == "win32":  # pragma: no cover
     collect_ignore_glob = ["test_*.py"]  # signals, process groups and loopback servers

@@ -28,8 +28,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ctxwindow.server import Settings, create_app
-from tests.conftest import async_stores
-from tests.faults.upstream import faulty_upstream
+from tests.support.faults.upstream import faulty_upstream
+from tests.support.stores import async_stores
 
 KEYS = {"key-acme": "acme", "key-long": "t" * 100}  # API key -> tenant
 CHAT = "/v1/chat/completions"
@@ -331,6 +331,7 @@ def test_an_idempotency_key_reused_with_another_body_is_refused(
 # -- NUL: one behaviour on every store --------------------------------------------------------
 
 
+@pytest.mark.servers
 def test_nul_in_content_gets_the_same_answer_from_every_store(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:

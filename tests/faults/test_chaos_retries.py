@@ -29,11 +29,14 @@ from itertools import pairwise
 from pathlib import Path
 
 import httpx
+import pytest
 
-from tests.faults.ledger import Ledger
-from tests.faults.servers import PrivatePostgres, PrivateRedis
-from tests.faults.service import ServiceProcess
-from tests.faults.upstream import FaultyUpstream
+from tests.support.faults.ledger import Ledger
+from tests.support.faults.servers import PrivatePostgres, PrivateRedis
+from tests.support.faults.service import ServiceProcess
+from tests.support.faults.upstream import FaultyUpstream
+
+pytestmark = pytest.mark.servers
 
 SESSIONS, PER_SESSION = 2, 2  # four clients
 KILLS = 14

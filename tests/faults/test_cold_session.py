@@ -28,8 +28,8 @@ from ctxwindow.context import AsyncContextManager, checkpoints
 from ctxwindow.messages import Entry
 from ctxwindow.server import Settings, create_app
 from ctxwindow.server.tenants import ANONYMOUS, scoped
-from tests.conftest import async_store
-from tests.faults.upstream import FaultyUpstream
+from tests.support.faults.upstream import FaultyUpstream
+from tests.support.stores import async_store
 
 LONG = 3 * checkpoints.NEWEST  # entries: well past what a cold load reads at first
 BUDGET = 2_000  # tokens: the window holds about 100 of the session's turns

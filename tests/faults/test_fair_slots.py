@@ -21,9 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
-from tests.faults.service import running_service
-from tests.faults.upstream import FaultyUpstream, echo
+from tests.support.faults.service import running_service
+from tests.support.faults.upstream import FaultyUpstream, echo
+
+pytestmark = pytest.mark.servers
 
 ALICE, BOB = "key-alice", "key-bob"
 STREAMS = 110

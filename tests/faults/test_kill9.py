@@ -24,11 +24,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 
-from tests.faults.ledger import Ledger
-from tests.faults.servers import PrivatePostgres, PrivateRedis
-from tests.faults.service import ServiceProcess
-from tests.faults.upstream import FaultyUpstream
+from tests.support.faults.ledger import Ledger
+from tests.support.faults.servers import PrivatePostgres, PrivateRedis
+from tests.support.faults.service import ServiceProcess
+from tests.support.faults.upstream import FaultyUpstream
+
+pytestmark = pytest.mark.servers
 
 CLIENTS = 4
 TURNS = 40  # at most, per client, before the kill

@@ -26,9 +26,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ctxwindow.archive import SQLiteArchive
 from ctxwindow.context import ContextManager
 from ctxwindow.stores.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 KILL_AFTER = 300  # acknowledged turns
@@ -37,7 +41,7 @@ KILL_AFTER = 300  # acknowledged turns
 def run_child(store: Path, archive: Path) -> list[tuple[int, str]]:
     """The (seq, id) of every turn the child acknowledged before it was killed."""
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.faults.archive_child", str(store), str(archive)],
+        [sys.executable, "-m", "tests.support.faults.archive_child", str(store), str(archive)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
     acknowledged: list[tuple[int, str]] = []

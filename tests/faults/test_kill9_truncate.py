@@ -26,10 +26,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ctxwindow.messages import Entry
 from ctxwindow.stores import open_store
-from tests.faults.servers import PrivatePostgres, PrivateRedis
-from tests.faults.truncate_child import batch
+from tests.support.faults.servers import PrivatePostgres, PrivateRedis
+from tests.support.faults.truncate_child import batch
+
+pytestmark = pytest.mark.servers
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE, SIZE = 50, 200
@@ -41,7 +45,7 @@ def run_child(url: str, session: str, first: int) -> int:
     """Run the child until it has done a few cycles, kill it after an append; the index
     of the last batch it started."""
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.faults.truncate_child", url, session, str(BASE),
+        [sys.executable, "-m", "tests.support.faults.truncate_child", url, session, str(BASE),
          str(SIZE), str(first)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         text=True,

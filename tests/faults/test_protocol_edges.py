@@ -33,11 +33,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ctxwindow.server import Settings, create_app
-from tests.faults.protocol_requests import CLAUDE, send
-from tests.faults.service import running_service
-from tests.faults.upstream import FaultyUpstream, faulty_upstream
-from tests.protocol_upstreams import REPLY
-from tests.sdk_clients import Bridge
+from tests.support.faults.protocol_requests import CLAUDE, send
+from tests.support.faults.service import running_service
+from tests.support.faults.upstream import FaultyUpstream, faulty_upstream
+from tests.support.protocol_upstreams import REPLY
+from tests.support.sdk_clients import Bridge
+
+pytestmark = pytest.mark.servers
 
 
 @pytest.fixture

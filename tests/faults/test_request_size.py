@@ -18,12 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.service import running_service
-from tests.faults.upstream import FaultyUpstream
+from tests.support.faults.service import running_service
+from tests.support.faults.upstream import FaultyUpstream
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="reads the server's memory from /proc"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux"), reason="reads the server's memory from /proc"
+    ),
+    pytest.mark.servers,
+]
 
 ATTACK = 200 * 2**20  # bytes the client offers
 CHUNK = 64 * 2**10

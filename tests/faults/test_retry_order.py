@@ -23,9 +23,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ctxwindow.server import Settings, create_app
-from tests.conftest import async_store
-from tests.faults.protocol_requests import send
-from tests.faults.upstream import FaultyUpstream
+from tests.support.faults.protocol_requests import send
+from tests.support.faults.upstream import FaultyUpstream
+from tests.support.stores import async_store
 
 PROTOCOLS = ["chat", "responses", "messages"]
 

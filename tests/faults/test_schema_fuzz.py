@@ -32,7 +32,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from ctxwindow.server import Settings, create_app
-from tests.faults.upstream import FaultyUpstream
+from tests.support.faults.upstream import FaultyUpstream
+
+pytestmark = pytest.mark.slow
 
 FUZZ = settings(
     max_examples=40, derandomize=True, database=None, deadline=10_000,  # a hang, not a speed

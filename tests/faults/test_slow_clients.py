@@ -25,8 +25,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.faults.service import ServiceProcess, running_service
-from tests.faults.upstream import FaultyUpstream
+from tests.support.faults.service import ServiceProcess, running_service
+from tests.support.faults.upstream import FaultyUpstream
+
+pytestmark = pytest.mark.servers
 
 HEAD, BODY = 1.0, 1.5  # the service's deadlines, seconds
 MARGIN = 2.5  # seconds of slack for a loaded machine

@@ -32,9 +32,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.ledger import RECOVERY, Ledger, assert_ready, assert_unavailable
-from tests.faults.service import ServiceProcess, running_service
-from tests.faults.upstream import FaultyUpstream
+from tests.support.faults.ledger import RECOVERY, Ledger, assert_ready, assert_unavailable
+from tests.support.faults.service import ServiceProcess, running_service
+from tests.support.faults.upstream import FaultyUpstream
+
+pytestmark = pytest.mark.servers
 
 BIG = "Parcel manifest: " + "包裹 box 📦 " * 6000  # ~60k characters, under the 100k limit
 

@@ -33,10 +33,12 @@ import pytest
 
 from ctxwindow.errors import StoreError
 from ctxwindow.stores.redis import RedisStore
-from tests.faults.ledger import RECOVERY, Ledger, assert_ready, assert_unavailable
-from tests.faults.servers import PrivatePostgres, PrivateRedis, PrivateServer
-from tests.faults.service import running_service
-from tests.faults.upstream import FaultyUpstream
+from tests.support.faults.ledger import RECOVERY, Ledger, assert_ready, assert_unavailable
+from tests.support.faults.servers import PrivatePostgres, PrivateRedis, PrivateServer
+from tests.support.faults.service import running_service
+from tests.support.faults.upstream import FaultyUpstream
+
+pytestmark = pytest.mark.servers
 
 FAULTS = ["stopped", "stalled", "restarted"]
 SETTINGS = {"lock_timeout": 2, "upstream_timeout": 30}  # a busy session answers 409 after 2 s

@@ -27,7 +27,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ctxwindow.server import Settings, create_app
-from tests.faults.upstream import FaultyUpstream
+from tests.support.faults.upstream import FaultyUpstream
 
 FAULTS = ["500", "timeout", "reset", "eof", "garbage"]
 UPSTREAM_TIMEOUT = 1.5  # the fake stalls for 3 s in "timeout"

@@ -34,7 +34,7 @@ from ctxwindow.context.batch import (
     hash_of_messages,
     validated,
 )
-from ctxwindow.context.contracts import ArchiveLike, EventHook, RedactAt
+from ctxwindow.context.contracts import ArchiveLike, CoreSettings, EventHook, RedactAt
 from ctxwindow.context.core import Core
 from ctxwindow.context.policy import Policy
 from ctxwindow.context.session import (
@@ -49,6 +49,7 @@ from ctxwindow.context.turns import HELD, holding
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry, Unit, stored_tokens
 from ctxwindow.policies import Context
+from ctxwindow.policies._deprecated import keyword_only
 from ctxwindow.policies.rules import text_of
 from ctxwindow.recall import RecallPolicy
 from ctxwindow.redact.redactor import RedactFn
@@ -60,6 +61,10 @@ logger = logging.getLogger("ctxwindow.context")
 
 class AsyncContextManager:
     """Sessions kept in a store, contexts built within a model's budget.
+
+    ``store`` and ``model`` may come by position, everything else by keyword
+    (``policy``, ``archive``, ``summarizer`` and ``redactor`` by position are
+    deprecated: they warn).
 
     ``redactor`` masks secrets. With ``redact="storage"`` (the default) it runs
     before a message is stored, so neither the store nor any context holds
@@ -94,15 +99,16 @@ class AsyncContextManager:
     (both built-in ones are).
     """
 
+    @keyword_only("policy", "archive", "summarizer", "redactor")  # in their old positional order
     def __init__(
         self,
         store: AsyncStore | str = "sqlite:///ctxwindow.db",
         model: str = "gpt-4o",
+        *,
         policy: Policy | None = None,
         archive: ArchiveLike | None = None,
         summarizer: Any = None,
         redactor: RedactFn | None = None,
-        *,
         budget: int | float = 0.75,
         reserve_output: int | None = None,
         recall: RecallPolicy | None = None,
@@ -126,8 +132,12 @@ class AsyncContextManager:
         self.lock_timeout = lock_timeout
         self.search_batches = search_batches
         self._core = Core(
-            model, policy, archive, summarizer, redactor, budget, reserve_output,
-            recall or RecallPolicy(), hot_sessions, redact, on_event, models, prompt_cache,
+            CoreSettings(
+                model=model, policy=policy, archive=archive, summarizer=summarizer,
+                redactor=redactor, budget=budget, reserve_output=reserve_output,
+                recall=recall or RecallPolicy(), hot_sessions=hot_sessions, redact=redact,
+                on_event=on_event, models=models, prompt_cache=prompt_cache,
+            )
         )  # fmt: skip
         self._queue = ArchiveQueue()
         self._archiving = SessionLocks()  # a session's batches, one at a time

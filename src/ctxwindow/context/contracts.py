@@ -1,13 +1,21 @@
-"""What the managers are given: archives, redaction modes, event hooks."""
+"""What the managers are given: archives, redaction modes, event hooks, the core's settings."""
 
 from __future__ import annotations
 
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol, TypeGuard
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeGuard
 
 from ctxwindow.messages import Entry
+from ctxwindow.recall import RecallPolicy
+
+if TYPE_CHECKING:
+    from ctxwindow.context.policy import Policy
+    from ctxwindow.context.session import HotSessions
+    from ctxwindow.redact.redactor import RedactFn
+    from ctxwindow.tokens.registry import ModelRegistry
 
 # Told of work as it happens (for metrics): ("compressed", entries),
 # ("summary_updated", 1), ("recall_seconds", seconds of one archive search).
@@ -61,3 +69,37 @@ def _keeps_watermarks(kind: type) -> bool:
     except (TypeError, ValueError):  # no signature to read: assume the old contract
         return False
     return any(p.name == "through" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CoreSettings:
+    """What both managers' shared core is built from: the manager's keywords but for the
+    store and the manager's own (``prefetch``, ``lock_timeout``, ``search_batches``).
+
+    A manager builds it once from its keywords (``AsyncContextManager`` says what each
+    means); the core derives the rest (tokenizer, reply reserve, budget in tokens, policy).
+
+    >>> CoreSettings(model="gpt-4o-mini", budget=2000).redact
+    'storage'
+    >>> CoreSettings(redact="upstream")
+    Traceback (most recent call last):
+    ValueError: redact must be one of ('storage', 'context'), got 'upstream'
+    """
+
+    model: str = "gpt-4o"
+    policy: Policy | None = None
+    archive: ArchiveLike | None = None
+    summarizer: Any = None
+    redactor: RedactFn | None = None
+    budget: int | float = 0.75
+    reserve_output: int | None = None
+    recall: RecallPolicy = field(default_factory=RecallPolicy)
+    hot_sessions: int | HotSessions = 256
+    redact: RedactAt = "storage"
+    on_event: EventHook | None = None
+    models: ModelRegistry | None = None
+    prompt_cache: bool = True
+
+    def __post_init__(self) -> None:
+        if self.redact not in REDACT_AT:
+            raise ValueError(f"redact must be one of {REDACT_AT}, got {self.redact!r}")

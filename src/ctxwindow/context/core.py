@@ -10,8 +10,8 @@ from typing import Any
 
 from ctxwindow.archive.base import Archive
 from ctxwindow.context import checkpoints
-from ctxwindow.context.contracts import REDACT_AT, ArchiveLike, EventHook, RedactAt
-from ctxwindow.context.policy import LOW_WATER, Policy, default_budget, hybrid_policy
+from ctxwindow.context.contracts import CoreSettings
+from ctxwindow.context.policy import LOW_WATER, default_budget, hybrid_policy
 from ctxwindow.context.question import Question, asked, compressed, sends, with_question
 from ctxwindow.context.session import (
     CACHED_UNITS,
@@ -27,10 +27,10 @@ from ctxwindow.policies.alternate import alternate, is_alternating
 from ctxwindow.policies.base import stored_kind
 from ctxwindow.policies.explain import Decision, Decisions, Report
 from ctxwindow.policies.rules import text_of
-from ctxwindow.recall import Recall, RecallPolicy, is_whole
-from ctxwindow.redact.redactor import RedactFn, redacted_preview
+from ctxwindow.recall import Recall, is_whole
+from ctxwindow.redact.redactor import redacted_preview
 from ctxwindow.stores.base import Checkpoint, Earlier
-from ctxwindow.tokens.registry import ModelRegistry, default_models
+from ctxwindow.tokens.defaults import default_models
 
 RECALLED = "recalled: matched the query"
 CARRIED = "recalled for an earlier turn: kept in place for the prompt cache"
@@ -45,46 +45,30 @@ score stay in place only while they take at most this share of the budget."""
 
 
 class Core:
-    """What the sync and async managers share: windows, recall, merging, reports."""
+    """What the sync and async managers share: windows, recall, merging, reports.
 
-    def __init__(
-        self,
-        model: str,
-        policy: Policy | None,
-        archive: ArchiveLike | None,
-        summarizer: Any,
-        redactor: RedactFn | None,
-        budget: int | float,
-        reserve_output: int | None,
-        recall: RecallPolicy,
-        hot_sessions: int | HotSessions,
-        redact: RedactAt = "storage",
-        on_event: EventHook | None = None,
-        models: ModelRegistry | None = None,
-        prompt_cache: bool = True,
-    ) -> None:
-        if redact not in REDACT_AT:
-            raise ValueError(f"redact must be one of {REDACT_AT}, got {redact!r}")
-        self.model = model
-        models = models or default_models()
-        info = models.resolve(model)
-        self.info = info
+    Built from the manager's ``CoreSettings``; it derives what they imply: the model's
+    counter, the budget in tokens (less the reply's reserve), the default policy."""
+
+    def __init__(self, settings: CoreSettings) -> None:
+        self.settings = settings
+        models = settings.models or default_models()
+        info = models.resolve(settings.model)
         self.tokenizer = models.tokenizer_of(info)
         self.strict_roles = info.strict_roles
-        self.reserve_output = (
-            min(4096, info.max_output) if reserve_output is None else reserve_output
+        reserve = settings.reserve_output
+        reserve = min(4096, info.max_output) if reserve is None else reserve
+        self.budget = default_budget(settings.model, settings.budget, reserve, models=models)
+        self.policy = settings.policy or hybrid_policy(
+            settings.summarizer, cache=settings.prompt_cache
         )
-        self.budget = default_budget(model, budget, self.reserve_output, models=models)
-        self.prompt_cache = prompt_cache
-        self.policy = policy or hybrid_policy(summarizer, cache=prompt_cache)
-        self.archive = archive
-        self.redactor = redactor
-        self.redact_context = redactor is not None and redact == "context"
-        self.recall = recall
-        self.on_event = on_event
-        if not isinstance(hot_sessions, HotSessions):
-            hot_sessions = HotSessions(hot_sessions)
-        self.sessions = hot_sessions
+        self.archive = settings.archive
+        self.redactor = settings.redactor
+        self.redact_context = self.redactor is not None and settings.redact == "context"
+        self.recall = settings.recall
+        self.on_event = settings.on_event
+        hot = settings.hot_sessions
+        self.sessions = hot if isinstance(hot, HotSessions) else HotSessions(hot)
 
     # -- sessions in the hot tier ---------------------------------------------------
 
@@ -420,7 +404,7 @@ class Core:
         ranked = [(s, u) for s, u in ranked if not recent.issuperset(e.id for e in u.entries)]
         kept = {e.id for _, unit in ranked for e in unit.entries if window.holds(e.seq)}
         room = self.recall.room(budget, window.pinned_tokens, recent_tokens)
-        if not self.prompt_cache:
+        if not self.settings.prompt_cache:
             found = self.recall.choose(ranked, kept, room, floor=0.0)
             return Recall(found.units, found.keep | recent)
         sticky = session.sticky

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ctxwindow.policies import PriorityWindow, Window
+from ctxwindow.policies import Folding, PriorityWindow, Window
 from ctxwindow.tokens.chat import ChatTokenizer
-from ctxwindow.tokens.registry import ModelRegistry, default_models
+from ctxwindow.tokens.defaults import default_models
+from ctxwindow.tokens.registry import ModelRegistry
 
 Policy = Callable[[int, ChatTokenizer], Window]
 """Makes a session's window for a budget: ``policy(budget, tokenizer)``."""
@@ -60,10 +61,12 @@ def hybrid_policy(
             tokenizer.model,
             tokenizer=tokenizer,
             oversize="drop",
-            compressor=_compressor(compressor, tokenizer),
-            compress_threshold=min(2000, budget // 4),
-            summarizer=rolling.fold if summary else None,
-            summary_tokens=min(800, budget // 8),
+            folding=Folding(
+                compressor=_compressor(compressor, tokenizer),
+                compress_threshold=min(2000, budget // 4),
+                summarizer=rolling.fold if summary else None,
+                summary_tokens=min(800, budget // 8),
+            ),
             low_water=LOW_WATER if cache else None,
         )
 

@@ -1,6 +1,7 @@
 """``ctxwindow eval``: measure context strategies and budgets on conversations (docs/eval.md)."""
 
-from ctxwindow.eval.dataset import Conversation, Dataset, DatasetError, Question, load_dataset
+from ctxwindow.eval.dataset import Conversation, Dataset, DatasetError, Question
+from ctxwindow.eval.loaders import load_dataset
 from ctxwindow.eval.runner import DEFAULT_BUDGETS, run_eval
 from ctxwindow.eval.strategies import (
     DEFAULT_STRATEGIES,

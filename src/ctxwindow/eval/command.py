@@ -17,11 +17,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ctxwindow.errors import CtxWindowError
-from ctxwindow.eval.dataset import Dataset, DatasetError, load_dataset
+from ctxwindow.eval.dataset import Dataset, DatasetError
+from ctxwindow.eval.loaders import load_dataset
 from ctxwindow.eval.runner import RECENT, Answerer, run_eval, total_steps
 from ctxwindow.eval.strategies import get_strategy
 from ctxwindow.extras import require
-from ctxwindow.tokens.models import model_info
+from ctxwindow.tokens.defaults import model_info
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """Evaluation datasets: loading, validation, and the cases a strategy is asked about.
 
 The format (JSON, or JSON Lines with one conversation per line) is documented
-in docs/eval.md; ``locomo:PATH``, ``longmemeval:PATH`` and ``beam:PATH`` read
-the files of those public benchmarks (``ctxwindow.eval.loaders``).
+in docs/eval.md. ``load_dataset`` (in ``ctxwindow.eval.loaders``) reads a file,
+a built-in dataset, or the files of a public benchmark (``locomo:PATH``,
+``longmemeval:PATH``, ``beam:PATH``).
 Validation collects every problem, each naming the conversation, message or
 question and what is wrong; by default any problem stops the run before anything is measured, and
 with ``skip_invalid`` the invalid conversations and questions are left out and
@@ -15,15 +16,17 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxwindow.errors import CtxWindowError, InvalidMessageError
 from ctxwindow.messages import Message, tool_call_ids, validate_message
 
+if TYPE_CHECKING:  # its old import path (see ``__getattr__``)
+    from ctxwindow.eval.loaders import load_dataset as load_dataset
+
 # Keys of a dataset message that are ours, not the chat wire format.
 DATASET_KEYS = ("id", "timestamp")
-# Spec prefixes of the public benchmarks read by ctxwindow.eval.loaders.
-BENCHMARKS = ("locomo:", "longmemeval:", "beam:")
+_MOVED = ("load_dataset",)  # to ctxwindow.eval.loaders, with the benchmarks it reads
 
 
 class DatasetError(CtxWindowError, ValueError):
@@ -74,34 +77,6 @@ class Dataset:
     @property
     def n_questions(self) -> int:
         return sum(len(c.questions) for c in self.conversations)
-
-
-def load_dataset(
-    spec: str, *, skip_invalid: bool = False, include_unanswerable: bool = False
-) -> tuple[Dataset, list[str]]:
-    """Load ``builtin:NAME``, ``locomo:PATH``, ``longmemeval:PATH``, ``beam:PATH`` or a
-    ``.json``/``.jsonl`` file.
-
-    Returns the dataset and the problems of what was left out: by ``skip_invalid``,
-    and, for a benchmark, its questions that cannot be measured.
-    ``include_unanswerable`` keeps a benchmark's unanswerable questions
-    (LoCoMo's adversarial ones, LongMemEval's abstention ones).
-    """
-    if spec.startswith(BENCHMARKS):
-        from ctxwindow.eval.loaders import load_benchmark
-
-        return load_benchmark(
-            spec, skip_invalid=skip_invalid, include_unanswerable=include_unanswerable
-        )
-    if spec.startswith("builtin:"):
-        from ctxwindow.eval.builtin import builtin_dataset
-
-        try:
-            data = builtin_dataset(spec.removeprefix("builtin:"))
-        except ValueError as exc:
-            raise DatasetError(spec, [str(exc)]) from exc
-        return parse_dataset(data, spec, skip_invalid=skip_invalid)
-    return parse_dataset(read_json(Path(spec)), spec, skip_invalid=skip_invalid)
 
 
 def read_json(path: Path) -> Any:
@@ -291,3 +266,13 @@ def _question_problems(
         elif after in open_at:
             found.append(f"'after' {after!r} splits a tool call from its results")
     return found
+
+
+def __getattr__(name: str) -> Any:
+    """``load_dataset`` lives in :mod:`ctxwindow.eval.loaders`, beside the benchmarks it
+    reads; importing it from here still works."""
+    if name in _MOVED:
+        from ctxwindow.eval import loaders  # only for the old import path
+
+        return getattr(loaders, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,10 @@
-"""The public long-conversation benchmarks LoCoMo, LongMemEval and BEAM as evaluation datasets.
+"""Loading evaluation datasets, and the public long-conversation benchmarks LoCoMo,
+LongMemEval and BEAM as evaluation datasets.
 
-``load_dataset("locomo:PATH")``, ``load_dataset("longmemeval:PATH")`` and
-``load_dataset("beam:PATH")`` come here. The original files are turned into
+``load_dataset`` reads a ``.json``/``.jsonl`` file, a built-in dataset
+(``builtin:NAME``) or a benchmark: ``load_dataset("locomo:PATH")``,
+``load_dataset("longmemeval:PATH")`` and ``load_dataset("beam:PATH")``
+(``load_benchmark``). The original files are turned into
 the dataset format of docs/eval.md (conversations of messages with ``id``
 and ``timestamp``, and their questions), which ``parse_dataset`` then
 validates like any JSON dataset. The rendering is specified in docs/eval.md,
@@ -36,13 +39,41 @@ from ctxwindow.eval.locomo import from_locomo
 from ctxwindow.eval.longmemeval import from_longmemeval
 
 __all__ = [
+    "BENCHMARKS",
     "Conversion",
     "benchmarks",
     "from_beam",
     "from_locomo",
     "from_longmemeval",
     "load_benchmark",
+    "load_dataset",
 ]
+
+
+def load_dataset(
+    spec: str, *, skip_invalid: bool = False, include_unanswerable: bool = False
+) -> tuple[Dataset, list[str]]:
+    """Load ``builtin:NAME``, ``locomo:PATH``, ``longmemeval:PATH``, ``beam:PATH`` or a
+    ``.json``/``.jsonl`` file.
+
+    Returns the dataset and the problems of what was left out: by ``skip_invalid``,
+    and, for a benchmark, its questions that cannot be measured.
+    ``include_unanswerable`` keeps a benchmark's unanswerable questions
+    (LoCoMo's adversarial ones, LongMemEval's abstention ones).
+    """
+    if spec.startswith(BENCHMARKS):
+        return load_benchmark(
+            spec, skip_invalid=skip_invalid, include_unanswerable=include_unanswerable
+        )
+    if spec.startswith("builtin:"):
+        from ctxwindow.eval.builtin import builtin_dataset  # the generators load when asked
+
+        try:
+            data = builtin_dataset(spec.removeprefix("builtin:"))
+        except ValueError as exc:
+            raise DatasetError(spec, [str(exc)]) from exc
+        return parse_dataset(data, spec, skip_invalid=skip_invalid)
+    return parse_dataset(read_json(Path(spec)), spec, skip_invalid=skip_invalid)
 
 
 def load_benchmark(
@@ -69,6 +100,8 @@ _CONVERTERS: dict[str, Callable[..., Conversion]] = {
     "longmemeval": from_longmemeval,
     "beam": from_beam,
 }
+# The spec prefixes ``load_dataset`` hands to ``load_benchmark``.
+BENCHMARKS = tuple(f"{kind}:" for kind in _CONVERTERS)
 # What a converter is given: the parsed file, but BEAM's chats, as a chat is a folder of files.
 _INPUTS: dict[str, Callable[[Path], Any]] = {"beam": beam_chats}
 

@@ -46,8 +46,8 @@ from ctxwindow.eval.dataset import Conversation, Dataset, Question
 from ctxwindow.eval.replay import CacheMeter, Replayed, mean_by_turn
 from ctxwindow.eval.strategies import DEFAULT_STRATEGIES, Built, Case, Strategy, get_strategy
 from ctxwindow.messages import Message
-from ctxwindow.tokens.chat import ChatTokenizer, chat_tokenizer
-from ctxwindow.tokens.models import model_info
+from ctxwindow.tokens.chat import ChatTokenizer
+from ctxwindow.tokens.defaults import chat_tokenizer, model_info
 
 DEFAULT_BUDGETS = (1024, 2048, 4096, 8192, 16384)
 UNBOUNDED = "unbounded"

@@ -35,7 +35,8 @@ from ctxwindow.messages import Entry, Message
 from ctxwindow.policies import Context
 from ctxwindow.stores.base import AsyncStore, Store
 from ctxwindow.stores.memory import AsyncMemoryStore, MemoryStore
-from ctxwindow.tokens.chat import ChatTokenizer, chat_tokenizer
+from ctxwindow.tokens.chat import ChatTokenizer
+from ctxwindow.tokens.defaults import chat_tokenizer
 
 require("langchain_core", "langchain")
 require("langchain.agents.middleware", "langchain")

@@ -9,23 +9,38 @@ One module a concern:
 - ``priority``: ``PriorityWindow``: priorities, caps and small talk, over
   ``victims`` (which unit goes next), ``folding`` (a victim compressed or
   summarized instead) and ``journal`` (what it did, told as a ``Report``);
-- ``rules``: priorities, kinds and the rules that assign them; ``explain``:
-  ``Decision``, ``Report``, ``Context``.
+- ``rules``: priorities, kinds and the rules that assign them (``Keeping``:
+  what a ``PriorityWindow`` keeps); ``folding``: ``Folding``, what it makes
+  of victims; ``explain``: ``Decision``, ``Report``, ``Context``;
+- ``_deprecated``: the constructors' old spellings, for one release.
 """
 
 from ctxwindow.policies.base import EvictHook, Oversize, Window
 from ctxwindow.policies.explain import Context, Decision, Report
+from ctxwindow.policies.folding import Folding
 from ctxwindow.policies.message_window import MessageWindow
 from ctxwindow.policies.priority import PriorityWindow
-from ctxwindow.policies.rules import DEFAULT_RULES, KINDS, Keywords, Match, Priority, Rule
+from ctxwindow.policies.rules import (
+    CATEGORIES,
+    DEFAULT_RULES,
+    KINDS,
+    Keeping,
+    Keywords,
+    Match,
+    Priority,
+    Rule,
+)
 from ctxwindow.policies.token_window import TokenWindow
 
 __all__ = [
+    "CATEGORIES",
     "DEFAULT_RULES",
     "KINDS",
     "Context",
     "Decision",
     "EvictHook",
+    "Folding",
+    "Keeping",
     "Keywords",
     "Match",
     "MessageWindow",

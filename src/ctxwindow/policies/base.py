@@ -28,7 +28,8 @@ from ctxwindow.policies.checkpoint import CheckpointError
 from ctxwindow.policies.journal import TOO_LARGE, Journal
 from ctxwindow.policies.kept import Kept
 from ctxwindow.policies.view import WindowView
-from ctxwindow.tokens.chat import ChatTokenizer, chat_tokenizer
+from ctxwindow.tokens.chat import ChatTokenizer
+from ctxwindow.tokens.defaults import chat_tokenizer
 from ctxwindow.tokens.truncate import truncate_text
 
 logger = logging.getLogger("ctxwindow.policies")

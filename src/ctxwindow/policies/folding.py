@@ -10,12 +10,60 @@ decides when to call them and puts what they return in place.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from ctxwindow.messages import Entry, Unit
-from ctxwindow.policies.rules import Priority
+from ctxwindow.policies.rules import Priority, check_count
 
 Compressor = Callable[[Sequence[Entry], int], list[Entry]]
 Summarizer = Callable[[Entry | None, Sequence[Entry], int], Entry]
+
+
+@dataclass(frozen=True)
+class Folding:
+    """What a ``PriorityWindow`` makes of a victim instead of losing it.
+
+    - ``compressor``: gives a victim above ``compress_threshold`` tokens a
+      smaller form that stays in the window;
+    - ``summarizer``: folds evicted units into one rolling summary of at most
+      ``summary_tokens``, in batches of ``fold_tokens`` (None: half the
+      summary, at least 64), since each fold re-summarizes the summary.
+
+    Checked once, here: a bad value raises ``ValueError`` naming its field.
+
+    >>> Folding(summary_tokens=400).batch_tokens
+    200
+    >>> Folding(summary_tokens=-1)
+    Traceback (most recent call last):
+    ValueError: summary_tokens must be a non-negative integer, got -1
+    """
+
+    compressor: Compressor | None = None
+    compress_threshold: int = 2000
+    summarizer: Summarizer | None = None
+    summary_tokens: int = 800
+    fold_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_callable("compressor", self.compressor)
+        _check_callable("summarizer", self.summarizer)
+        check_count("compress_threshold", self.compress_threshold, least=0)
+        check_count("summary_tokens", self.summary_tokens, least=0)
+        if self.fold_tokens is not None:
+            check_count("fold_tokens", self.fold_tokens, least=1)
+
+    @property
+    def batch_tokens(self) -> int:
+        """Evicted tokens to gather before a fold: ``fold_tokens``, or half the summary."""
+        return (
+            self.fold_tokens if self.fold_tokens is not None else max(64, self.summary_tokens // 2)
+        )
+
+
+def _check_callable(field: str, value: Any) -> None:
+    if value is not None and not callable(value):
+        raise ValueError(f"{field} must be callable or None, got {value!r}")
 
 
 def shrink(

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxwindow.messages import SYSTEM_ROLES, Entry
+from ctxwindow.policies._deprecated import system_second
 from ctxwindow.policies.base import EvictHook, Oversize, Window
 from ctxwindow.tokens.chat import ChatTokenizer
 
@@ -19,16 +20,21 @@ class MessageWindow(Window):
     after evicting a tool unit. Tokens are still counted once per message so
     that ``total_tokens`` is known; ``oversize`` may be ``"error"`` or
     ``"drop"`` (a tool unit with more messages than the limit).
+
+    Its second positional is the model, as for every window (it used to be
+    the system prompt): ``MessageWindow(20, "gpt-4o", system="Be brief.")``.
+    The model still matters here, since ``total_tokens`` is counted.
     """
 
     budget_in_tokens = False
 
+    @system_second
     def __init__(
         self,
         max_messages: int,
-        system: str | None = None,
-        *,
         model: str = "gpt-4o",
+        *,
+        system: str | None = None,
         tools: Sequence[Mapping[str, Any]] | None = None,
         oversize: Oversize = "error",
         on_evict: EvictHook | None = None,

@@ -35,17 +35,16 @@ from typing import Any
 from ctxwindow.errors import PinnedOverBudgetError
 from ctxwindow.messages import Entry, Message, Unit, make_message
 from ctxwindow.policies import checkpoint
+from ctxwindow.policies._deprecated import grouped, keyword_only
 from ctxwindow.policies.base import EvictHook, Given, Oversize
 from ctxwindow.policies.explain import Context, Report
-from ctxwindow.policies.folding import Compressor, Folds, Summarizer, fold, shrink, shrink_alone
+from ctxwindow.policies.folding import Folding, Folds, fold, shrink, shrink_alone
 from ctxwindow.policies.journal import DRAWS_ON, Journal
 from ctxwindow.policies.kept import keep_last, leave_out, unit_tokens
 from ctxwindow.policies.rules import (
-    DEFAULT_RULES,
+    Keeping,
     Priority,
-    Rule,
     category_of,
-    check_rules,
     infer_kind,
     is_small_talk,
     priority_of,
@@ -61,7 +60,12 @@ BudgetHook = Callable[[Any], int]
 class PriorityWindow(TokenWindow):
     """A token window that evicts by priority, compresses first, and explains itself.
 
-    >>> w = PriorityWindow(max_tokens=200, system="Be brief.", reserve_recent=0)
+    Like ``TokenWindow``, it takes the budget and the model by position and
+    the rest by keyword; what it keeps comes as one ``Keeping`` (rules, caps,
+    the recent reserve) and what it makes of victims as one ``Folding``
+    (compressor, summarizer).
+
+    >>> w = PriorityWindow(200, system="Be brief.", keeping=Keeping(reserve_recent=0))
     >>> _ = w.add("user", "Remember: my passport number is X1234567.")
     >>> for i in range(30):
     ...     _ = w.add("assistant", f"Noted, item {i} of a long and ordinary list.")
@@ -69,23 +73,17 @@ class PriorityWindow(TokenWindow):
     True
     """
 
+    @keyword_only("system", "reserve_output")
+    @grouped(keeping=Keeping, folding=Folding)
     def __init__(
         self,
         max_tokens: int,
         model: str = "gpt-4o",
+        *,
         system: str | None = None,
         reserve_output: int = 0,
-        *,
-        rules: Sequence[Rule] = DEFAULT_RULES,
-        caps: Mapping[str, int] | None = None,
-        reserve_recent: int | None = None,
-        compressor: Compressor | None = None,
-        compress_threshold: int = 2000,
-        summarizer: Summarizer | None = None,
-        summary_tokens: int = 800,
-        fold_tokens: int | None = None,
-        dedupe_small_talk: bool = True,
-        document_tokens: int = 1000,
+        keeping: Keeping | None = None,
+        folding: Folding | None = None,
         budget_hook: BudgetHook | None = None,
         log_size: int = 10_000,
         tools: Sequence[Mapping[str, Any]] | None = None,
@@ -95,14 +93,13 @@ class PriorityWindow(TokenWindow):
         estimate: bool = False,
         low_water: float | None = None,
     ) -> None:
-        self._set_rules(rules, caps, reserve_recent, dedupe_small_talk, document_tokens)
-        self._set_folding(compressor, compress_threshold, summarizer, summary_tokens, fold_tokens)
+        self._set_keeping(keeping or Keeping())
+        self._set_folding(folding or Folding())
         self.budget_hook = budget_hook
         super().__init__(
             max_tokens,
             model,
-            None,
-            reserve_output,
+            reserve_output=reserve_output,
             tools=tools,
             oversize=oversize,
             on_evict=on_evict,
@@ -112,36 +109,20 @@ class PriorityWindow(TokenWindow):
         )
         self._start(log_size, system)
 
-    def _set_rules(
-        self,
-        rules: Sequence[Rule],
-        caps: Mapping[str, int] | None,
-        reserve_recent: int | None,
-        dedupe_small_talk: bool,
-        document_tokens: int,
-    ) -> None:
+    def _set_keeping(self, keeping: Keeping) -> None:
         """What an entry is worth: its rules, the caps of its category, the recent reserve."""
-        self.rules = check_rules(rules)
-        self.caps = dict(caps or {})
-        self._reserve_recent = reserve_recent
-        self.dedupe_small_talk = dedupe_small_talk
-        self.document_tokens = document_tokens
+        self.keeping = keeping
+        self.rules, self.caps = tuple(keeping.rules), dict(keeping.caps or {})
+        self._reserve_recent = keeping.reserve_recent
+        self.dedupe_small_talk = keeping.dedupe_small_talk
+        self.document_tokens = keeping.document_tokens
 
-    def _set_folding(
-        self,
-        compressor: Compressor | None,
-        compress_threshold: int,
-        summarizer: Summarizer | None,
-        summary_tokens: int,
-        fold_tokens: int | None,
-    ) -> None:
+    def _set_folding(self, folding: Folding) -> None:
         """What a victim becomes instead of leaving: smaller, or part of the summary."""
-        self.compressor = compressor
-        self.compress_threshold = compress_threshold
-        self.summarizer = summarizer
-        self.summary_tokens = summary_tokens
-        # Folding re-summarizes the summary, so evictions are folded in batches.
-        self.fold_tokens = fold_tokens if fold_tokens is not None else max(64, summary_tokens // 2)
+        self.folding = folding
+        self.compressor, self.compress_threshold = folding.compressor, folding.compress_threshold
+        self.summarizer, self.summary_tokens = folding.summarizer, folding.summary_tokens
+        self.fold_tokens = folding.batch_tokens
 
     def _start(self, log_size: int, system: str | None) -> None:
         """The state that needs the window's storage; then the system prompt."""

@@ -8,9 +8,10 @@ kind, a regular expression over the text, or a metadata key.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from types import MappingProxyType
 from typing import Any
 
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message
@@ -26,6 +27,7 @@ class Priority(IntEnum):
 
 
 KINDS = ("chat", "document", "tool", "recalled", "summary")
+CATEGORIES = ("system", "pinned", *KINDS)  # what ``caps`` can cap (see ``category_of``)
 
 Rule = Callable[[Entry], "Priority | None"]
 
@@ -190,8 +192,63 @@ def infer_kind(message: Message, tokens: int, given: str | None, document_tokens
 
 def check_rules(rules: Sequence[Any]) -> tuple[Rule, ...]:
     if not all(callable(rule) for rule in rules):
-        raise TypeError("every rule must be callable: rule(entry) -> Priority | None")
+        raise TypeError("rules: every rule must be callable: rule(entry) -> Priority | None")
     return tuple(rules)
+
+
+@dataclass(frozen=True)
+class Keeping:
+    """What a ``PriorityWindow`` keeps: the rules that value entries, the caps, the reserve.
+
+    - ``rules``: first match wins (``DEFAULT_RULES``);
+    - ``caps``: tokens a budget category may hold, ``{"document": 3000}``
+      (categories: ``CATEGORIES``);
+    - ``reserve_recent``: tokens of the newest units evicted last (None: a
+      quarter of the budget, at most 2,000);
+    - ``dedupe_small_talk``: keep only the latest greeting or acknowledgement;
+    - ``document_tokens``: a user message this long is a ``document``.
+
+    Checked once, here: a bad value raises ``ValueError`` naming its field.
+
+    >>> Keeping(caps={"document": 3000}, reserve_recent=0).caps["document"]
+    3000
+    >>> Keeping(reserve_recent=-1)
+    Traceback (most recent call last):
+    ValueError: reserve_recent must be a non-negative integer, got -1
+    """
+
+    rules: Sequence[Rule] = DEFAULT_RULES
+    caps: Mapping[str, int] | None = None
+    reserve_recent: int | None = None
+    dedupe_small_talk: bool = True
+    document_tokens: int = 1000
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rules", check_rules(self.rules))
+        object.__setattr__(self, "caps", MappingProxyType(_checked_caps(self.caps or {})))
+        if self.reserve_recent is not None:
+            check_count("reserve_recent", self.reserve_recent, least=0)
+        if not isinstance(self.dedupe_small_talk, bool):
+            raise ValueError(
+                f"dedupe_small_talk must be True or False, got {self.dedupe_small_talk!r}"
+            )
+        check_count("document_tokens", self.document_tokens, least=1)
+
+
+def _checked_caps(caps: Mapping[str, int]) -> dict[str, int]:
+    for category, tokens in caps.items():
+        if category not in CATEGORIES:
+            known = ", ".join(CATEGORIES)
+            raise ValueError(f"caps: unknown category {category!r}; categories are {known}")
+        check_count(f"caps[{category!r}]", tokens, least=0)
+    return dict(caps)
+
+
+def check_count(field: str, value: Any, *, least: int) -> None:
+    """A whole number, at least ``least`` (not a bool), or ``ValueError`` naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        kind = "a positive integer" if least > 0 else "a non-negative integer"
+        raise ValueError(f"{field} must be {kind}, got {value!r}")
 
 
 def category_of(entry: Entry) -> str:
@@ -204,16 +261,19 @@ def category_of(entry: Entry) -> str:
 
 
 __all__ = [
+    "CATEGORIES",
     "DEFAULT_RULES",
     "IMPORTANT",
     "KINDS",
     "SMALL_TALK",
+    "Keeping",
     "Keywords",
     "Match",
     "Priority",
     "Rule",
     "assign",
     "category_of",
+    "check_count",
     "infer_kind",
     "is_small_talk",
     "priority_of",

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxwindow.messages import Entry
+from ctxwindow.policies._deprecated import keyword_only
 from ctxwindow.policies.base import EvictHook, Oversize, Window
 from ctxwindow.tokens.chat import ChatTokenizer
 
@@ -18,20 +19,24 @@ class TokenWindow(Window):
     free for the reply. ``total_tokens`` always equals
     ``count_tokens(window.messages(), model, tools)``.
 
-    >>> w = TokenWindow(max_tokens=60, system="Be brief.")
+    The budget and the model come by position, everything else by keyword
+    (as for every window: ``TokenWindow(8000, "gpt-4o", system=…)``).
+
+    >>> w = TokenWindow(60, system="Be brief.")
     >>> for i in range(20):
     ...     _ = w.add("user", f"message number {i}")
     >>> w.total_tokens <= 60, w.messages()[0]["role"]
     (True, 'system')
     """
 
+    @keyword_only("system", "reserve_output")
     def __init__(
         self,
         max_tokens: int,
         model: str = "gpt-4o",
+        *,
         system: str | None = None,
         reserve_output: int = 0,
-        *,
         tools: Sequence[Mapping[str, Any]] | None = None,
         oversize: Oversize = "error",
         on_evict: EvictHook | None = None,

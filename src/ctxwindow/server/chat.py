@@ -24,6 +24,7 @@ from ctxwindow.server import exchange, inputs
 from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.openapi import json_body
 from ctxwindow.server.service import Service, check_messages, read_json
+from ctxwindow.server.streams import HeldStream
 from ctxwindow.server.tenants import scoped
 from ctxwindow.server.upstream import StreamedReply
 
@@ -177,9 +178,9 @@ async def _stateless(
         async def observe() -> None:
             await service.observe_usage(model, tokens, reply.usage)
 
-        return exchange.HeldStream(
+        return HeldStream(
             service.upstream.relay(upstream, reply, observe), headers=headers,
-            media_type="text/event-stream",
+            media_type="text/event-stream", streams=service.streams,
         )  # fmt: skip
     status, data, raw = await service.upstream.complete(forward)
     if status < 400:
@@ -220,8 +221,8 @@ async def _stream(
         response.storing = asyncio.ensure_future(store())
         return response.storing
 
-    response = exchange.HeldStream(
+    response = HeldStream(
         service.upstream.relay(upstream, reply, done), headers=headers,
-        media_type="text/event-stream",
+        media_type="text/event-stream", streams=service.streams,
     )  # fmt: skip
     return response

@@ -4,12 +4,12 @@ Chat completions (chat.py), Responses (responses.py) and Messages
 (messages.py) all hold the session for the whole exchange (``in_turn``),
 store the new turns (``store_turns``), build (``build``), and store the reply
 (``store_reply``) before the client gets it; a streamed reply is a
-``HeldStream`` that releases the session once it is sent. For the Responses
-and Messages routes, ``converse`` is the whole exchange: the new turns (chat
-messages, see ``protocols``) are stored, the context is built within the
-budget, converted to the request's protocol and sent upstream, and the reply
-is converted back and stored (streamed: before the stream's last event). What
-differs between those two protocols is a ``Wire``.
+``HeldStream`` (``streams.py``) that releases the session once it is sent.
+For the Responses and Messages routes, ``converse`` is the whole exchange:
+the new turns (chat messages, see ``protocols``) are stored, the context is
+built within the budget, converted to the request's protocol and sent
+upstream, and the reply is converted back and stored (streamed: before the
+stream's last event). What differs between those two protocols is a ``Wire``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import Any, Protocol
 
 import httpx
 from fastapi import Request, Response
-from fastapi.responses import StreamingResponse
 
 from ctxwindow.context import AsyncContextManager, request_hash
 from ctxwindow.errors import CtxWindowError, InvalidMessageError
@@ -32,6 +31,7 @@ from ctxwindow.server import inputs
 from ctxwindow.server.errors import APIError, from_library
 from ctxwindow.server.events import EventReply, relay
 from ctxwindow.server.service import Service
+from ctxwindow.server.streams import HeldStream
 
 TRUNCATED = ("compressed", "evicted", "summarized")  # report states
 
@@ -272,61 +272,6 @@ async def store_reply(
         raise from_library(exc) from exc
 
 
-FINISHING: set[asyncio.Future[None]] = set()  # streams storing their reply, releasing
-
-
-async def finished(timeout: float = 10.0) -> None:
-    """Wait (up to ``timeout`` s) for the streams of this event loop still finishing."""
-    loop = asyncio.get_running_loop()
-    pending = [f for f in FINISHING if f.get_loop() is loop and not f.done()]
-    if pending:
-        await asyncio.wait(pending, timeout=timeout)
-
-
-class HeldStream(StreamingResponse):
-    """A streamed reply that releases the session once it is sent (or the client left).
-
-    Releasing here, not in the body's generator, also covers a client gone
-    before the first chunk: the generator then never starts, so its
-    ``finally`` would never run.
-    """
-
-    release: Callable[[], Awaitable[Any]] | None = None
-    turn: tuple[AsyncContextManager, str] | None = None  # the session's turn it carries on
-    storing: asyncio.Future[None] | None = None  # the reply being stored
-    slot: Callable[[], None] | None = None  # gives back the request's slot (``in_slot``)
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            if self.turn is None:
-                await super().__call__(scope, receive, send)
-            else:
-                manager, sid = self.turn
-                with manager.carry_on(sid):  # storing the reply must not wait for itself
-                    await super().__call__(scope, receive, send)
-        finally:
-            # Shielded: a cancelled response still stores its reply and releases the
-            # session; kept in FINISHING so that shutting down waits for it (else the
-            # store is closed under it, and its last call opens a connection nobody closes).
-            finishing = asyncio.ensure_future(self._finish())
-            FINISHING.add(finishing)
-            finishing.add_done_callback(FINISHING.discard)
-            await asyncio.shield(finishing)
-
-    async def _finish(self) -> None:
-        """Release the session only once the reply is stored: the next turn must see it."""
-        try:
-            if self.storing is not None:
-                await self.storing
-        except APIError:
-            pass  # the reply could not be stored: the client was sent it as an error event
-        finally:
-            if self.slot is not None:
-                self.slot()
-            if self.release is not None:
-                await self.release()
-
-
 def unchanged(upstream: httpx.Response, headers: dict[str, str]) -> Response:
     """An upstream error answer (already read), passed on as it came."""
     media = upstream.headers.get("content-type", "application/json")
@@ -372,7 +317,7 @@ async def _stream(
 
     response = HeldStream(
         relay(upstream, collector, done, service.upstream.broken), headers=headers,
-        media_type="text/event-stream",
+        media_type="text/event-stream", streams=service.streams,
     )  # fmt: skip
     return response
 
@@ -391,7 +336,7 @@ async def stateless(service: Service, wire: Wire, forward: dict[str, Any], token
 
         return HeldStream(
             relay(upstream, collector, observe, service.upstream.broken), headers=headers,
-            media_type="text/event-stream",
+            media_type="text/event-stream", streams=service.streams,
         )  # fmt: skip
     status, data, raw = await service.upstream.post(wire.path, forward, wire.headers)
     if status >= 400:

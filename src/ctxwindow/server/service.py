@@ -22,6 +22,7 @@ from ctxwindow.server.listing import Listing
 from ctxwindow.server.metrics import Metrics
 from ctxwindow.server.settings import Settings
 from ctxwindow.server.slots import Slots
+from ctxwindow.server.streams import Streams
 from ctxwindow.server.tenants import Limiter, LocalLimiter, RedisLimiter, Tenants
 from ctxwindow.server.upstream import Upstream
 from ctxwindow.stores.base import AsyncStore
@@ -54,6 +55,7 @@ class Service:
         self.upstream = Upstream(settings, self.metrics, upstream_transport)
         self.slots = Slots(settings.max_upstream_calls, settings.upstream_calls_per_tenant())
         self.metrics.watch_slots(self.slots)
+        self.streams = Streams()  # streamed replies still finishing, waited for in ``aclose``
         self.tenants = Tenants(
             settings.api_keys, settings.rate_limit_per_minute, _limiter(settings, clock)
         )
@@ -138,10 +140,8 @@ class Service:
         long one would hold the shutdown for minutes), then close the limiter, the upstream
         client and the store; first, streams still storing their reply or releasing their
         session finish."""
-        from ctxwindow.server.exchange import finished  # exchange imports this module
-
         try:
-            await finished()
+            await self.streams.finished()
             for manager in self.managers():
                 await manager.drain(backlogs=False)
             await self.calibration.save()

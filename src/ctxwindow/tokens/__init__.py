@@ -1,6 +1,6 @@
 """Token counting: exact, offline, per model (see docs/tokens.md)."""
 
-from ctxwindow.tokens.chat import ChatFraming, ChatTokenizer, chat_tokenizer, count_tokens
+from ctxwindow.tokens.chat import ChatFraming, ChatTokenizer
 from ctxwindow.tokens.counter import (
     BpeOpenAICounter,
     CachedCounter,
@@ -9,10 +9,18 @@ from ctxwindow.tokens.counter import (
     TiktokenCounter,
     TokenCounter,
 )
+from ctxwindow.tokens.defaults import (
+    chat_tokenizer,
+    count_tokens,
+    default_models,
+    known_models,
+    model_info,
+    use_models,
+)
 from ctxwindow.tokens.encodings import get_encoding
 from ctxwindow.tokens.hf import HuggingFaceCounter, hf_chat_tokenizer
-from ctxwindow.tokens.models import Estimate, ModelInfo, known_models, model_info
-from ctxwindow.tokens.registry import ModelRegistry, default_models, use_models
+from ctxwindow.tokens.models import Estimate, ModelInfo
+from ctxwindow.tokens.registry import ModelRegistry
 
 __all__ = [
     "BpeOpenAICounter",

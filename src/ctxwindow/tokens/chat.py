@@ -13,21 +13,23 @@ are not counted.
 
 from __future__ import annotations
 
-import functools
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ctxwindow.messages import validate_message
-from ctxwindow.tokens.counter import CachedCounter, EstimateWarning, TokenCounter
+from ctxwindow.tokens.counter import CachedCounter, TokenCounter
 from ctxwindow.tokens.images import image_tokens
 from ctxwindow.tokens.models import ImagePricing, ToolFraming
+
+if TYPE_CHECKING:  # their old import path (see ``__getattr__``)
+    from ctxwindow.tokens.defaults import chat_tokenizer as chat_tokenizer
+    from ctxwindow.tokens.defaults import count_tokens as count_tokens
 
 # OpenAI does not publish how tool calls are rendered; measured request sizes
 # sit within a few tokens of name + arguments + 3 per call.
 TOOL_CALL_OVERHEAD = 3
 _TEXT_FIELDS = ("role", "name", "tool_call_id")
+_MOVED = ("chat_tokenizer", "count_tokens")  # to ctxwindow.tokens.defaults
 
 
 @dataclass(frozen=True)
@@ -133,48 +135,11 @@ def _strip_period(text: str) -> str:
     return text[:-1] if text.endswith(".") else text
 
 
-def chat_tokenizer(model: str = "gpt-4o", *, estimate: bool = False) -> ChatTokenizer:
-    """The ``ChatTokenizer`` for a model name (shared per process), from the process's
-    model registry (built-ins and configured entries, see ``ctxwindow.tokens.registry``).
+def __getattr__(name: str) -> Any:
+    """``chat_tokenizer`` and ``count_tokens`` live in :mod:`ctxwindow.tokens.defaults`, above
+    the registry they ask; importing them from here still works."""
+    if name in _MOVED:
+        from ctxwindow.tokens import defaults  # only for the old import path
 
-    ``estimate=True`` allows the estimator for a name nothing matches. An
-    estimated model warns once per name, because its counts are not billed counts.
-    """
-    from ctxwindow.tokens.registry import default_models
-
-    models = default_models()
-    info = models.resolve(model, estimate=estimate)
-    if info.estimated:
-        _warn_estimated(model, info.estimate.margin if info.estimate else 1.0)
-    return models.tokenizer_of(info)
-
-
-@functools.lru_cache(maxsize=256)
-def _warn_estimated(model: str, margin: float) -> None:
-    warnings.warn(
-        f"model {model!r} has no exact tokenizer here: token counts are estimated"
-        f" (x{margin} margin)",
-        EstimateWarning,
-        stacklevel=3,
-    )
-
-
-def count_tokens(
-    messages: Sequence[Mapping[str, Any]],
-    model: str = "gpt-4o",
-    tools: Sequence[Mapping[str, Any]] | None = None,
-    *,
-    estimate: bool = False,
-) -> int:
-    """Prompt tokens the provider bills for ``messages`` (and ``tools``) on ``model``.
-
-    >>> count_tokens([{"role": "user", "content": "Hello!"}])
-    9
-
-    Raises ``InvalidMessageError`` for a message that is not chat wire format
-    and ``UnknownModelError`` for a model the registry does not know (unless
-    ``estimate=True``).
-    """
-    for i, message in enumerate(messages):
-        validate_message(message, where=f"messages[{i}]")
-    return chat_tokenizer(model, estimate=estimate).count(messages, tools)
+        return getattr(defaults, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,8 +5,8 @@ its counter: a tiktoken ``encoding`` (exact), a Hugging Face ``tokenizer``
 (a local ``tokenizer.json``; exact) or an ``estimate`` (characters per token
 with a safety margin, for models whose tokenizer is not public). Models can be
 added or changed by configuration (:mod:`ctxwindow.tokens.registry`); this
-module holds the built-in entries and ``model_info``, which resolves a name
-through the process's registry.
+module holds the built-in entries (``model_info``, which resolves a name
+through the process's registry, is in :mod:`ctxwindow.tokens.defaults`).
 
 OpenAI families are matched by name, alias or dated snapshot
 (``gpt-4o-2024-08-06`` finds ``gpt-4o``), then by OpenAI's naming rules
@@ -27,7 +27,13 @@ number comes from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # their old import path (see ``__getattr__``)
+    from ctxwindow.tokens.defaults import known_models as known_models
+    from ctxwindow.tokens.defaults import model_info as model_info
+
+_MOVED = ("known_models", "model_info")  # to ctxwindow.tokens.defaults
 
 StrictRoles = Literal["merge", "bridge"]
 
@@ -335,22 +341,11 @@ FAMILIES: dict[str, ModelInfo] = {
 }
 
 
-def model_info(name: str) -> ModelInfo:
-    """Resolve a model name through the process's registry (``default_models()``).
+def __getattr__(name: str) -> Any:
+    """``model_info`` and ``known_models`` live in :mod:`ctxwindow.tokens.defaults`, above
+    the registry they ask; importing them from here still works."""
+    if name in _MOVED:
+        from ctxwindow.tokens import defaults  # only for the old import path
 
-    Built-in names resolve exactly, by alias or by dated snapshot, by OpenAI's
-    naming rules, then by the longest glob of another family; configured
-    entries come first; a provider prefix (``openai/gpt-4o``) names the model
-    behind it. An unknown name raises ``UnknownModelError`` (one line saying
-    how to configure it), unless the registry estimates unknown models.
-    """
-    from ctxwindow.tokens.registry import default_models
-
-    return default_models().resolve(name)
-
-
-def known_models() -> list[str]:
-    """Every name and glob the process's registry resolves."""
-    from ctxwindow.tokens.registry import default_models
-
-    return default_models().known()
+        return getattr(defaults, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -35,24 +35,21 @@ start-up with one ``ModelConfigError`` naming the entry and the field::
     context_window = 1000000
 
 The process has one default registry, used wherever a model is named without
-one (``chat_tokenizer``, ``model_info``, the windows): the built-ins plus the
-file named by ``CTXWINDOW_MODEL_CONFIG``, and ``CTXWINDOW_UNKNOWN_MODELS``
-(``refuse`` or ``estimate``), read on first use; ``use_models`` replaces it.
+one (``chat_tokenizer``, ``model_info``, the windows): ``default_models`` in
+:mod:`ctxwindow.tokens.defaults`, which sits above this module.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import functools
-import json
-import os
 import re
 import threading
 import warnings
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ctxwindow.configfile import read_table
 from ctxwindow.errors import CtxWindowError, ModelConfigError, UnknownModelError
@@ -68,6 +65,11 @@ from ctxwindow.tokens.models import (
     ModelInfo,
     StrictRoles,
 )
+
+if TYPE_CHECKING:  # their old import path (see ``__getattr__``)
+    from ctxwindow.tokens.defaults import default_models as default_models
+    from ctxwindow.tokens.defaults import models_from_env as models_from_env
+    from ctxwindow.tokens.defaults import use_models as use_models
 
 Unknown = Literal["refuse", "estimate"]
 UNKNOWN: tuple[Unknown, ...] = ("refuse", "estimate")
@@ -87,6 +89,7 @@ _DEFAULT_KEY = "\0default"
 _MISSING = object()
 _REMEMBERED = 4096
 _MESSAGE_MAX = 180  # an unknown name's error, so that "ctxwindow: error: " + it is < 200
+_MOVED = ("default_models", "models_from_env", "use_models")  # to ctxwindow.tokens.defaults
 _VENDOR = re.compile(r"[a-z][a-z_-]*\.(?=\w)", re.IGNORECASE)  # Bedrock's "us.", "openai."
 
 
@@ -582,64 +585,15 @@ def _shared_counter(encoding: str) -> CachedCounter:
     return CachedCounter(TiktokenCounter(encoding))
 
 
-# -- the process's registry ----------------------------------------------------------
+def __getattr__(name: str) -> Any:
+    """``default_models``, ``models_from_env`` and ``use_models`` live in
+    :mod:`ctxwindow.tokens.defaults`, above this module; importing them from here still
+    works."""
+    if name in _MOVED:
+        from ctxwindow.tokens import defaults  # only for the old import path
 
-_default: ModelRegistry | None = None
-_default_lock = threading.Lock()
-
-
-def default_models() -> ModelRegistry:
-    """The process's registry: the built-ins, ``CTXWINDOW_MODEL_CONFIG`` and
-    ``CTXWINDOW_UNKNOWN_MODELS``, read on first use (or what ``use_models`` set)."""
-    global _default
-    registry = _default
-    if registry is None:
-        with _default_lock:
-            if _default is None:
-                _default = models_from_env()
-            registry = _default
-    return registry
-
-
-def models_from_env(environ: Mapping[str, str] | None = None) -> ModelRegistry:
-    """A registry from ``CTXWINDOW_MODEL_CONFIG`` (a file), ``CTXWINDOW_MODELS`` (JSON of
-    entries) and ``CTXWINDOW_UNKNOWN_MODELS``."""
-    env = os.environ if environ is None else environ
-    unknown = env.get("CTXWINDOW_UNKNOWN_MODELS") or None
-    if unknown is not None and unknown not in UNKNOWN:
-        raise ModelConfigError(
-            f"CTXWINDOW_UNKNOWN_MODELS: must be one of {', '.join(UNKNOWN)}, got {unknown!r}"
-        )
-    data: dict[str, Any] = {}
-    base = None
-    where = None
-    file = env.get("CTXWINDOW_MODEL_CONFIG")
-    if file:
-        path = Path(file).expanduser()
-        data = read_config_file(path)
-        base, where = path.resolve().parent, str(path)
-    entries: Any = {}
-    inline = env.get("CTXWINDOW_MODELS")
-    if inline:
-        try:
-            entries = json.loads(inline)
-        except ValueError as exc:
-            raise ModelConfigError(f"CTXWINDOW_MODELS: not valid JSON: {exc}") from None
-        if not isinstance(entries, dict):
-            raise ModelConfigError("CTXWINDOW_MODELS: a JSON object of model entries")
-    registry = ModelRegistry.from_config(data, base=base, where=where, unknown=unknown)
-    return registry.with_entries(entries, where="CTXWINDOW_MODELS")
-
-
-def use_models(models: ModelRegistry | str | Path | None) -> ModelRegistry:
-    """Make ``models`` (a registry, or a config file) the process's registry; None goes
-    back to the environment's. Returns the registry now in use."""
-    global _default
-    if isinstance(models, (str, Path)):
-        models = ModelRegistry.from_file(models)
-    with _default_lock:
-        _default = models
-    return default_models()
+        return getattr(defaults, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -5,7 +5,7 @@ Each records what it receives (body, headers, path) and answers ``reply``
 result), streamed or not, or fails as ``fail`` says: "500" (an error status),
 "malformed" (a 200 whose body is not the protocol's), "cut" (a stream that
 stops before its last event), "error" (a stream that reports an error event).
-In-process through ``transport()``; ``tests/faults/upstream.py`` serves the
+In-process through ``transport()``; ``tests/support/faults/upstream.py`` serves the
 same answers over real HTTP.
 """
 

@@ -1,6 +1,6 @@
 """A session-lock holder in its own process, for the multi-process lock tests.
 
-    python tests/lock_worker.py URL SESSION COUNTER [--count N] [--hold]
+    python tests/support/lock_worker.py URL SESSION COUNTER [--count N] [--hold]
                                 [--tiered] [--async] [--lock-ttl SECONDS]
 
 Opens the store at URL (``--tiered``: a ``TieredStore`` over it; ``--lock-ttl``:

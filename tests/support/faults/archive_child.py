@@ -1,6 +1,6 @@
 """A ``ContextManager`` in a process of its own, for tests/faults/test_kill9_archive.py.
 
-    python -m tests.faults.archive_child STORE_PATH ARCHIVE_PATH
+    python -m tests.support.faults.archive_child STORE_PATH ARCHIVE_PATH
 
 Adds turns to session ``s`` (a SQLite store and a SQLite archive, a budget
 that evicts most turns, no prefetch) and prints ``SEQ ID`` as soon as each

@@ -3,7 +3,7 @@
 ``POST /v1/chat/completions`` records every body and answers according to
 ``mode``; ``GET /v1/models`` always answers (the service's readiness probe).
 ``POST /v1/responses`` and ``POST /v1/messages`` answer as the fakes of
-``tests/protocol_upstreams.py`` do (mode "500" fails them too; the other
+``tests/support/protocol_upstreams.py`` do (mode "500" fails them too; the other
 faults are chat completions' only).
 Real sockets make the faults real: a reset is a TCP RST, a timeout is a
 server that stops talking, a truncated body is a connection closed early.
@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.protocol_upstreams import FakeMessages, FakeResponses, ProtocolFake
+from tests.support.protocol_upstreams import FakeMessages, FakeResponses, ProtocolFake
 
 MODES = ("ok", "500", "timeout", "reset", "eof", "garbage", "slow", "late")
 GATE_LIMIT = 60.0  # seconds a gated request waits at most: a forgotten gate cannot hang a test

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from tests.faults.upstream import echo
+from tests.support.faults.upstream import echo
 
 HANG = 20.0  # seconds: twice the stores' 5 s timeout, and a margin; longer is a hang
 RECOVERY = 5.0  # seconds after a store returns within which every session is usable again

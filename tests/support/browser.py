@@ -30,7 +30,7 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SCREENSHOTS = Path(__file__).parent / ".screenshots"
+SCREENSHOTS = Path(__file__).parents[1] / ".screenshots"
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """A store client that appends and truncates in a loop, for tests/faults/test_kill9_truncate.py.
 
-    python -m tests.faults.truncate_child URL SESSION BASE BATCH FIRST
+    python -m tests.support.faults.truncate_child URL SESSION BASE BATCH FIRST
 
 Opens the store at URL, prints ``ready``, then for i = FIRST, FIRST + 1, …:
 appends BATCH entries with ids ``b{i}-{j}`` under the idempotency key

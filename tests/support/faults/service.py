@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from tests.faults.servers import free_port
+from tests.support.faults.servers import free_port
 
 START_LIMIT = 30.0  # seconds for the service to answer /healthz
 

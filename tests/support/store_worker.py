@@ -1,6 +1,6 @@
 """A store client in its own process, for the multi-process store contract tests.
 
-    python tests/store_worker.py URL SESSION [--count N] [--wait] [--tiered] [--async]
+    python tests/support/store_worker.py URL SESSION [--count N] [--wait] [--tiered] [--async]
 
 Opens the store at URL (``--tiered``: a ``TieredStore`` over it), prints
 ``ready``, waits for a line on stdin if ``--wait``, then appends one entry at

@@ -1,0 +1,1 @@
+"""Helpers of the fault suite (tests/faults): failing upstreams, private servers, children."""
