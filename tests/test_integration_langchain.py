@@ -39,7 +39,6 @@ from pydantic import Field
 
 from ctxwindow.errors import BudgetError, PinnedOverBudgetError
 from ctxwindow.extras import install_hint
-from ctxwindow.integrations import langchain as adapter
 from ctxwindow.integrations.langchain import (
     CtxWindowChatMessageHistory,
     CtxWindowMiddleware,
@@ -47,6 +46,7 @@ from ctxwindow.integrations.langchain import (
     to_openai,
     trim_messages,
 )
+from ctxwindow.integrations.langchain import trim as adapter
 from ctxwindow.messages import validate_message
 from ctxwindow.stores.memory import AsyncMemoryStore, MemoryStore
 from ctxwindow.stores.sqlite import SQLiteStore

@@ -11,5 +11,6 @@ raises ``ImportError`` with the install command:
   ``CtxWindowSession``.
 
 All are made the same way: ``session_id``, ``store=`` (a store URL or a
-store object), ``model=`` and ``max_tokens=`` (see ``_common.managers``).
+store object), ``model=`` and ``max_tokens=``; the managers behind them are
+``_common.Managers``.
 """

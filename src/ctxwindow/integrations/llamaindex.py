@@ -52,13 +52,12 @@ import copy
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from ctxwindow.context import AsyncContextManager, ContextManager
-from ctxwindow.integrations._common import DEFAULT_STORE, async_manager, require, sync_manager
+from ctxwindow.integrations._common import DEFAULT_STORE, Managers, require
 from ctxwindow.messages import SYSTEM_ROLES, Message
 from ctxwindow.stores.base import AsyncStore, Store
-from ctxwindow.stores.memory import AsyncMemoryStore, MemoryStore
 from ctxwindow.tokens import chat_tokenizer
 
 require("llama_index.core", "llamaindex")
@@ -247,8 +246,7 @@ class CtxWindowMemory(BaseMemory):
     manager: ContextManager | AsyncContextManager | None = Field(default=None, exclude=True)
     options: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
-    _sync: ContextManager | None = PrivateAttr(default=None)
-    _async: AsyncContextManager | None = PrivateAttr(default=None)
+    _managers: Managers | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -295,27 +293,27 @@ class CtxWindowMemory(BaseMemory):
     ) -> list[ChatMessage]:
         """The context to send now, within ``max_tokens`` less ``initial_token_count`` (what
         the caller sends before it); ``input`` is the query for recall (with an archive)."""
-        manager = self._sync_manager()
+        manager = self._pair().sync
         room = _room(manager.budget, initial_token_count)
         context = manager.build(self.session_id, query=_query(input), max_tokens=room)
         return _messages(context.messages)
 
     def get_all(self) -> list[ChatMessage]:
         """Every stored message of the session, in order."""
-        return _messages(e.message for e in self._sync_manager().history(self.session_id))
+        return _messages(e.message for e in self._pair().sync.history(self.session_id))
 
     def put(self, message: ChatMessage) -> None:
         """Store a message (durably, first) and add it to the window."""
-        self._sync_manager().add(self.session_id, to_openai_message(message))
+        self._pair().sync.add(self.session_id, to_openai_message(message))
 
     def put_messages(self, messages: list[ChatMessage]) -> None:
         """Store the messages in order, all or none."""
         if messages:
-            self._sync_manager().extend(self.session_id, [to_openai_message(m) for m in messages])
+            self._pair().sync.extend(self.session_id, [to_openai_message(m) for m in messages])
 
     def set(self, messages: list[ChatMessage]) -> None:
         """Replace the session's history with ``messages`` (nobody adds to it meanwhile)."""
-        manager = self._sync_manager()
+        manager = self._pair().sync
         converted = [to_openai_message(m) for m in messages]
         with manager.turn(self.session_id):
             manager.delete(self.session_id)
@@ -324,13 +322,11 @@ class CtxWindowMemory(BaseMemory):
 
     def reset(self) -> None:
         """Delete the session: its history, window and archived turns."""
-        self._sync_manager().delete(self.session_id)
+        self._pair().sync.delete(self.session_id)
 
     def close(self) -> None:
         """Close the manager this memory opened for the sync methods (not one it was given)."""
-        if self._sync is not None and self.manager is None:
-            self._sync.close()
-        self._sync = None
+        self._pair().close()
 
     # async, on an AsyncContextManager
 
@@ -338,28 +334,30 @@ class CtxWindowMemory(BaseMemory):
         self, input: str | ChatMessage | None = None, initial_token_count: int = 0, **kwargs: Any
     ) -> list[ChatMessage]:
         """``get``, awaited."""
-        manager = self._async_manager()
+        manager = self._pair().strict_async
         room = _room(manager.budget, initial_token_count)
         context = await manager.build(self.session_id, query=_query(input), max_tokens=room)
         return _messages(context.messages)
 
     async def aget_all(self) -> list[ChatMessage]:
         """``get_all``, awaited."""
-        return _messages(e.message for e in await self._async_manager().history(self.session_id))
+        return _messages(
+            e.message for e in await self._pair().strict_async.history(self.session_id)
+        )
 
     async def aput(self, message: ChatMessage) -> None:
         """``put``, awaited."""
-        await self._async_manager().add(self.session_id, to_openai_message(message))
+        await self._pair().strict_async.add(self.session_id, to_openai_message(message))
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         """``put_messages``, awaited."""
         if messages:
             converted = [to_openai_message(m) for m in messages]
-            await self._async_manager().extend(self.session_id, converted)
+            await self._pair().strict_async.extend(self.session_id, converted)
 
     async def aset(self, messages: list[ChatMessage]) -> None:
         """``set``, awaited."""
-        manager = self._async_manager()
+        manager = self._pair().strict_async
         converted = [to_openai_message(m) for m in messages]
         async with manager.turn(self.session_id):
             await manager.delete(self.session_id)
@@ -368,55 +366,19 @@ class CtxWindowMemory(BaseMemory):
 
     async def areset(self) -> None:
         """``reset``, awaited."""
-        await self._async_manager().delete(self.session_id)
+        await self._pair().strict_async.delete(self.session_id)
 
     async def aclose(self) -> None:
         """Close the manager this memory opened for the async methods (not one it was given)."""
-        if self._async is not None and self.manager is None:
-            await self._async.close()
-        self._async = None
+        await self._pair().aclose(sync=False)
 
-    # the managers, made on first use
-
-    def _sync_manager(self) -> ContextManager:
-        if isinstance(self.manager, ContextManager):
-            return self.manager
-        if self._sync is None:
-            store = self._store_for("sync")
-            self._sync = sync_manager(store, self.model, self.max_tokens, **self.options)
-        return self._sync
-
-    def _async_manager(self) -> AsyncContextManager:
-        if isinstance(self.manager, AsyncContextManager):
-            return self.manager
-        if self._async is None:
-            store = self._store_for("async")
-            self._async = async_manager(store, self.model, self.max_tokens, **self.options)
-        return self._async
-
-    def _store_for(self, flavour: Literal["sync", "async"]) -> Any:
-        """The store for a manager of ``flavour``: a URL opens its own, except ``memory://``,
-        one in-process store both flavours share."""
-        store = self.store
-        if self.manager is not None:
-            kind = type(self.manager).__name__
-            raise TypeError(
-                f"this memory was given a {kind}: use the methods of its flavour, or give "
-                "store= a URL to use both sync and async methods"
+    def _pair(self) -> Managers:
+        """The managers behind the memory (``manager`` if given), each made on first use."""
+        if self._managers is None:
+            self._managers = Managers(
+                self.store, self.model, self.max_tokens, self.options, manager=self.manager
             )
-        if store == "memory://":
-            store = self.store = MemoryStore()
-        if isinstance(store, str):
-            return store
-        if flavour == "async" and isinstance(store, MemoryStore):
-            return AsyncMemoryStore(store)
-        wanted = AsyncStore if flavour == "async" else Store
-        if not isinstance(store, wanted):
-            raise TypeError(
-                f"the {flavour} methods need a store of type {wanted.__name__}, got "
-                f"{type(store).__name__}: give store= a URL to use both sync and async methods"
-            )
-        return store
+        return self._managers
 
 
 def _room(budget: int, initial_token_count: int) -> int | None:
@@ -462,7 +424,7 @@ class CtxWindowRecallBlock(BaseMemoryBlock[list[ChatMessage]]):
     manager: AsyncContextManager | None = Field(default=None, exclude=True)
     options: dict[str, Any] = Field(default_factory=dict, exclude=True)
 
-    _made: AsyncContextManager | None = PrivateAttr(default=None)
+    _managers: Managers | None = PrivateAttr(default=None)
 
     async def _aget(
         self,
@@ -506,20 +468,19 @@ class CtxWindowRecallBlock(BaseMemoryBlock[list[ChatMessage]]):
 
     async def aclose(self) -> None:
         """Close the manager this block opened (archiving what is queued), not one it was given."""
-        if self._made is not None:
-            await self._made.close()
-        self._made = None
+        if self._managers is not None:
+            await self._managers.aclose()
+        self._managers = None
 
     def _manager(self) -> AsyncContextManager:
-        if self.manager is not None:
-            return self.manager
-        if self._made is None:
-            if self.archive is None:
+        if self._managers is None:
+            if self.archive is None and self.manager is None:
                 raise ValueError("CtxWindowRecallBlock needs archive= (or manager=)")
-            self._made = async_manager(
-                self.store, self.model, self.max_tokens, archive=self.archive, **self.options
+            options = {"archive": self.archive, **self.options}
+            self._managers = Managers(
+                self.store, self.model, self.max_tokens, options, manager=self.manager
             )
-        return self._made
+        return self._managers.strict_async
 
 
 def _units(messages: Sequence[ChatMessage]) -> list[list[ChatMessage]]:

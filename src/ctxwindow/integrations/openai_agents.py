@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxwindow.context import AsyncContextManager
-from ctxwindow.integrations._common import DEFAULT_STORE, async_manager, require
+from ctxwindow.integrations._common import DEFAULT_STORE, Managers, require
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import AsyncStore
 
@@ -69,7 +69,8 @@ class CtxWindowSession(SessionABC):
     ) -> None:
         self.session_id = session_id
         self.session_settings = None
-        self.manager = manager or async_manager(store, model, max_tokens, **options)
+        pair = Managers(store, model, max_tokens, options, manager=manager)
+        self.manager = pair.strict_async
         self._items: dict[bytes, list[Item]] | None = None  # message -> its original items
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
