@@ -1023,3 +1023,26 @@ def test_models_asking_for_one_session_share_one_window_cache(upstream: FakeUpst
         assert upstream.requests[-1]["model"] == "gpt-4"
         sent = [m["content"] for m in upstream.requests[-1]["messages"]]
         assert sent[0] == "我的订单是 A-1042 🙂" and sent[-1] == "And the parcel?"
+
+
+def test_each_app_waits_only_for_its_own_streams() -> None:
+    """Streams still finishing are kept per app (``Service.streams``): closing one app
+    waits for its own, and never for another app's in the same process."""
+    from ctxwindow.server.streams import Streams
+
+    async def scenario() -> None:
+        mine, other = Streams(), Streams()
+        storing = asyncio.get_running_loop().create_future()
+        mine.track(storing)
+        await asyncio.wait_for(other.finished(timeout=60), 5)  # not held by mine's stream
+        waiting = asyncio.ensure_future(mine.finished(timeout=60))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not waiting.done()  # held until its stream is stored
+        storing.set_result(None)
+        await asyncio.wait_for(waiting, 5)
+
+    asyncio.run(scenario())
+    app_a, app_b = create_app(Settings(store="memory://")), create_app(Settings(store="memory://"))
+    with TestClient(app_a), TestClient(app_b):
+        assert app_a.state.service.streams is not app_b.state.service.streams
