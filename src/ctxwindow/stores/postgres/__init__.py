@@ -54,10 +54,11 @@ timeout and dropped the connection). Session-level
 locks need a real server connection: behind a pooler in transaction mode
 (PgBouncer) they do not hold.
 
-The package: ``common`` (the SQL, migrations and error mapping both flavours
-share), ``watchdog`` (the deadline on each call), ``aio``
-(``AsyncPostgresStore``, written by hand) and ``sync`` (``PostgresStore``,
-generated from ``aio`` by ``tools/unasync.py``).
+The package: ``schema`` (the tables and their migrations) and ``common``
+(the SQL and error mapping), which both flavours share, ``watchdog`` (the
+deadline on each call), ``aio`` (``AsyncPostgresStore``, written by hand)
+and ``sync`` (``PostgresStore``, generated from ``aio`` by
+``tools/unasync.py``).
 """
 
 from ctxwindow.stores.postgres.aio import AsyncPostgresStore

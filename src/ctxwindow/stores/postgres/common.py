@@ -1,10 +1,12 @@
-"""What both PostgreSQL stores share: the SQL, the migrations, ``Queries`` and error mapping.
+"""What both PostgreSQL stores share: the SQL of each operation, ``Queries`` and error mapping.
 
 ``Queries`` binds the SQL to a schema, builds the arguments of an append and
 turns psycopg errors into ``StoreError`` / ``StoreUnavailableError`` (the
 words of every message are here). The helpers below it read rows, check a
 pooled connection and name the advisory lock of a session. Nothing here does
-I/O: the stores in ``aio`` and ``sync`` run these statements.
+I/O: the stores in ``aio`` and ``sync`` run these statements. The tables and
+their migrations are in ``schema`` (its statements the stores use are
+importable from here too).
 """
 
 from __future__ import annotations
@@ -29,6 +31,13 @@ from ctxwindow.stores.base import (
     scrub,
 )
 from ctxwindow.stores.locks import session_hash
+from ctxwindow.stores.postgres.schema import CURRENT_VERSION as CURRENT_VERSION
+from ctxwindow.stores.postgres.schema import KEPT_ALWAYS
+from ctxwindow.stores.postgres.schema import MIGRATIONS as MIGRATIONS
+from ctxwindow.stores.postgres.schema import NO_TIMEOUT as NO_TIMEOUT
+from ctxwindow.stores.postgres.schema import RECORD_VERSION as RECORD_VERSION
+from ctxwindow.stores.postgres.schema import SCHEMA_VERSION as SCHEMA_VERSION
+from ctxwindow.stores.postgres.schema import VERSION_TABLE as VERSION_TABLE
 from ctxwindow.stores.postgres.watchdog import WATCHDOG
 
 if TYPE_CHECKING:
@@ -40,66 +49,8 @@ logger = logging.getLogger("ctxwindow.stores")
 INSTALL_HINT = install_hint("postgres")
 SCHEMES = ("postgresql", "postgres")  # the URL schemes libpq takes
 
-# The entries a window keeps at any budget (``kept_always``): pinned, or system messages.
-KEPT_ALWAYS = "(doc->>'pinned' = 'true' OR doc->'message'->>'role' = 'system')"
-
-# version -> statements; {s} is the schema qualifier ("" or "name.")
-MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (
-        """CREATE TABLE {s}ctxwindow_entries (
-            session_id text NOT NULL,
-            seq bigint NOT NULL,
-            id text NOT NULL,
-            doc jsonb NOT NULL,
-            tokens integer NOT NULL,
-            created_at double precision NOT NULL,
-            PRIMARY KEY (session_id, seq),
-            UNIQUE (session_id, id))""",
-        """CREATE TABLE {s}ctxwindow_idempotency (
-            session_id text NOT NULL,
-            key text NOT NULL,
-            first_seq bigint NOT NULL,
-            last_seq bigint NOT NULL,
-            PRIMARY KEY (session_id, key))""",
-    ),
-    # Listing sessions from the entries table reads its whole index.
-    2: (
-        """CREATE TABLE {s}ctxwindow_sessions (
-            session_id text PRIMARY KEY,
-            last_seq bigint NOT NULL,
-            updated_at double precision NOT NULL)""",
-        """INSERT INTO {s}ctxwindow_sessions (session_id, last_seq, updated_at)
-            SELECT session_id, max(seq), max(created_at) FROM {s}ctxwindow_entries
-            GROUP BY session_id""",
-    ),
-    3: (
-        """CREATE TABLE {s}ctxwindow_checkpoints (
-            session_id text PRIMARY KEY,
-            seq bigint NOT NULL,
-            data bytea NOT NULL)""",
-    ),
-    # Pages of sessions in code-point order (as every store lists them), read from an
-    # index whatever the database's collation: the primary key sorts by that collation.
-    4: (
-        """CREATE INDEX ctxwindow_sessions_by_code_point
-            ON {s}ctxwindow_sessions (session_id COLLATE "C")""",
-    ),
-    # The entries a window keeps at any budget, for a bounded cold load (``EARLIER``).
-    5: (
-        """CREATE INDEX ctxwindow_entries_kept_always
-            ON {s}ctxwindow_entries (session_id, seq) WHERE """
-        + KEPT_ALWAYS,
-    ),
-}
-SCHEMA_VERSION = max(MIGRATIONS)
-
 _MIGRATION_LOCK = 0x63747877  # "ctxw": the first key of the two-key advisory lock
 
-VERSION_TABLE = """CREATE TABLE IF NOT EXISTS {s}ctxwindow_schema_version (
-    version integer PRIMARY KEY, applied_at double precision NOT NULL)"""
-CURRENT_VERSION = "SELECT coalesce(max(version), 0) FROM {s}ctxwindow_schema_version"
-# A migration of a large database may take long: it is not bounded by the store's timeout.
-NO_TIMEOUT = "SET LOCAL statement_timeout = 0"
 # Set on each new connection: the server gives up on a statement, or on a transaction whose
 # client went quiet (holding its locks), after the store's timeout.
 SESSION_TIMEOUTS = """SELECT set_config('statement_timeout', %(ms)s, false),
@@ -108,7 +59,6 @@ SESSION_TIMEOUTS = """SELECT set_config('statement_timeout', %(ms)s, false),
 READ_ONLY = "SET default_transaction_read_only = on"
 HEALTH = """SELECT (SELECT coalesce(max(version), 0) FROM {s}ctxwindow_schema_version),
     current_setting('fsync'), current_setting('synchronous_commit')"""
-RECORD_VERSION = "INSERT INTO {s}ctxwindow_schema_version (version, applied_at) VALUES (%s, %s)"
 
 LOCK_SESSION = "SELECT pg_advisory_xact_lock(hashtext(%s))"
 # Read after the session lock, in a statement of its own: a statement's snapshot is

@@ -55,9 +55,10 @@ with ``appendfsync always`` for every write; the default ``everysec`` can lose
 about a second). Commands are not retried by the client (a retried append
 could be applied twice); callers retry with an idempotency key.
 
-The package: ``common`` (the Lua scripts, key layout, options and error
-mapping both flavours share), ``aio`` (``AsyncRedisStore``, written by hand)
-and ``sync`` (``RedisStore``, generated from ``aio`` by ``tools/unasync.py``).
+The package: ``scripts`` (the Lua scripts) and ``common`` (the key layout,
+options and error mapping), which both flavours share, ``aio``
+(``AsyncRedisStore``, written by hand) and ``sync`` (``RedisStore``,
+generated from ``aio`` by ``tools/unasync.py``).
 """
 
 from ctxwindow.stores.redis.aio import AsyncRedisStore

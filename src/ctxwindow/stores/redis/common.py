@@ -1,8 +1,8 @@
-"""What both Redis stores share: the Lua scripts, key layout, options and error mapping.
+"""What both Redis stores share: the key layout, options, error mapping and orphaned leases.
 
-``Layout`` knows the key names, builds the scripts' arguments and reads their
-replies; ``Scripts`` registers the scripts on a client (sync or async); the
-stores in ``aio`` and ``sync`` only send the commands.
+``Layout`` knows the key names, builds the arguments of the Lua scripts
+(``scripts``, registered on a client by ``Scripts``) and reads their
+replies; the stores in ``aio`` and ``sync`` only send the commands.
 """
 
 from __future__ import annotations
@@ -29,227 +29,14 @@ from ctxwindow.stores.base import (
     redact_url,
     scrub,
 )
+from ctxwindow.stores.redis.scripts import EARLIER_PAGE as EARLIER_PAGE  # aio reads these here
+from ctxwindow.stores.redis.scripts import Scripts as Scripts
 
 logger = logging.getLogger("ctxwindow.stores")
 
 INSTALL_HINT = install_hint("redis")
 SCHEMES = ("redis", "rediss", "unix")
 RELEASE_RETRY = 0.5  # seconds between the retries of a release the server did not take
-
-# A cache's sessions expire without a word to the index of session ids: each write of a
-# store with a ttl drops the members, among three random ones, whose entries are gone,
-# which keeps the dead at about a third of the index at worst. (The keys it reads are not
-# in KEYS: a cluster would refuse that, as it refuses a session's keys, which carry no
-# hash tag.)
-PRUNE = """
-if ttl > 0 then
-  for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ttl) end
-  local head = string.sub(entries, 1, #entries - #session)
-  for _, member in ipairs(redis.call('ZRANDMEMBER', KEYS[5], 3)) do
-    if redis.call('EXISTS', head .. member) == 0 then redis.call('ZREM', KEYS[5], member) end
-  end
-end
-"""
-
-
-def pruning(script: str) -> str:
-    """``script`` with ``PRUNE`` in place of its ``-- PRUNE`` line."""
-    return script.replace("-- PRUNE\n", PRUNE)
-
-
-# KEYS: the session's keys and the index of session ids (see ``Layout.indexed_keys``).
-APPEND = pruning("""
-local entries, ids, keys = KEYS[1], KEYS[2], KEYS[3]
-local ttl, key, session = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-if key ~= '' then
-  local done = redis.call('HGET', keys, key)
-  if done then
-    local first, last = string.match(done, '^(%d+):(%d+)$')
-    local reply = redis.call('LRANGE', entries, tonumber(first) - 1, tonumber(last) - 1)
-    table.insert(reply, 1, 0)
-    return reply
-  end
-end
-local seen = {}
-for i = 4, #ARGV, 2 do
-  if seen[ARGV[i]] or redis.call('HEXISTS', ids, ARGV[i]) == 1 then return {-1, ARGV[i]} end
-  seen[ARGV[i]] = true
-end
-local first = redis.call('LLEN', entries) + 1
-if first == 1 and tonumber(redis.call('HGET', KEYS[4], 'seq') or '0') > 0 then
-  redis.call('DEL', KEYS[4])  -- the checkpoint of entries that expired or were evicted
-end
-local seq = first
-for i = 4, #ARGV, 2 do
-  redis.call('RPUSH', entries, '{"seq":' .. seq .. ',' .. ARGV[i + 1])
-  redis.call('HSET', ids, ARGV[i], seq)
-  seq = seq + 1
-end
-if key ~= '' then redis.call('HSET', keys, key, first .. ':' .. (seq - 1)) end
-if first == 1 then redis.call('ZADD', KEYS[5], 0, session) end
--- PRUNE
-return {1, first}
-""")
-
-# A cache fill: the entries carry the durable store's sequence numbers and
-# continue (or overlap) the list; a gap would misplace them, so it is refused. An
-# overlapping entry must be the one held at its seq: another one means the copy is of
-# entries the durable store has since removed (truncated, deleted), and it is dropped.
-FILL = pruning("""
-local entries, ids = KEYS[1], KEYS[2]
-local ttl, seq, session = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local length = redis.call('LLEN', entries)
-if seq > length + 1 then return -1 end
-for i = 4, #ARGV, 2 do
-  if seq <= length and tonumber(redis.call('HGET', ids, ARGV[i]) or '0') ~= seq then
-    redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-    redis.call('ZREM', KEYS[5], session)
-    return -1
-  end
-  seq = seq + 1
-end
-seq = tonumber(ARGV[2])
-for i = 4, #ARGV, 2 do
-  if seq > length then
-    redis.call('RPUSH', entries, ARGV[i + 1])
-    redis.call('HSET', ids, ARGV[i], seq)
-  end
-  seq = seq + 1
-end
-if length == 0 then redis.call('ZADD', KEYS[5], 0, session) end
--- PRUNE
-return redis.call('LLEN', entries)
-""")
-
-GET = """
-local seq = redis.call('HGET', KEYS[2], ARGV[1])
-if not seq then return false end
-return redis.call('LINDEX', KEYS[1], tonumber(seq) - 1)
-"""
-
-REPLAYED = """
-local done = redis.call('HGET', KEYS[2], ARGV[1])
-if not done then return false end
-local first, last = string.match(done, '^(%d+):(%d+)$')
-return redis.call('LRANGE', KEYS[1], tonumber(first) - 1, tonumber(last) - 1)
-"""
-
-# The checkpoint goes with the session, but only entries make it one that existed.
-DELETE = """
-local had = redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-redis.call('DEL', KEYS[4])
-redis.call('ZREM', KEYS[5], ARGV[1])
-return had
-"""
-
-# Everything past ARGV[2] goes: the entries, their ids, the idempotency keys covering any of
-# them ("first:last" with last past it) and a checkpoint past it. The reply: what was removed.
-TRUNCATE = pruning("""
-local entries, ids, keys = KEYS[1], KEYS[2], KEYS[3]
-local ttl, after, session = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-if after >= redis.call('LLEN', entries) then return {} end
-local removed = redis.call('LRANGE', entries, after, -1)
-for _, doc in ipairs(removed) do
-  redis.call('HDEL', ids, cjson.decode(doc)['id'])
-end
-local done = redis.call('HGETALL', keys)
-for i = 1, #done, 2 do
-  if tonumber(string.match(done[i + 1], ':(%d+)$')) > after then
-    redis.call('HDEL', keys, done[i])
-  end
-end
-if tonumber(redis.call('HGET', KEYS[4], 'seq') or '-1') > after then
-  redis.call('DEL', KEYS[4])
-end
-if after == 0 then
-  redis.call('DEL', entries)
-  redis.call('ZREM', KEYS[5], session)
-else
-  redis.call('LTRIM', entries, 0, after - 1)
-end
--- PRUNE
-return removed
-""")
-
-# A checkpoint never moves backwards, nor past the entries; with a ttl, saving one
-# refreshes the whole session, so the checkpoint never outlives its entries.
-SAVE_CHECKPOINT = """
-local ttl, seq = tonumber(ARGV[1]), tonumber(ARGV[2])
-local last = redis.call('LLEN', KEYS[1])
-if seq > last then return last end
-local stored = redis.call('HGET', KEYS[4], 'seq')
-if not stored or tonumber(stored) <= seq then
-  redis.call('HSET', KEYS[4], 'seq', ARGV[2], 'data', ARGV[3])
-end
-if ttl > 0 then
-  for _, k in ipairs(KEYS) do redis.call('PEXPIRE', k, ttl) end
-end
-return -1
-"""
-
-# A page of the index of session ids (KEYS[1]) between ARGV[1] and ARGV[2] (ZRANGEBYLEX
-# bounds), at most ARGV[3] (-1: all), without the members whose entries list (ARGV[4] ..
-# id) is gone (expired, evicted), which it drops from the index on the way unless ARGV[5]
-# is '0' (a store opened read-only writes nothing). false: the index was never built
-# (KEYS[2], its marker, is missing).
-SESSIONS = """
-if redis.call('EXISTS', KEYS[2]) == 0 then return false end
-local low, high, limit, head, tidy = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
-local page = {}
-while limit < 0 or #page < limit do
-  local want = limit < 0 and -1 or limit - #page
-  local batch = redis.call('ZRANGEBYLEX', KEYS[1], low, high, 'LIMIT', 0, want)
-  if #batch == 0 then break end
-  for _, member in ipairs(batch) do
-    if redis.call('EXISTS', head .. member) == 1 then
-      page[#page + 1] = member
-    elseif tidy == '1' then
-      redis.call('ZREM', KEYS[1], member)
-    end
-  end
-  low = '(' .. batch[#batch]
-end
-return page
-"""
-
-# A checkpoint past the end of the list is one whose entries expired or were evicted
-# (a cache): it covers nothing, so none is returned.
-CHECKPOINT = """
-local checkpoint = redis.call('HMGET', KEYS[2], 'seq', 'data')
-if not checkpoint[1] or tonumber(checkpoint[1]) > redis.call('LLEN', KEYS[1]) then
-  return false
-end
-return checkpoint
-"""
-
-# ARGV[1]: at most that many of the newest entries after the checkpoint (-1: all).
-LOAD_FROM_CHECKPOINT = """
-local checkpoint = redis.call('HMGET', KEYS[2], 'seq', 'data')
-local start = 0
-local length = redis.call('LLEN', KEYS[1])
-if checkpoint[1] and tonumber(checkpoint[1]) <= length then
-  start = tonumber(checkpoint[1])
-else
-  checkpoint = {false, false}
-end
-local limit = tonumber(ARGV[1])
-if limit >= 0 and length - limit > start then start = length - limit end
-local reply = {checkpoint[1], checkpoint[2]}
-for _, doc in ipairs(redis.call('LRANGE', KEYS[1], start, -1)) do
-  reply[#reply + 1] = doc
-end
-return reply
-"""
-
-# A lease is extended or deleted only by the holder whose token it still carries.
-RENEW_LEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"""
-DROP_LEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
 
 
 def load_redis() -> Any:
@@ -262,51 +49,12 @@ def load_redis() -> Any:
     return redis
 
 
-# ``earlier`` of the entries at list indexes ARGV[1] to ARGV[2] (inclusive: one page, so
-# that Redis is never held long): {count, tokens, docs...} — the count and stored tokens
-# of those a window does not keep at any budget, then the documents of those it does
-# (``kept_always``: pinned, or a system message), in order.
-EARLIER = """
-local count, tokens, reply = 0, 0, {0, 0}
-for _, doc in ipairs(redis.call('LRANGE', KEYS[1], ARGV[1], ARGV[2])) do
-  local entry = cjson.decode(doc)
-  if entry.pinned == true or entry.message.role == 'system' then
-    reply[#reply + 1] = doc
-  else
-    count, tokens = count + 1, tokens + entry.tokens
-  end
-end
-reply[1], reply[2] = count, tokens
-return reply
-"""
-EARLIER_PAGE = 4096  # entries one call of EARLIER reads
-
-
 def earlier_page(found: Earlier, reply: Sequence[Any]) -> Earlier:
     """``found`` with one page of ``EARLIER`` (its reply) added."""
     kept = [entry_from_json(doc) for doc in reply[2:]]
     return Earlier(
         [*found.kept, *kept], found.entries + int(reply[0]), found.tokens + int(reply[1])
     )
-
-
-class Scripts:
-    """The Lua scripts, registered on one client (``redis.Redis`` or ``redis.asyncio.Redis``)."""
-
-    def __init__(self, client: Any) -> None:
-        self.append = client.register_script(APPEND)
-        self.fill = client.register_script(FILL)
-        self.get = client.register_script(GET)
-        self.replayed = client.register_script(REPLAYED)
-        self.delete = client.register_script(DELETE)
-        self.truncate = client.register_script(TRUNCATE)
-        self.sessions = client.register_script(SESSIONS)
-        self.save_checkpoint = client.register_script(SAVE_CHECKPOINT)
-        self.checkpoint = client.register_script(CHECKPOINT)
-        self.load_from_checkpoint = client.register_script(LOAD_FROM_CHECKPOINT)
-        self.earlier = client.register_script(EARLIER)
-        self.renew_lease = client.register_script(RENEW_LEASE)
-        self.drop_lease = client.register_script(DROP_LEASE)
 
 
 def check_options(url: str, prefix: str, ttl: float | None, lock_ttl: float) -> None:

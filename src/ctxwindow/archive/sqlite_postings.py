@@ -1,0 +1,285 @@
+"""``Postings``: ``SQLiteArchive``'s inverted index, per session, in B-tree tables.
+
+A search reads a bounded number of postings whatever the archive's size
+(``ranking``), from three tables beside the archive's ``{table}``:
+
+- ``{table}_postings (sid, term, id) -> tf, length, seq``: one row per term
+  of an entry (stop terms left out), keyed by the session first: a session's
+  postings of a term are one range, and other sessions' rows are never read.
+  The row's length and seq are copied in, so ranking never reads the
+  entries. The last row of each range (id ``COUNT_ID``) holds the term's
+  document frequency in the session;
+- ``{table}_sessions (sid, session_id, rows, length)``: the session's number
+  of rows and total length; ``{table}_users (user_id, sid)``: the sessions
+  indexed under a user, for user-wide searches.
+
+Nothing here takes the archive's lock or opens a transaction: the archive
+does, around each call.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from collections.abc import Iterator, Sequence
+
+from ctxwindow.archive import ranking
+from ctxwindow.archive.base import Scope
+
+COUNT_ID = 2**63 - 1
+"""The id of the last posting of each (session, term): its ``tf`` is how many of the session's
+rows hold the term. It sits next to the newest postings, so indexing a row dirties one page per
+term, not one for the posting and one for a separate count (47 pages a turn, not 75)."""
+BATCH = 400  # SQLite's default limit on host parameters was 999 before 3.32
+_SESSIONS = 200  # sessions per statement of a user-wide search (beside up to 128 terms)
+_UNITS = (
+    f"CAST(q.weight * p.tf * {ranking.K1 + 1!r} / (p.tf + {ranking.K1!r}"
+    f" * ({1 - ranking.B!r} + {ranking.B!r} * p.length / :average)) * {ranking.UNITS!r}"
+    " AS INTEGER)"
+)  # ranking.units: the same operations in the same order, so Python and SQL agree to the bit
+
+Counted = tuple[int, int, dict[str, int], int]
+"""A row as indexed: ``(key, seq, term -> frequency, length)``."""
+
+
+class Postings:
+    """The index of the archive ``table`` on ``db``: its tables, its upkeep, its searches."""
+
+    def __init__(self, db: sqlite3.Connection, table: str) -> None:
+        self._db = db
+        self._table = table
+
+    def create_tables(self) -> None:
+        t = self._table
+        self._db.execute(
+            f"CREATE TABLE IF NOT EXISTS {t}_sessions (sid INTEGER PRIMARY KEY,"
+            " session_id TEXT NOT NULL UNIQUE, rows INTEGER NOT NULL, length INTEGER NOT NULL)"
+        )
+        self._db.execute(
+            f"CREATE TABLE IF NOT EXISTS {t}_users (user_id TEXT NOT NULL,"
+            " sid INTEGER NOT NULL, PRIMARY KEY (user_id, sid)) WITHOUT ROWID"
+        )
+        self._db.execute(f"CREATE INDEX IF NOT EXISTS {t}_users_sid ON {t}_users (sid)")
+        self._db.execute(
+            f"CREATE TABLE IF NOT EXISTS {t}_postings (sid INTEGER NOT NULL,"
+            " term TEXT NOT NULL, id INTEGER NOT NULL, tf INTEGER NOT NULL,"
+            " length INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (sid, term, id))"
+            " WITHOUT ROWID"
+        )
+
+    # Writing.
+
+    def session(self, session_id: str) -> int:
+        """The session's ``sid``, made if new."""
+        t = self._table
+        self._db.execute(
+            f"INSERT OR IGNORE INTO {t}_sessions (session_id, rows, length) VALUES (?, 0, 0)",
+            (session_id,),
+        )
+        (sid,) = self._db.execute(
+            f"SELECT sid FROM {t}_sessions WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        return int(sid)
+
+    def add_user(self, user_id: str, sid: int) -> None:
+        """Index the session ``sid`` under ``user_id`` too, for the user's searches."""
+        self._db.execute(
+            f"INSERT OR IGNORE INTO {self._table}_users (user_id, sid) VALUES (?, ?)",
+            (user_id, sid),
+        )
+
+    def index(self, sid: int, rows: list[Counted]) -> None:
+        """Postings, document frequencies and the session's totals for new rows."""
+        t = self._table
+        postings = [
+            (sid, term, key, tf, length, seq) for key, seq, frequency, length in rows
+            for term, tf in frequency.items()
+        ]  # fmt: skip
+        postings.sort()  # B-tree order: each page is visited once
+        self._db.executemany(f"INSERT INTO {t}_postings VALUES (?, ?, ?, ?, ?, ?)", postings)
+        frequencies = Counter(term for _, _, frequency, _ in rows for term in frequency)
+        self._db.executemany(
+            f"INSERT INTO {t}_postings VALUES (?, ?, {COUNT_ID}, ?, 0, 0)"
+            " ON CONFLICT (sid, term, id) DO UPDATE SET tf = tf + excluded.tf",
+            sorted((sid, term, n) for term, n in frequencies.items()),
+        )
+        self._db.execute(
+            f"UPDATE {t}_sessions SET rows = rows + ?, length = length + ? WHERE sid = ?",
+            (len(rows), sum(length for _, _, _, length in rows), sid),
+        )
+
+    def unindex(self, sid: int, rows: list[tuple[int, str, int]]) -> None:
+        """The reverse of ``index``, for rows ``(key, terms, length)`` about to be replaced."""
+        if not rows:
+            return
+        t = self._table
+        terms = [(key, term) for key, text, _ in rows for term in (text or "").split()]
+        self._db.executemany(
+            f"DELETE FROM {t}_postings WHERE sid = ? AND term = ? AND id = ?",
+            [(sid, term, key) for key, term in terms],
+        )
+        frequencies = Counter(term for _, term in terms)
+        self._db.executemany(
+            f"UPDATE {t}_postings SET tf = tf - ? WHERE sid = ? AND term = ? AND id = {COUNT_ID}",
+            [(n, sid, term) for term, n in frequencies.items()],
+        )
+        self._db.executemany(
+            f"DELETE FROM {t}_postings WHERE sid = ? AND term = ? AND id = {COUNT_ID} AND tf <= 0",
+            [(sid, term) for term in frequencies],
+        )
+        self._db.execute(
+            f"UPDATE {t}_sessions SET rows = rows - ?, length = length - ? WHERE sid = ?",
+            (len(rows), sum(length or 0 for _, _, length in rows), sid),
+        )
+
+    def forget(self, session_id: str) -> None:
+        """Drop the session's postings, totals and users."""
+        t = self._table
+        row = self._db.execute(
+            f"SELECT sid FROM {t}_sessions WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        if row is not None:
+            for part in ("postings", "users", "sessions"):
+                self._db.execute(f"DELETE FROM {t}_{part} WHERE sid = ?", row)
+
+    # Searching.
+
+    def search(
+        self, scope: Scope, query: dict[str, int], depth: int, budget: int
+    ) -> list[tuple[int, int, float]]:
+        """``(key, seq, score)`` of the best ``depth`` rows for ``query`` (``term -> count``)
+        in the scope, reading about ``budget`` postings at most (``ranking.best``)."""
+        sids = self._sids(scope)
+        if not query or not sids:
+            return []
+        plan = ranking.plan(query, self._statistics(sids, list(query)), budget)
+        if plan is None:
+            return []
+        return ranking.best(
+            plan,
+            depth,
+            lambda plan, limit: self._read(scope, sids, plan, limit),
+            lambda plan, found: self._fill(scope, sids, plan, found),
+            lambda terms, keys: self._postings(sids, terms, keys),
+        )
+
+    def _sids(self, scope: Scope) -> list[int]:
+        """The sessions searched: the named one, and the user's."""
+        t = self._table
+        sids = self._db.execute(
+            f"SELECT sid FROM {t}_sessions WHERE session_id = ?", (scope.session_id,)
+        ).fetchall()
+        if scope.user_id is not None:
+            sids += self._db.execute(
+                f"SELECT sid FROM {t}_users WHERE user_id = ?", (scope.user_id,)
+            ).fetchall()
+        return sorted({sid for (sid,) in sids})
+
+    def _statistics(self, sids: list[int], terms: list[str]) -> ranking.Statistics:
+        t = self._table
+        rows = length = 0
+        frequencies: Counter[str] = Counter()
+        for batch in batches(sids, _SESSIONS):
+            n, total = self._db.execute(
+                f"SELECT coalesce(sum(rows), 0), coalesce(sum(length), 0) FROM {t}_sessions"
+                f" WHERE sid IN ({marks(batch)})",
+                batch,
+            ).fetchone()
+            rows += n
+            length += total
+            frequencies.update(
+                dict(
+                    self._db.execute(
+                        f"SELECT term, sum(tf) FROM {t}_postings WHERE sid IN ({marks(batch)})"
+                        f" AND term IN ({marks(terms)}) AND id = {COUNT_ID} GROUP BY term",
+                        (*batch, *terms),
+                    )
+                )
+            )
+        return ranking.Statistics(rows, length, frequencies)
+
+    def _read(self, scope: Scope, sids: list[int], plan: ranking.Plan, depth: int) -> ranking.Found:
+        """The best ``depth`` rows holding a term of ``plan.read`` (``ranking.best``)."""
+        t = self._table
+        terms = ", ".join(f"(:t{i}, :w{i})" for i in range(len(plan.read)))
+        params = self._params(scope, plan.average_length, depth)
+        for i, (term, weight) in enumerate(plan.read.items()):
+            params[f"t{i}"], params[f"w{i}"] = term, weight
+        found: ranking.Found = {}
+        for batch in batches(sids, _SESSIONS):
+            session_marks = ", ".join(f":s{i}" for i in range(len(batch)))
+            rows = self._db.execute(
+                f"WITH q (term, weight) AS (VALUES {terms})"
+                " SELECT s.id, s.seq, s.units FROM (SELECT id, max(seq) AS seq,"
+                f" sum(units) AS units FROM (SELECT p.id, p.seq, {_UNITS} AS units FROM q"
+                f" JOIN {t}_postings AS p ON p.sid IN ({session_marks}) AND p.term = q.term"
+                f" AND p.id < {COUNT_ID}) GROUP BY id) AS s{self._users(scope)}"
+                " ORDER BY s.units DESC, s.seq, s.id LIMIT :limit",
+                params | {f"s{i}": sid for i, sid in enumerate(batch)},
+            )
+            found.update((key, (seq, units)) for key, seq, units in rows)
+        return found
+
+    def _fill(
+        self, scope: Scope, sids: list[int], plan: ranking.Plan, found: ranking.Found
+    ) -> set[int]:
+        """The rows of the newest ``plan.fill`` postings of the first term left over, session
+        by session, added to ``found`` (``ranking.best``)."""
+        t = self._table
+        term, weight = next(iter(plan.rescore.items()))
+        params = self._params(scope, plan.average_length, plan.fill)
+        params.update(t0=term, w0=weight)
+        filled: set[int] = set()
+        for sid in sids:
+            rows = self._db.execute(
+                f"SELECT s.id, s.seq, s.units FROM (SELECT p.id, p.seq,"
+                f" {_UNITS.replace('q.weight', ':w0')} AS units FROM {t}_postings AS p"
+                f" WHERE p.sid = :s0 AND p.term = :t0 AND p.id < {COUNT_ID}"
+                f" ORDER BY p.id DESC LIMIT :limit) AS s{self._users(scope)}",
+                params | {"s0": sid},
+            )
+            for key, seq, units in rows:
+                found[key] = (seq, found.get(key, (seq, 0))[1] + units)
+                filled.add(key)
+        return filled
+
+    def _params(self, scope: Scope, average_length: float, limit: int) -> dict[str, object]:
+        params: dict[str, object] = {"average": average_length, "limit": limit}
+        if scope.user_id is not None:
+            params.update(session_id=scope.session_id, user_id=scope.user_id)
+        return params
+
+    def _users(self, scope: Scope) -> str:
+        """The filter of a user-wide search: a user's sessions may hold others' rows."""
+        if scope.user_id is None:
+            return ""
+        return (
+            f" WHERE EXISTS (SELECT 1 FROM {self._table} AS e WHERE e.id = s.id"
+            " AND (e.session_id = :session_id OR e.user_id = :user_id))"
+        )
+
+    def _postings(
+        self, sids: list[int], terms: list[str], keys: list[int]
+    ) -> Iterator[tuple[int, str, int, int]]:
+        """``(key, term, tf, length)`` of these rows' postings of these terms."""
+        for batch in batches(sids, _SESSIONS):
+            for chunk in batches(keys, BATCH):
+                yield from self._db.execute(
+                    f"SELECT id, term, tf, length FROM {self._table}_postings"
+                    f" WHERE sid IN ({marks(batch)}) AND term IN ({marks(terms)})"
+                    f" AND id IN ({marks(chunk)})",
+                    (*batch, *terms, *chunk),
+                ).fetchall()
+
+
+def marks(batch: Sequence[object]) -> str:
+    """The ``?`` placeholders of one parameter per item."""
+    return ", ".join("?" * len(batch))
+
+
+def batches(
+    items: Sequence[str] | Sequence[int], size: int = BATCH
+) -> Iterator[Sequence[str] | Sequence[int]]:
+    """``items`` in slices of ``size``, each within SQLite's limit on host parameters."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
