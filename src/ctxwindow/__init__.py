@@ -7,7 +7,7 @@
 True
 """
 
-from ctxwindow.context import AsyncContextManager, ContextManager
+from ctxwindow.context import AsyncContextManager, ContextManager, hybrid_policy
 from ctxwindow.errors import (
     BudgetError,
     CompressionError,
@@ -29,6 +29,8 @@ from ctxwindow.errors import (
 from ctxwindow.messages import Entry, Unit
 from ctxwindow.policies import (
     Context,
+    Folding,
+    Keeping,
     Match,
     MessageWindow,
     Priority,
@@ -64,8 +66,10 @@ __all__ = [
     "EncodingDataError",
     "Entry",
     "EstimateWarning",
+    "Folding",
     "IdempotencyConflictError",
     "InvalidMessageError",
+    "Keeping",
     "Match",
     "MessageTooLargeError",
     "MessageWindow",
@@ -90,6 +94,7 @@ __all__ = [
     "Window",
     "chat_tokenizer",
     "count_tokens",
+    "hybrid_policy",
     "known_models",
     "model_info",
     "use_models",

@@ -22,6 +22,25 @@ Errors of third-party libraries are converted at the boundary with
 
 from __future__ import annotations
 
+__all__ = [
+    "BudgetError",
+    "CompressionError",
+    "CtxWindowError",
+    "EncodingDataError",
+    "IdempotencyConflictError",
+    "InvalidMessageError",
+    "MessageTooLargeError",
+    "ModelConfigError",
+    "OrphanToolResultError",
+    "PinnedOverBudgetError",
+    "SessionBusyError",
+    "SessionFullError",
+    "StoreError",
+    "StoreInputError",
+    "StoreUnavailableError",
+    "UnknownModelError",
+]
+
 
 class CtxWindowError(Exception):
     """Base class of every error ctxwindow raises on purpose."""

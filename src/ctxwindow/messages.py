@@ -17,6 +17,20 @@ from typing import Any
 
 from ctxwindow.errors import InvalidMessageError
 
+__all__ = [
+    "PART_TYPES",
+    "ROLES",
+    "SYSTEM_ROLES",
+    "Entry",
+    "Message",
+    "Unit",
+    "make_message",
+    "new_entry_id",
+    "stored_tokens",
+    "tool_call_ids",
+    "validate_message",
+]
+
 Message = dict[str, Any]
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")

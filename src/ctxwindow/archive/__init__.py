@@ -2,7 +2,9 @@
 
 Lexical search always (BM25 over the archive's own per-session index, at a
 bounded cost per search; English stemming, Chinese and Japanese by bigrams);
-dense search when an ``Embedder`` is given; the two fused by score (``fuse_scores``).
+dense search when an ``Embedder`` is given (``default_embedder()``: the packaged
+``E5SmallEmbedder`` when the ``dense`` extra is installed, else None; ``MiniLMEmbedder``
+with the ``embeddings`` extra); the two fused by score (``fuse_scores``).
 
 >>> from ctxwindow import Entry
 >>> with SQLiteArchive() as archive:
@@ -12,18 +14,27 @@ dense search when an ``Embedder`` is given; the two fused by score (``fuse_score
 """
 
 from ctxwindow.archive.base import Archive, Hit, fuse_scores
-from ctxwindow.archive.embedders import Embedder, MiniLMEmbedder
+from ctxwindow.archive.embedders import (
+    E5SmallEmbedder,
+    Embedder,
+    MiniLMEmbedder,
+    default_embedder,
+    shared_embedder,
+)
 from ctxwindow.archive.fusion import reciprocal_rank_fusion
 from ctxwindow.archive.postgres import PostgresArchive
 from ctxwindow.archive.sqlite import SQLiteArchive
 
 __all__ = [
     "Archive",
+    "E5SmallEmbedder",
     "Embedder",
     "Hit",
     "MiniLMEmbedder",
     "PostgresArchive",
     "SQLiteArchive",
+    "default_embedder",
     "fuse_scores",
     "reciprocal_rank_fusion",
+    "shared_embedder",
 ]

@@ -26,10 +26,11 @@ generated from ``aio`` by ``tools/unasync.py``).
 
 from ctxwindow.context.aio import AsyncContextManager
 from ctxwindow.context.batch import request_hash
-from ctxwindow.context.contracts import REDACT_AT, ArchiveLike, EventHook, RedactAt
+from ctxwindow.context.contracts import REDACT_AT, ArchiveLike, CoreSettings, EventHook, RedactAt
 from ctxwindow.context.manager import ContextManager
 from ctxwindow.context.policy import COMPRESSORS, Policy, default_budget, hybrid_policy
 from ctxwindow.context.session import HotSessions
+from ctxwindow.recall import RecallPolicy
 
 __all__ = [
     "COMPRESSORS",
@@ -37,9 +38,11 @@ __all__ = [
     "ArchiveLike",
     "AsyncContextManager",
     "ContextManager",
+    "CoreSettings",
     "EventHook",
     "HotSessions",
     "Policy",
+    "RecallPolicy",
     "RedactAt",
     "default_budget",
     "hybrid_policy",

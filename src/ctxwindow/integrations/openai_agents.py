@@ -248,4 +248,4 @@ def _text(content: Any) -> str:
     return "\n".join(p.get("text", "") for p in content or () if isinstance(p, Mapping))
 
 
-__all__ = ["CtxWindowSession", "to_items", "to_messages"]
+__all__ = ["ITEMS", "CtxWindowSession", "Item", "to_items", "to_messages"]

@@ -4,6 +4,7 @@
 """
 
 from ctxwindow.server.app import create_app
+from ctxwindow.server.main import serve
 from ctxwindow.server.settings import Settings, load_settings
 
-__all__ = ["Settings", "create_app", "load_settings"]
+__all__ = ["Settings", "create_app", "load_settings", "serve"]

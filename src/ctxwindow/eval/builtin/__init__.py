@@ -84,6 +84,7 @@ __all__ = [
     "LANGUAGES",
     "PARAMETERS",
     "ScenarioGenerator",
+    "Slots",
     "builtin_dataset",
     "builtin_names",
     "generate_agent",

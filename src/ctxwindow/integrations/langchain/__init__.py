@@ -22,11 +22,12 @@ adapter in ``ctxwindow.integrations._common``).
 
 from __future__ import annotations
 
-from ctxwindow.integrations._common import Managers, require
+from ctxwindow.integrations._common import Managers
+from ctxwindow.integrations._common import require as _require
 
 # Here, before any submodule: a submodule left in ``sys.modules`` must not hide the hint.
-require("langchain_core", "langchain")
-require("langchain.agents.middleware", "langchain")
+_require("langchain_core", "langchain")
+_require("langchain.agents.middleware", "langchain")
 
 from ctxwindow.integrations.langchain.convert import from_openai, to_openai  # noqa: E402
 from ctxwindow.integrations.langchain.history import CtxWindowChatMessageHistory  # noqa: E402
