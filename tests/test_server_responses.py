@@ -12,7 +12,7 @@ import openai
 import pytest
 from fastapi.testclient import TestClient
 
-from ctxwindow.server.responses import response_id, session_of
+from ctxwindow.server.protocols.response_ids import response_id, session_of
 from ctxwindow.tokens.defaults import chat_tokenizer
 from tests.support.docs_examples import examples
 from tests.support.protocol_upstreams import FakeResponses, protocol_app

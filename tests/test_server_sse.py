@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from ctxwindow.server.errors import APIError
-from ctxwindow.server.upstream import StreamedReply, sse_reply
+from ctxwindow.server.protocols.chat import StreamedReply
+from ctxwindow.server.sse import relay as sse_reply
 
 
 def sse(*texts: str) -> bytes:

@@ -21,18 +21,17 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from ctxwindow.context import ArchiveLike
 from ctxwindow.redact import RedactFn
 from ctxwindow.server import (
-    chat,
     count_tokens,
     docs,
-    messages,
     models,
     openapi,
-    responses,
+    routes,
     sessions,
     stored_responses,
     ui,
 )
 from ctxwindow.server.errors import install
+from ctxwindow.server.protocols.anthropic import keyed_tenant
 from ctxwindow.server.service import Service
 from ctxwindow.server.settings import Settings
 from ctxwindow.stores.base import AsyncStore
@@ -69,12 +68,10 @@ def create_app(
     app.state.service = service
     install(app)
     tenant = _tenant(service)
-    app.include_router(chat.router(service, tenant))
-    app.include_router(responses.router(service, tenant))
+    app.include_router(routes.router(service, tenant))
     app.include_router(stored_responses.router(service, tenant))
-    app.include_router(messages.router(service, tenant))
     app.include_router(count_tokens.router(service))
-    app.include_router(models.router(service, messages.keyed_tenant(service)))
+    app.include_router(models.router(service, keyed_tenant(service)))
     app.include_router(sessions.router(service, tenant))
     if settings.ui:
         app.include_router(ui.router())

@@ -22,9 +22,10 @@ from ctxwindow.messages import Message, validate_message
 from ctxwindow.policies.explain import Report
 from ctxwindow.server import exchange, inputs
 from ctxwindow.server.errors import from_library
-from ctxwindow.server.messages import beside, body_schema, check, counted, keyed_tenant
-from ctxwindow.server.protocols import from_anthropic
-from ctxwindow.server.service import Service, read_json
+from ctxwindow.server.inputs import read_json
+from ctxwindow.server.protocols.anthropic import beside, body_schema, check, counted, keyed_tenant
+from ctxwindow.server.protocols.blocks import from_anthropic
+from ctxwindow.server.service import Service
 from ctxwindow.server.tenants import scoped
 
 REQUEST_SCHEMA = body_schema(["model", "messages"])

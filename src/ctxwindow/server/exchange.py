@@ -1,15 +1,15 @@
-"""One exchange with the upstream: what the three protocol routes share.
+"""One exchange with the upstream, for every protocol (``protocols/``).
 
-Chat completions (chat.py), Responses (responses.py) and Messages
-(messages.py) all hold the session for the whole exchange (``in_turn``),
-store the new turns (``store_turns``), build (``build``), and store the reply
-(``store_reply``) before the client gets it; a streamed reply is a
-``HeldStream`` (``streams.py``) that releases the session once it is sent.
-For the Responses and Messages routes, ``converse`` is the whole exchange:
-the new turns (chat messages, see ``protocols``) are stored, the context is
-built within the budget, converted to the request's protocol and sent
-upstream, and the reply is converted back and stored (streamed: before the
-stream's last event). What differs between those two protocols is a ``Wire``.
+A route's request is read by its protocol's ``Adapter`` (``serve``), then
+the exchange holds a request slot and the session for the whole exchange
+(``in_slot``, ``in_turn``), stores the new turns (``store_turns``, all or
+none, once per ``Idempotency-Key``), answers a retry from the store
+(``answered``), builds the context within the budget, sends it upstream as
+the protocol's body, and stores the reply before the client gets it
+(streamed: before the stream's last event, through the one relay in
+``sse.py``). A streamed reply is a ``HeldStream`` (``streams.py``) that
+releases the session once it is sent. Without a session the request passes
+through, checked against the budget (``stateless``), and nothing is stored.
 """
 
 from __future__ import annotations
@@ -17,56 +17,136 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 from fastapi import Request, Response
 
 from ctxwindow.context import AsyncContextManager, request_hash
 from ctxwindow.errors import CtxWindowError, InvalidMessageError
-from ctxwindow.messages import Entry, Message
+from ctxwindow.messages import Entry, Message, validate_message
 from ctxwindow.policies import Context
 from ctxwindow.server import inputs
 from ctxwindow.server.errors import APIError, from_library
-from ctxwindow.server.events import EventReply, relay
+from ctxwindow.server.protocols.base import Adapter
 from ctxwindow.server.service import Service
+from ctxwindow.server.sse import relay_response
 from ctxwindow.server.streams import HeldStream
 
-TRUNCATED = ("compressed", "evicted", "summarized")  # report states
+
+async def serve(service: Service, adapter: Adapter, tenant: str) -> Response:
+    """The exchange of one request, read by its protocol's ``adapter``."""
+    if service.model(adapter.model).estimated:  # its budget depends on the ratios kept
+        await service.calibration.load()
+    request = adapter.request
+    budget = budget_of(service, request, adapter.model, adapter.reply_tokens, adapter.reply_param)
+    sid = await adapter.session(tenant)
+    if sid is None:
+        return await in_slot(service, tenant, lambda: stateless(service, adapter, budget))
+    room = less(budget, adapter.extra, *adapter.beside)
+    manager = service.manager(adapter.model)
+    key = inputs.idempotency_key(request)
+
+    async def exchanged() -> Response:
+        if adapter.previews:
+            adapter.admit(await build(manager, sid, room), room)
+        return await converse(service, manager, sid, adapter, room, key)
+
+    return await in_slot(service, tenant, lambda: in_turn(manager, sid, exchanged))
 
 
-class StreamedMessage(EventReply, Protocol):
-    """An ``EventReply`` that adds up to the assistant message to store."""
+async def converse(
+    service: Service,
+    manager: AsyncContextManager,
+    sid: str,
+    adapter: Adapter,
+    budget: int,
+    key: str | None,
+) -> Response:
+    """Store the new turns, build, forward, store the reply (the session held by the caller).
 
-    usage: dict[str, Any] | None  # as calibration reads it (``prompt_tokens``)
+    A retry (the same ``Idempotency-Key`` and body) stores nothing again, and
+    is answered from the store if the reply was stored, refused (409) if the
+    session moved on since its turn (``answered``); the key with another body
+    is a 422, checked first.
+    """
+    try:
+        turn = await store_turns(service, manager, sid, adapter.turns, key, adapter.body, budget)
+    except APIError as exc:
+        raise adapter.named(exc) from exc
+    if (stored := await answered(service, manager, sid, key, turn)) is not None:
+        return adapter.replay(stored)
+    context = await build(manager, sid, budget)
+    adapter.check(context, budget)
+    evicted, recalled = service.metrics.observe_context(context.report, context.total_tokens)
+    ours = context.total_tokens + adapter.extra
+    headers = context_headers(service, adapter.model, ours, evicted, recalled)
 
-    def message(self) -> Message | None:
-        """The reply (``content``, ``tool_calls``); None if there is nothing to store."""
+    async def settle(answer: Any) -> None:
+        message = answer.message() if adapter.stream else adapter.reply(answer)
+        if message is not None:
+            await store_reply(manager, sid, message, key, adapter.kept(answer))
+            usage = answer.usage if adapter.stream else adapter.usage(answer)
+            await service.observe_usage(adapter.model, ours, usage)
+
+    forward = adapter.forward(context.messages, context.report.stable_messages)
+    return await _send(service, adapter, forward, headers, settle)
 
 
-@dataclass
-class Wire:
-    """What one protocol does in an exchange."""
+async def stateless(service: Service, adapter: Adapter, budget: int) -> Response:
+    """The request sent as it is, checked against the budget (its turns masked when a
+    redactor runs: nothing is stored, what goes upstream is); nothing stored."""
+    try:
+        for i, message in enumerate(adapter.turns):
+            validate_message(message, where=f"{adapter.param}[{i}]")
+        sent = redacted(service, adapter.turns)
+        tokens = adapter.count(sent)
+    except (CtxWindowError, ValueError) as exc:
+        raise adapter.refused(exc) from exc
+    if tokens > budget:
+        raise over_budget(tokens, budget, adapter.param)
+    headers = context_headers(service, adapter.model, tokens)
 
-    model: str
-    path: str  # of the upstream, e.g. "responses"
-    headers: dict[str, str]  # sent upstream
-    # a built context and its stable prefix's length (``Report.stable_messages``) -> the
-    # upstream body (Anthropic's marks the prefix's end with ``cache_control``)
-    forward: Callable[[list[Message], int], dict[str, Any]]
-    reply: Callable[[Any], Message | None]  # a non-streamed upstream body -> the reply
-    usage: Callable[[Any], dict[str, Any] | None]  # ... -> its usage, for calibration
-    answer: Callable[[Any], bytes]  # ... -> the client's body
-    collector: Callable[[], StreamedMessage]  # for a streamed reply
-    replay: Callable[[Entry, bool], Response]  # a stored reply, answered again
-    stream: bool = False
-    param: str = "messages"  # the body field of the new turns, named in errors
-    check: Callable[[Context], None] | None = None  # refuses a built context
-    extra: int = 0  # tokens sent beside the context: tools, a per-request system prompt
-    # the upstream's answer (a body, or a stream's collector once it ended) -> metadata
-    # stored with its reply (the Responses API keeps the response it answered)
-    kept: Callable[[Any], dict[str, Any] | None] | None = None
+    async def settle(answer: Any) -> None:
+        usage = answer.usage if adapter.stream else adapter.usage(answer)
+        await service.observe_usage(adapter.model, tokens, usage)
+
+    return await _send(service, adapter, adapter.passed_through(sent), headers, settle)
+
+
+async def _send(
+    service: Service,
+    adapter: Adapter,
+    forward: dict[str, Any],
+    headers: dict[str, str],
+    settle: Callable[[Any], Awaitable[None]],
+) -> Response:
+    """``forward`` sent upstream, and its answer for the client; ``settle(answer)`` (the
+    upstream's body, or a stream's collector) runs once the reply is whole: before a
+    stream's last event is passed on. An upstream 4xx is passed on as it came."""
+    path, upstream = adapter.upstream_path, service.upstream
+    if not adapter.stream:
+        status, data, raw = await upstream.post(path, forward, adapter.headers)
+        if status >= 400:
+            return Response(raw, status, headers=headers, media_type="application/json")
+        if adapter.reply(data) is None:
+            raise upstream.malformed(f"upstream returned no {path} reply")
+        await settle(data)
+        return Response(adapter.answer(data, raw), headers=headers, media_type="application/json")
+    opened = await upstream.open(path, forward, adapter.headers)
+    if opened.status_code >= 400:
+        return unchanged(opened, headers)
+    collector = adapter.collector()
+
+    def finish() -> Awaitable[None]:
+        response.storing = asyncio.ensure_future(settle(collector))
+        return response.storing
+
+    response = HeldStream(
+        relay_response(opened, collector, finish, upstream.broken), headers=headers,
+        media_type="text/event-stream", streams=service.streams,
+    )  # fmt: skip
+    return response
 
 
 def budget_of(service: Service, request: Request, model: str, reply: int, param: str) -> int:
@@ -123,50 +203,6 @@ async def in_turn(
             response.turn = (manager, sid)
             manager.hand_over(sid)
         return response
-
-
-async def converse(
-    service: Service,
-    manager: AsyncContextManager,
-    sid: str,
-    wire: Wire,
-    messages: list[Message],
-    budget: int,
-    key: str | None,
-    body: dict[str, Any],
-) -> Response:
-    """Store the new turns, build, forward, store the reply (the session held by the caller)."""
-    try:
-        turn = await store_turns(service, manager, sid, messages, key, body, budget)
-    except APIError as exc:
-        raise _named(exc, wire.param) from exc
-    if (reply := await answered(service, manager, sid, key, turn)) is not None:
-        return wire.replay(reply, wire.stream)
-    context = await build(manager, sid, budget)
-    if wire.check is not None:
-        wire.check(context)
-    evicted, recalled = service.metrics.observe_context(context.report, context.total_tokens)
-    ours = context.total_tokens + wire.extra
-    headers = context_headers(service, wire.model, ours, evicted, recalled)
-    forward = wire.forward(context.messages, context.report.stable_messages)
-    if wire.stream:
-        return await _stream(service, manager, sid, wire, forward, key, headers, ours)
-    status, data, raw = await service.upstream.post(wire.path, forward, wire.headers)
-    if status >= 400:
-        return Response(raw, status, headers=headers, media_type="application/json")
-    message = wire.reply(data)
-    if message is None:
-        raise service.upstream.malformed(f"upstream returned no {wire.path} reply")
-    await store_reply(manager, sid, message, key, None if wire.kept is None else wire.kept(data))
-    await service.observe_usage(wire.model, ours, wire.usage(data))
-    return Response(wire.answer(data), headers=headers, media_type="application/json")
-
-
-def _named(exc: APIError, param: str) -> APIError:
-    """A refusal of the stored turns, naming the request's field rather than chat's."""
-    if exc.param == "messages" and param != "messages":
-        exc.param = param
-    return exc
 
 
 async def store_turns(
@@ -289,64 +325,6 @@ def context_headers(
     }
 
 
-async def _stream(
-    service: Service,
-    manager: AsyncContextManager,
-    sid: str,
-    wire: Wire,
-    forward: dict[str, Any],
-    key: str | None,
-    headers: dict[str, str],
-    ours: int,
-) -> Response:
-    upstream = await service.upstream.open(wire.path, forward, wire.headers)
-    if upstream.status_code >= 400:
-        return unchanged(upstream, headers)
-    collector = wire.collector()
-
-    async def store() -> None:
-        message = collector.message()
-        if message is not None:
-            kept = None if wire.kept is None else wire.kept(collector)
-            await store_reply(manager, sid, message, key, kept)
-            await service.observe_usage(wire.model, ours, collector.usage)
-
-    def done() -> Awaitable[None]:
-        response.storing = asyncio.ensure_future(store())
-        return response.storing
-
-    response = HeldStream(
-        relay(upstream, collector, done, service.upstream.broken), headers=headers,
-        media_type="text/event-stream", streams=service.streams,
-    )  # fmt: skip
-    return response
-
-
-async def stateless(service: Service, wire: Wire, forward: dict[str, Any], tokens: int) -> Response:
-    """``forward`` sent as it is (already checked against the budget), nothing stored."""
-    headers = context_headers(service, wire.model, tokens)
-    if wire.stream:
-        upstream = await service.upstream.open(wire.path, forward, wire.headers)
-        if upstream.status_code >= 400:
-            return unchanged(upstream, headers)
-        collector = wire.collector()
-
-        async def observe() -> None:
-            await service.observe_usage(wire.model, tokens, collector.usage)
-
-        return HeldStream(
-            relay(upstream, collector, observe, service.upstream.broken), headers=headers,
-            media_type="text/event-stream", streams=service.streams,
-        )  # fmt: skip
-    status, data, raw = await service.upstream.post(wire.path, forward, wire.headers)
-    if status >= 400:
-        return Response(raw, status, headers=headers, media_type="application/json")
-    if wire.reply(data) is None:
-        raise service.upstream.malformed(f"upstream returned no {wire.path} reply")
-    await service.observe_usage(wire.model, tokens, wire.usage(data))
-    return Response(wire.answer(data), headers=headers, media_type="application/json")
-
-
 def over_budget(tokens: int, budget: int, param: str) -> APIError:
     return APIError(
         400, f"the request has {tokens} prompt tokens, over the budget of {budget}",
@@ -359,9 +337,3 @@ def redacted(service: Service, messages: list[Message]) -> list[Message]:
     if service.redactor is None:
         return messages
     return [service.redactor(dict(m)) for m in messages]
-
-
-def truncated(context: Context) -> bool:
-    """Whether the built context leaves out or shortens any of the session's history."""
-    report = context.report
-    return report.evicted_entries > 0 or any(d.state in TRUNCATED for d in report.decisions)

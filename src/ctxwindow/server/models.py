@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse
 
 from ctxwindow.server import inputs
 from ctxwindow.server.errors import APIError, speaks_anthropic
-from ctxwindow.server.messages import ANTHROPIC_VERSION, PASSED_ON
+from ctxwindow.server.protocols.anthropic import ANTHROPIC_VERSION, PASSED_ON
 from ctxwindow.server.service import Service
 from ctxwindow.tokens.models import ModelInfo
 from ctxwindow.tokens.registry import is_glob

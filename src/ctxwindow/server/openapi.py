@@ -30,6 +30,13 @@ def json_body(schema: dict[str, Any]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
+def object_body(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+    """``json_body`` of an object with ``required`` fields and ``properties`` (more allowed:
+    a protocol's other fields are passed on)."""
+    schema = {"type": "object", "required": required, "properties": properties}
+    return json_body({**schema, "additionalProperties": True})
+
+
 ERROR = {
     "type": "object",
     "required": ["error"],

@@ -16,8 +16,6 @@ from ctxwindow.policies import TokenWindow
 from ctxwindow.redact import RedactFn
 from ctxwindow.server.calibration import Calibration, calibration_key
 from ctxwindow.server.errors import from_library
-from ctxwindow.server.inputs import check_messages as check_messages  # chat.py reads them here
-from ctxwindow.server.inputs import read_json as read_json
 from ctxwindow.server.listing import Listing
 from ctxwindow.server.metrics import Metrics
 from ctxwindow.server.settings import Settings

@@ -18,7 +18,8 @@ from fastapi import APIRouter, Depends, Query
 
 from ctxwindow.errors import CtxWindowError
 from ctxwindow.server.errors import APIError, from_library
-from ctxwindow.server.responses import KEPT, session_in
+from ctxwindow.server.protocols.response_ids import session_in
+from ctxwindow.server.protocols.responses import KEPT
 from ctxwindow.server.service import Service
 from ctxwindow.server.tenants import scoped
 

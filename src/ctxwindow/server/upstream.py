@@ -1,18 +1,15 @@
 """The upstream LLM: an OpenAI-compatible endpoint behind an injectable httpx transport.
 
 Transport failures are mapped here, at the boundary, to ``APIError``: a
-connection failure, a 5xx or a malformed body is a 502, a timeout a 504. A
-stream that does not end properly (no ``[DONE]``, broken off, timed out, or
-not an event stream of JSON) ends with an error event the OpenAI SDKs raise
-on, and its partial reply is never handed on to be stored (``sse_reply``).
+connection failure, a 5xx or a malformed body is a 502, a timeout a 504. What
+a protocol's body or stream holds is read by its adapter (``protocols/``); a
+stream is relayed by ``sse.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -21,6 +18,7 @@ import orjson
 from ctxwindow.server.errors import APIError
 from ctxwindow.server.metrics import Metrics
 from ctxwindow.server.settings import Settings
+from ctxwindow.server.sse import StreamFault
 
 COMPLETIONS = "chat/completions"
 LIST_TIMEOUT = 5.0  # seconds the upstream's model list may take at most (it is optional)
@@ -29,7 +27,8 @@ logger = logging.getLogger(__name__)
 
 
 class Upstream:
-    """Forwards chat completions; the API key goes in a header and nowhere else."""
+    """Sends the protocols' requests upstream; the API key goes in a header and nowhere
+    else."""
 
     def __init__(
         self,
@@ -77,17 +76,6 @@ class Upstream:
         response.request = request
         return response
 
-    async def complete(self, body: dict[str, Any]) -> tuple[int, Any, bytes]:
-        """(status, JSON body, raw body) of a completion; a 4xx is passed on unchanged."""
-        status, data, content = await self.post(COMPLETIONS, body)
-        if status < 400 and not _is_completion(data):
-            raise self.malformed("upstream returned no completion choices")
-        return status, data, content
-
-    async def stream(self, body: dict[str, Any]) -> httpx.Response:
-        """An open streaming response, or a read 4xx; the caller relays and closes it."""
-        return await self.open(COMPLETIONS, body)
-
     def headers(
         self, extra: dict[str, str] | None = None, *, key: str = "bearer"
     ) -> dict[str, str]:
@@ -102,32 +90,29 @@ class Upstream:
     async def post(
         self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
     ) -> tuple[int, Any, bytes]:
-        """(status, JSON body, raw body) of a POST to ``path`` of the upstream (not chat
-        completions: the caller checks the body's shape); a 4xx is passed on unchanged."""
-        started = time.perf_counter()
+        """(status, JSON body, raw body) of a POST to ``path`` of the upstream (the caller
+        checks the body's shape); a 4xx is passed on unchanged."""
+        response = await self._exchange(path, body, headers, whole=True)
         try:
-            response = await self._send(body, self._url_of(path), headers)
-            try:
-                content = await response.aread()
-            finally:
-                await response.aclose()
-        except httpx.HTTPError as exc:
-            raise self._failed(exc) from exc
-        self.metrics.upstream_latency.observe(time.perf_counter() - started)
-        self._check_status(response.status_code)
-        try:
-            return response.status_code, orjson.loads(content), content
+            return response.status_code, orjson.loads(response.content), response.content
         except ValueError as exc:
             raise self.malformed("upstream returned a malformed body") from exc
 
     async def open(
         self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
     ) -> httpx.Response:
-        """``stream`` for a POST to ``path``: an open streaming response, or a read 4xx."""
+        """An open streaming response to a POST to ``path`` (the caller relays and closes
+        it), or a 4xx read whole."""
+        return await self._exchange(path, body, headers, whole=False)
+
+    async def _exchange(
+        self, path: str, body: dict[str, Any], headers: dict[str, str] | None, *, whole: bool
+    ) -> httpx.Response:
+        """The upstream's response, read ``whole`` or open; a 5xx or a failure an ``APIError``."""
         started = time.perf_counter()
         try:
             response = await self._send(body, self._url_of(path), headers)
-            if response.status_code >= 400:  # read whole: a 4xx is passed on, a 5xx is a 502
+            if whole or response.status_code >= 400:  # a 4xx is passed on, a 5xx is a 502
                 try:
                     await response.aread()
                 finally:
@@ -144,23 +129,7 @@ class Upstream:
         return APIError(502, message, code="bad_gateway")
 
     def broken(self, fault: StreamFault) -> None:
-        """Count a stream that did not end properly (``failed`` of ``sse_reply``)."""
-        self._broken(fault)
-
-    async def relay(
-        self,
-        response: httpx.Response,
-        into: StreamedReply,
-        finish: Callable[[], Awaitable[None]] | None = None,
-    ) -> AsyncIterator[bytes]:
-        """An open stream's bytes for the client (see ``sse_reply``); closed at the end."""
-        try:
-            async for piece in sse_reply(response.aiter_bytes(), into, finish, self._broken):
-                yield piece
-        finally:
-            await response.aclose()
-
-    def _broken(self, fault: StreamFault) -> None:
+        """Count a stream that did not end properly (``failed`` of ``sse.relay``)."""
         self.metrics.upstream_errors.labels(fault.kind).inc()
 
     async def models(self, headers: dict[str, str], params: dict[str, str] | None = None) -> Any:
@@ -215,230 +184,3 @@ class Upstream:
 def _encoded(body: dict[str, Any]) -> bytes:
     """The body as JSON (orjson: a context of thousands of messages in a fraction of a ms)."""
     return orjson.dumps(body)
-
-
-def _is_completion(data: Any) -> bool:
-    """A body with a first choice that carries a message (what the reply is stored from)."""
-    choices = data.get("choices") if isinstance(data, dict) else None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return False
-    return isinstance(choices[0].get("message"), dict)
-
-
-class StreamedReply:
-    """The assistant message that a stream of ``chat.completion.chunk`` events adds up to:
-    the content deltas joined, and tool calls assembled from their deltas by index."""
-
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
-        self.usage: dict[str, Any] | None = None  # from the chunk that reports it
-        self.hide_usage = False  # the service asked for usage, not the client: drop its chunk
-
-    def hides(self, chunk: dict[str, Any]) -> bool:
-        """Whether ``chunk`` is the usage chunk the client did not ask for."""
-        return self.hide_usage and chunk.get("usage") is not None and not chunk.get("choices")
-
-    def add(self, chunk: dict[str, Any]) -> None:
-        """Add one ``chat.completion.chunk`` (its first choice's delta); ``StreamFault`` if
-        its tool call deltas are not objects with an int ``index`` and string parts."""
-        if isinstance(chunk.get("usage"), dict):
-            self.usage = chunk["usage"]
-        choices = chunk.get("choices")
-        first = choices[0] if isinstance(choices, list) and choices else None
-        delta = first.get("delta") if isinstance(first, dict) else None
-        if not isinstance(delta, dict):
-            return
-        self.text.append(str(delta.get("content") or ""))
-        for piece in delta.get("tool_calls") or ():
-            index, function = _call_delta(piece)
-            call = self.calls.setdefault(
-                index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
-            )
-            call["id"] = piece.get("id") or call["id"]
-            call["function"]["name"] += function.get("name") or ""
-            call["function"]["arguments"] += function.get("arguments") or ""
-
-    @property
-    def empty(self) -> bool:
-        return not "".join(self.text) and not self.calls
-
-    def message(self) -> dict[str, Any]:
-        """``{"content": ..., "tool_calls": [...]}`` as a non-streamed reply would have it."""
-        message: dict[str, Any] = {"content": "".join(self.text) or None}
-        if self.calls:
-            message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
-        return message
-
-
-class StreamFault(APIError):
-    """An upstream stream that did not end properly; ``kind`` labels the error metric."""
-
-    def __init__(self, kind: str, message: str, *, timeout: bool = False) -> None:
-        status, code = (504, "upstream_timeout") if timeout else (502, "bad_gateway")
-        super().__init__(status, message, code=code)
-        self.kind = kind
-
-
-class Relayed:
-    """How far a relay got: ``ended`` once the stream's last event has been passed on."""
-
-    __slots__ = ("ended",)
-
-    def __init__(self) -> None:
-        self.ended = False
-
-
-def closed_late(fault: StreamFault, failed: Callable[[StreamFault], None] | None) -> bytes:
-    """What follows a transport error after the stream's last event: the reply was whole
-    (and stored), so the client gets no error event, only a blank line that ends the last
-    event if it was cut there; the fault is logged and counted (kind ``after_end``)."""
-    logger.warning("the upstream closed its stream badly after the last event: %s", fault)
-    if failed is not None:
-        failed(StreamFault("after_end", str(fault)))
-    return b"\n"
-
-
-def error_event(error: APIError) -> bytes:
-    """``error`` as the SSE event the OpenAI SDKs raise on: ``data: {"error": {...}}``.
-
-    It starts with a blank line, which ends an event the client may have half received.
-    """
-    return b"\ndata: " + bytes(error.response().body) + b"\n\n"
-
-
-async def sse_reply(
-    chunks: AsyncIterator[bytes],
-    into: StreamedReply,
-    finish: Callable[[], Awaitable[None]] | None = None,
-    failed: Callable[[StreamFault], None] | None = None,
-) -> AsyncIterator[bytes]:
-    """Pass SSE bytes through unchanged (cut at line ends) while collecting the reply.
-
-    ``finish()`` (storing the reply) is awaited before the ``data: [DONE]``
-    line is passed on: a client that has seen the end of the stream finds
-    the reply stored. It runs in a task of its own, so a client leaving at
-    that moment does not cancel it.
-
-    A stream that does not end properly — it stops before ``[DONE]``, breaks
-    off (a reset, a read timeout), has a line that is not a server-sent event
-    of JSON, or reports an error itself — ends with an error event instead
-    (``failed(fault)`` is told), and ``finish()`` is never called: a partial
-    reply is not the reply. So does an ``APIError`` raised by ``finish()``.
-    A transport error after ``[DONE]`` (an upstream that closes its connection
-    badly once it has said everything) is no fault of the reply: it is logged
-    and counted, and the client's stream ends as it should (``closed_late``).
-    """
-    relayed = Relayed()
-    try:
-        async for piece in _checked(chunks, into, finish, relayed):
-            yield piece
-    except StreamFault as exc:
-        fault = exc
-    except httpx.TimeoutException:
-        fault = StreamFault("timeout", "the upstream stream timed out before its end", timeout=True)
-    except httpx.HTTPError as exc:
-        fault = StreamFault("connect", f"the upstream stream broke off: {type(exc).__name__}")
-    except APIError as exc:  # from finish(): the reply could not be stored
-        yield error_event(exc)
-        return
-    else:
-        return
-    if relayed.ended:
-        yield closed_late(fault, failed)
-        return
-    if failed is not None:
-        failed(fault)
-    yield error_event(fault)
-
-
-async def _checked(
-    chunks: AsyncIterator[bytes],
-    into: StreamedReply,
-    finish: Callable[[], Awaitable[None]] | None,
-    relayed: Relayed,
-) -> AsyncIterator[bytes]:
-    """The stream's complete lines, each checked, until ``[DONE]``; ``StreamFault`` otherwise."""
-    buffer, done = b"", False
-    async for chunk in chunks:
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        ready: list[bytes] = []
-        for line in lines:
-            event = None if done else _event(line)
-            if event is _DONE:
-                if ready:
-                    yield b"".join(ready)
-                    ready = []
-                if finish is not None:
-                    await asyncio.shield(asyncio.ensure_future(finish()))
-                done = relayed.ended = True
-            elif event is not None:
-                into.add(event)
-                if into.hides(event):
-                    continue
-            ready.append(line + b"\n")
-        if ready:
-            yield b"".join(ready)
-    if not done and _event(buffer) is _DONE:  # the last line, without its line end
-        if finish is not None:
-            await asyncio.shield(asyncio.ensure_future(finish()))
-        done = relayed.ended = True
-    if not done:
-        raise StreamFault("malformed", "the upstream stream ended before data: [DONE]")
-    if buffer:
-        yield buffer
-
-
-_DONE: dict[str, Any] = {}  # what ``_event`` returns for ``data: [DONE]``
-
-
-def _event(line: bytes) -> dict[str, Any] | None:
-    """The JSON object of a ``data:`` line, ``_DONE`` for ``data: [DONE]``, None for the other
-    lines of an event stream (blank, comment, other fields); ``StreamFault`` for the rest."""
-    line = line.rstrip(b"\r")
-    field, colon, value = line.partition(b":")
-    if not line or not field or (colon and field in (b"event", b"id", b"retry")):
-        return None
-    if field != b"data":
-        raise StreamFault(
-            "malformed", f"the upstream stream sent a line that is not SSE: {_shown(line)}"
-        )
-    value = value.strip()
-    if value == b"[DONE]":
-        return _DONE
-    try:
-        data = orjson.loads(value)
-    except (ValueError, RecursionError):
-        data = None
-    if not isinstance(data, dict):
-        raise StreamFault(
-            "malformed", f"the upstream stream sent data that is not JSON: {_shown(line)}"
-        )
-    if data.get("error"):
-        error = data["error"]
-        said = error.get("message") if isinstance(error, dict) else error
-        raise StreamFault("status", f"the upstream stream reported an error: {said}")
-    return data
-
-
-def _shown(line: bytes) -> str:
-    text = line.decode("utf-8", "replace")
-    return repr(text if len(text) <= 80 else text[:80] + "…")
-
-
-def _call_delta(piece: Any) -> tuple[int, dict[str, Any]]:
-    """A tool call delta's index and function part; ``StreamFault`` if it is malformed."""
-    if isinstance(piece, dict):
-        index, function = piece.get("index", 0), piece.get("function") or {}
-        if type(index) is int and isinstance(function, dict):
-            parts = piece.get("id"), function.get("name"), function.get("arguments")
-            if all(part is None or isinstance(part, str) for part in parts):
-                return index, function
-    raise StreamFault("malformed", "the upstream stream sent a malformed tool call delta")
-
-
-def event_of(line: bytes) -> dict[str, Any] | None:
-    """One line of an event stream read as ``sse_reply`` reads it (see ``_event``); for the
-    relays of the other protocols (``events.py``). ``data: [DONE]`` is an empty dict."""
-    return _event(line)

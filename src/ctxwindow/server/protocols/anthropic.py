@@ -1,4 +1,4 @@
-"""``POST /v1/messages``: the Anthropic Messages API over a session's context.
+"""The Anthropic Messages API (``POST /v1/messages``) over a session's context.
 
 The session is named by ``X-Session-Id`` (Anthropic's ``metadata`` holds only
 ``user_id``); without it the request passes through statelessly, checked
@@ -21,26 +21,26 @@ import json
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Depends, Header, Request, Response
+from fastapi import Header, Request, Response
 
 from ctxwindow.errors import CtxWindowError
 from ctxwindow.messages import Entry, Message, validate_message
-from ctxwindow.server import exchange, inputs
+from ctxwindow.server import inputs
 from ctxwindow.server.errors import APIError, from_library
-from ctxwindow.server.openapi import json_body
-from ctxwindow.server.protocols import (
+from ctxwindow.server.openapi import object_body
+from ctxwindow.server.protocols.base import Adapter
+from ctxwindow.server.protocols.blocks import (
     LEFT_OUT,
     anthropic_blocks,
     anthropic_reply,
     anthropic_usage,
-    chat_text,
     from_anthropic,
     to_anthropic,
     with_breakpoint,
 )
-from ctxwindow.server.service import Service, read_json
-from ctxwindow.server.tenants import scoped
-from ctxwindow.server.upstream import StreamFault
+from ctxwindow.server.protocols.wire import chat_text
+from ctxwindow.server.service import Service
+from ctxwindow.server.sse import StreamFault
 from ctxwindow.stores.base.checks import MAX_COUNT
 
 ANTHROPIC_VERSION = "2023-06-01"  # sent upstream when the client sends none
@@ -49,10 +49,9 @@ PASSED_ON = ("anthropic-version", "anthropic-beta")  # request headers sent upst
 
 def body_schema(required: list[str]) -> dict[str, Any]:
     """The ``openapi_extra`` of a route taking a Messages body with ``required`` fields."""
-    return json_body({
-        "type": "object",
-        "required": required,
-        "properties": {
+    return object_body(
+        required,
+        {
             "model": {"type": "string", "minLength": 1},
             "messages": {
                 "type": "array", "minItems": 1,
@@ -72,47 +71,54 @@ def body_schema(required: list[str]) -> dict[str, Any]:
             "tools": {"type": "array", "items": {"type": "object"}},
             "metadata": {"type": "object"},
         },
-        "additionalProperties": True,
-    })  # fmt: skip
+    )  # fmt: skip
 
 
-REQUEST_SCHEMA = body_schema(["model", "messages", "max_tokens"])
+class AnthropicMessages(Adapter):
+    """An Anthropic message over the session's context (``X-Session-Id``)."""
 
+    path = "/v1/messages"
+    upstream_path = "messages"
+    schema = body_schema(["model", "messages", "max_tokens"])
+    beside = ("system", "the system prompt and tools")
 
-def router(service: Service, tenant: Any) -> APIRouter:
-    """The route; ``tenant`` is not used: Anthropic's SDK sends its key as ``x-api-key``."""
-    api = APIRouter()
-
-    @api.post("/v1/messages", openapi_extra=REQUEST_SCHEMA, tags=["messages"])
-    async def messages(request: Request, tenant: str = Depends(keyed_tenant(service))) -> Response:
-        """An Anthropic message over the session's context (``X-Session-Id``)."""
-        body = await read_json(request, service.settings.max_request_bytes)
+    def __init__(self, service: Service, request: Request, body: dict[str, Any]) -> None:
         check(body)
-        model = body["model"]
-        if service.model(model).estimated:
-            await service.calibration.load()
-        turns = from_anthropic(body.get("messages"), service.settings.max_message_chars)
-        system, extra = beside(service, body)
-        budget = exchange.budget_of(service, request, model, body["max_tokens"], "max_tokens")
-        wire = _wire(service, request, body, system, extra)
-        session_id = inputs.header_text(request, "X-Session-Id")
-        if session_id is None:
-            return await exchange.in_slot(
-                service, tenant, lambda: _stateless(service, wire, body, turns, system, budget)
-            )
-        sid = scoped(tenant, session_id)
-        room = exchange.less(budget, extra, "system", "the system prompt and tools")
-        manager = service.manager(model)
-        key = inputs.idempotency_key(request)
-
-        async def exchanged() -> Response:
-            return await exchange.converse(service, manager, sid, wire, turns, room, key, body)
-
-        return await exchange.in_slot(
-            service, tenant, lambda: exchange.in_turn(manager, sid, exchanged)
+        super().__init__(service, request, body)
+        self.turns = from_anthropic(body.get("messages"), service.settings.max_message_chars)
+        self.system, self.extra = beside(service, body)
+        self.reply_tokens = body["max_tokens"]
+        passed = inputs.passed_on(request, PASSED_ON)
+        self.headers = service.upstream.headers(
+            {"anthropic-version": ANTHROPIC_VERSION, **passed}, key="x-api-key"
         )
 
-    return api
+    def forward(self, context: list[Message], stable: int) -> dict[str, Any]:
+        stored, turns = to_anthropic(context)
+        blocks = [dict(block) for block in self.system] + stored
+        with_breakpoint(blocks, turns, context[:stable], before=len(self.system))
+        return _upstream_body(self.body, blocks, turns)
+
+    def passed_through(self, sent: list[Message]) -> dict[str, Any]:
+        if self.service.redactor is None:  # sent as the client wrote it (cache_control and all)
+            return self.body
+        stored, converted = to_anthropic(sent)
+        return _upstream_body(self.body, self.system + stored, converted)
+
+    def reply(self, data: Any) -> Message | None:
+        return anthropic_reply(data)
+
+    def usage(self, data: Any) -> dict[str, Any] | None:
+        return anthropic_usage(data.get("usage")) if isinstance(data, dict) else None
+
+    def collector(self) -> MessagesStream:
+        return MessagesStream()
+
+    def answer(self, data: Any, raw: bytes) -> bytes:
+        return orjson.dumps(data)
+
+    def replay(self, entry: Entry) -> Response:
+        return _replay(entry, self.stream, self.model)
 
 
 def keyed_tenant(service: Service) -> Any:
@@ -222,34 +228,6 @@ def _tools(tools: Any) -> list[dict[str, Any]] | None:
     return chat
 
 
-def _wire(
-    service: Service,
-    request: Request,
-    body: dict[str, Any],
-    system: list[dict[str, Any]],
-    extra: int,
-) -> exchange.Wire:
-    model = body["model"]
-    passed = inputs.passed_on(request, PASSED_ON)
-    headers = service.upstream.headers(
-        {"anthropic-version": ANTHROPIC_VERSION, **passed}, key="x-api-key"
-    )
-
-    def forward(context: list[Message], stable: int = 0) -> dict[str, Any]:
-        stored, turns = to_anthropic(context)
-        blocks = [dict(block) for block in system] + stored
-        with_breakpoint(blocks, turns, context[:stable], before=len(system))
-        return _upstream_body(body, blocks, turns)
-
-    return exchange.Wire(
-        model=model, path="messages", headers=headers, forward=forward, reply=anthropic_reply,
-        usage=lambda data: anthropic_usage(data.get("usage")) if isinstance(data, dict) else None,
-        answer=orjson.dumps, collector=MessagesStream,
-        replay=lambda entry, stream: _replay(entry, stream, model),
-        stream=bool(body.get("stream")), param="messages", extra=extra,
-    )  # fmt: skip
-
-
 def _upstream_body(
     body: dict[str, Any], system: list[dict[str, Any]], turns: list[Message]
 ) -> dict[str, Any]:
@@ -261,28 +239,10 @@ def _upstream_body(
     return out
 
 
-async def _stateless(
-    service: Service,
-    wire: exchange.Wire,
-    body: dict[str, Any],
-    turns: list[Message],
-    system: list[dict[str, Any]],
-    budget: int,
-) -> Response:
-    sent = exchange.redacted(service, turns)
-    tokens = counted(service, wire.model, sent, wire.extra)
-    if tokens > budget:
-        raise exchange.over_budget(tokens, budget, "messages")
-    if service.redactor is None:  # sent as the client wrote it (cache_control and all)
-        forward = body
-    else:
-        stored, converted = to_anthropic(sent)
-        forward = _upstream_body(body, system + stored, converted)
-    return await exchange.stateless(service, wire, forward, tokens)
-
-
 class MessagesStream:
     """The reply an Anthropic event stream adds up to: its text and tool_use blocks."""
+
+    last = "message_stop"
 
     def __init__(self) -> None:
         self.blocks: dict[int, dict[str, Any]] = {}
