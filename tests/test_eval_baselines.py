@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ctxwindow.eval import Case, Strategy, get_strategy, run_eval
+from ctxwindow.eval import Case, Strategy, bm25, embeddings, get_strategy, run_eval
 from ctxwindow.eval import baselines as bl
 from ctxwindow.eval.dataset import Dataset, parse_dataset
 from ctxwindow.tokens import chat_tokenizer
@@ -184,7 +184,7 @@ def test_each_baseline_keeps_the_chinese_turn(name: str) -> None:
 
 
 def test_chinese_is_matched_on_bigrams_that_bm25s_alone_does_not_see() -> None:
-    bm25s, stemmer = bl._bm25s()
+    bm25s, stemmer = bm25.load_bm25s()
 
     def plain(text: str) -> set[str]:
         found = bm25s.tokenize([text], stopwords="en", stemmer=stemmer, return_ids=False)
@@ -390,7 +390,7 @@ def test_rrf_sums_reciprocal_ranks_with_k_60() -> None:
 
 def test_the_lexical_index_scores_as_bm25s_does() -> None:
     """bm25s's BM25(k1=1.5, b=0.75, method="lucene") on the same terms: the same scores."""
-    bm25s, _ = bl._bm25s()
+    bm25s, _ = bm25.load_bm25s()
     texts = [m["content"] or "" for m in ENGLISH] + ["", "the and of", "snow snow snow Oslo"]
     documents = [list(bl.terms(t)) for t in texts]
     index = bl.Lexical()
@@ -406,7 +406,7 @@ def test_the_lexical_index_scores_as_bm25s_does() -> None:
 
 
 def test_bm25_terms_are_bm25s_tokens_for_english() -> None:
-    bm25s, stemmer = bl._bm25s()
+    bm25s, stemmer = bm25.load_bm25s()
     text = "The runners were running quickly to Lisbon's trams, 42 times."
     tokens = bm25s.tokenize([text], stopwords="en", stemmer=stemmer, return_ids=False)
     assert bl.terms(text) == tuple(tokens[0])
@@ -420,7 +420,7 @@ def test_each_text_is_embedded_once_across_budgets_and_strategies(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake = Concepts()
-    monkeypatch.setattr(bl, "_DEFAULT", bl.Embeddings(lambda: fake))
+    monkeypatch.setattr(embeddings, "_DEFAULT", embeddings.Embeddings(lambda: fake))
     run_eval(data(), strategies=DENSE, budgets=[60, 120, 240], workers=1)
     embedded = Counter(text for call in fake.calls for text in call)
     assert embedded and max(embedded.values()) == 1
@@ -437,7 +437,7 @@ def test_an_asymmetric_model_embeds_turns_as_passages_and_questions_as_queries(
 ) -> None:
     """As the archive does: the strongest form of the model for retrieval, each text once."""
     fake = TwoFormConcepts()
-    monkeypatch.setattr(bl, "_DEFAULT", bl.Embeddings(lambda: fake))
+    monkeypatch.setattr(embeddings, "_DEFAULT", embeddings.Embeddings(lambda: fake))
     dataset = data()
     run_eval(dataset, strategies=DENSE, budgets=[60, 120], workers=1)
     assert fake.calls == []  # the symmetric form is never used

@@ -93,6 +93,7 @@ def builtin_results() -> dict[str, Any]:
     return run_eval(data, strategies=["token_window", "hybrid", "full"], budgets=[512, 2048])
 
 
+@pytest.mark.slow  # builtin_results embeds the built-in datasets for the hybrid: ~60 s
 def test_outcomes_agree_with_the_recall_they_sum_up(builtin_results: dict[str, Any]) -> None:
     """Evidence recall, overall and by category, is the share of "k" and "c" letters."""
     questions = builtin_results["questions"]
@@ -111,6 +112,7 @@ def test_outcomes_agree_with_the_recall_they_sum_up(builtin_results: dict[str, A
     assert set(builtin_results["results"]["hybrid"]["512"]["outcomes"]) > {"k"}
 
 
+@pytest.mark.slow  # builtin_results embeds the built-in datasets for the hybrid: ~60 s
 def test_the_page_has_a_row_per_question_and_a_column_per_run(
     builtin_results: dict[str, Any],
 ) -> None:

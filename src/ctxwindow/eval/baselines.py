@@ -65,27 +65,26 @@ Stemming is cached by text too.
 from __future__ import annotations
 
 import functools
-import importlib
-import math
-from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+# bm25.py and embeddings.py were split from here; their names are still imported from here
+from ctxwindow.eval.bm25 import K1 as K1
+from ctxwindow.eval.bm25 import B as B
+from ctxwindow.eval.bm25 import Lexical as Lexical
+from ctxwindow.eval.bm25 import load_bm25s
+from ctxwindow.eval.bm25 import terms as terms
+from ctxwindow.eval.embeddings import Dense, embeddings_of
+from ctxwindow.eval.embeddings import Embeddings as Embeddings
+from ctxwindow.eval.embeddings import default_embedder as default_embedder
 from ctxwindow.eval.strategies import Built, Case, Strategy
 from ctxwindow.messages import Entry, Message
 from ctxwindow.tokens.chat import ChatTokenizer
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
     from ctxwindow.archive.embedders import Embedder
 
-    Vector = npt.NDArray[np.float64]
-
-K1 = 1.5
-B = 0.75
 RRF_K = 60
 
 
@@ -190,221 +189,6 @@ class History:
         self.tokens.append(tokens)
 
 
-# -- lexical: bm25s's BM25, kept incrementally -------------------------------------------
-
-
-@functools.cache
-def _bm25s() -> tuple[Any, Any]:
-    """bm25s and an English Snowball stemmer (the ``eval`` extra)."""
-    from ctxwindow.extras import require
-
-    require("eval", "the lexical baselines (bm25_fill...)", packages=("bm25s", "Stemmer"))
-    bm25s = importlib.import_module("bm25s")
-    stemmer = importlib.import_module("Stemmer").Stemmer("english")
-    return bm25s, stemmer
-
-
-_terms: dict[str, tuple[str, ...]] = {}
-
-
-def terms(text: str) -> tuple[str, ...]:
-    """The BM25 terms of a text: ctxwindow's segmentation, then bm25s's tokenizer (lower
-    case, words of two or more characters, English stop words out, Snowball stems).
-
-    >>> terms("The dogs were running in 东京都")
-    ('dog', 'were', 'run', '东京', '京都')
-    """
-    found = _terms.get(text)
-    if found is None:
-        from ctxwindow.archive.text import index_text
-
-        bm25s, stemmer = _bm25s()
-        tokens = bm25s.tokenize(
-            [index_text(text)], stopwords="en", stemmer=stemmer, return_ids=False,
-            show_progress=False,
-        )  # fmt: skip
-        found = _terms[text] = tuple(tokens[0])
-    return found
-
-
-@dataclass
-class Lexical:
-    """An incremental BM25 index: postings added message by message, scored at the query
-    exactly as ``bm25s.BM25(k1=1.5, b=0.75, method="lucene")`` scores the same terms."""
-
-    postings: dict[str, tuple[list[int], list[int]]] = field(default_factory=dict)
-    lengths: list[int] = field(default_factory=list)
-    total: int = 0
-
-    def add(self, document: Sequence[str]) -> None:
-        index = len(self.lengths)
-        for term, tf in Counter(document).items():
-            docs, tfs = self.postings.setdefault(term, ([], []))
-            docs.append(index)
-            tfs.append(tf)
-        self.lengths.append(len(document))
-        self.total += len(document)
-
-    def scores(self, query: Sequence[str]) -> Vector:
-        """Each document's score for the query terms (a repeated term counts each time)."""
-        import numpy as np
-
-        n = len(self.lengths)
-        scores = np.zeros(n)
-        if not self.total:
-            return scores
-        lengths = np.asarray(self.lengths, dtype=np.float64)
-        norm = K1 * (1 - B + B * lengths / (self.total / n))
-        for term, count in Counter(query).items():
-            if term not in self.postings:
-                continue
-            docs, tfs = (np.asarray(values) for values in self.postings[term])
-            df = len(docs)
-            idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-            scores[docs] += count * idf * tfs / (norm[docs] + tfs)
-        return scores
-
-
-# -- dense: each text embedded once per process --------------------------------------------
-
-
-class Embeddings:
-    """Unit vectors of texts, each distinct text embedded once, for one embedder.
-
-    A model with the asymmetric pair (``embed_passages`` and ``embed_queries``,
-    as E5's prefixes) embeds the searched texts as passages and the questions
-    as queries, as the archive does (the form it was trained to retrieve by);
-    any other embeds both with ``embed``. ``expect`` notes texts that come
-    together (no model is loaded): the first of them asked for embeds them all
-    in one call per form.
-    """
-
-    def __init__(self, make: Callable[[], Embedder]) -> None:
-        self._make = make
-        self._embedder: Embedder | None = None
-        self._vectors: dict[tuple[bool, str], Vector] = {}
-        self._batches: dict[tuple[bool, str], tuple[tuple[bool, str], ...]] = {}
-        self._noted: set[Hashable] = set()
-
-    def expect(
-        self, key: Hashable, passages: Callable[[], Iterable[str]], queries: Iterable[str] = ()
-    ) -> None:
-        """Note the texts searched (``passages``) and the ``queries`` that come together under
-        ``key`` (noted once a key)."""
-        if key in self._noted:
-            return
-        self._noted.add(key)
-        items = [*((False, t) for t in passages()), *((True, t) for t in queries)]
-        batch = tuple(dict.fromkeys(item for item in items if item not in self._vectors))
-        for item in batch:
-            self._batches.setdefault(item, batch)
-
-    def vector(self, text: str, *, query: bool = False) -> Vector:
-        """The unit vector of ``text``, searched (a passage) or searched for (``query``)."""
-        embedder = self._loaded()
-        asymmetric = _asymmetric(embedder)
-        item = (query and asymmetric, text)  # a symmetric model has one form for both
-        found = self._vectors.get(item)
-        if found is not None:
-            return found
-        batch = self._batches.get((query, text), ())
-        wanted = dict.fromkeys([item, *((q and asymmetric, t) for q, t in batch)])
-        for form in (False, True):
-            texts = [t for q, t in wanted if q == form and (q, t) not in self._vectors]
-            if texts:
-                for t, vector in zip(texts, self._embed(embedder, texts, form), strict=True):
-                    self._vectors[(form, t)] = vector
-        for q, t in batch:
-            self._batches.pop((q, t), None)
-        return self._vectors[item]
-
-    def _loaded(self) -> Embedder:
-        if self._embedder is None:
-            self._embedder = self._make()
-            _one_thread_in_a_worker()
-        return self._embedder
-
-    @staticmethod
-    def _embed(embedder: Embedder, texts: list[str], query: bool) -> list[Vector]:
-        import numpy as np
-
-        if _asymmetric(embedder):
-            found = getattr(embedder, "embed_queries" if query else "embed_passages")(texts)
-        else:
-            found = embedder.embed(texts)
-        vectors = np.asarray(found, dtype=np.float64)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return list(np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0))
-
-
-def _asymmetric(embedder: Embedder) -> bool:
-    """Whether the model embeds what is searched and what searches it in forms of their own."""
-    return hasattr(embedder, "embed_passages") and hasattr(embedder, "embed_queries")
-
-
-def _one_thread_in_a_worker() -> None:
-    """In a worker of the eval's process pool (one per CPU), PyTorch on one thread.
-
-    More threads than cores wait for each other (OpenMP spins): on this 2-core
-    machine under load, a sentence took 2 s on two threads, 0.15 s on one.
-    """
-    import multiprocessing
-    import sys
-
-    torch = sys.modules.get("torch")
-    if torch is not None and multiprocessing.parent_process() is not None:
-        torch.set_num_threads(1)
-
-
-def default_embedder() -> Embedder:
-    """ctxwindow's default embedder (``default_embedder()`` of ``ctxwindow.archive.embedders``
-    when it has one and it finds a model), else all-MiniLM-L6-v2."""
-    from ctxwindow.archive import embedders
-
-    make = getattr(embedders, "default_embedder", None)
-    found: Embedder | None = make() if make is not None else None
-    return found if found is not None else embedders.MiniLMEmbedder()
-
-
-_DEFAULT = Embeddings(default_embedder)
-_injected: dict[int, tuple[Embedder, Embeddings]] = {}
-
-
-def embeddings_of(embedder: Embedder | None) -> Embeddings:
-    """The process's cache for ``embedder`` (None: the default one, loaded when first needed)."""
-    if embedder is None:
-        return _DEFAULT
-    if id(embedder) not in _injected:  # the embedder is kept, so its id stays its own
-        _injected[id(embedder)] = (embedder, Embeddings(lambda: embedder))
-    return _injected[id(embedder)][1]
-
-
-@dataclass
-class Dense:
-    """The unit vectors of the ingested messages, one row each."""
-
-    rows: Any = None  # an (n, dim) array, grown by doubling
-    n: int = 0
-
-    def add(self, vector: Vector) -> None:
-        import numpy as np
-
-        if self.rows is None:
-            self.rows = np.zeros((16, len(vector)))
-        elif self.n == len(self.rows):
-            self.rows = np.concatenate([self.rows, np.zeros_like(self.rows)])
-        self.rows[self.n] = vector
-        self.n += 1
-
-    def scores(self, query: Vector) -> Vector:
-        import numpy as np
-
-        if self.rows is None:
-            return np.zeros(0)
-        scores: Vector = self.rows[: self.n] @ query
-        return scores
-
-
 # -- the strategies ------------------------------------------------------------------------
 
 
@@ -436,7 +220,7 @@ class _Baseline(Strategy):
         self, cases: Sequence[Case], budget: int, tokenizer: ChatTokenizer
     ) -> dict[str, Any]:
         if self.lexical:
-            _bm25s()  # a missing bm25s fails here, before any work
+            load_bm25s()  # a missing bm25s fails here, before any work
         if self.embeddings is not None:
             asked: dict[str, list[Case]] = {}
             for case in cases:

@@ -11,12 +11,10 @@ of the evidence, partly lost or lost; ``results[S][B]["outcomes"]`` is the
 string of them, in the order of the top-level ``"questions"`` list.
 
 A compressed or summarized evidence message is credited only when the answer
-is in that message's own text as sent (``Built.compressed_text``), as whole
-words (``answer_in``): not anywhere in the context, where a short answer such
-as "yes" or "two" is found whether the evidence kept it or not.
+is in that message's own text as sent, as whole words (``scoring.py``);
 ``evidence_recall_whole`` credits no compressed form at all. ``recent_recall``
 is the share of the newest ``RECENT`` history messages in each context, whole
-or compressed.
+or compressed (``metrics.py``).
 
 Each conversation is ingested once per strategy and budget, in order; the
 questions asked at a point are built on the state at that point, read-only
@@ -31,57 +29,37 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import re
-import time
-import unicodedata
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import ctxwindow
 from ctxwindow.archive.embedders import fork_safe
 from ctxwindow.eval.choices import summary
-from ctxwindow.eval.dataset import Conversation, Dataset, Question
+from ctxwindow.eval.dataset import Conversation, Dataset
+
+# scoring.py and metrics.py were split from here; their names are still imported from here
+from ctxwindow.eval.metrics import percentile as percentile
+from ctxwindow.eval.metrics import summarize as summarize
 from ctxwindow.eval.replay import CacheMeter, Replayed, mean_by_turn
-from ctxwindow.eval.strategies import DEFAULT_STRATEGIES, Built, Case, Strategy, get_strategy
-from ctxwindow.messages import Message
+from ctxwindow.eval.scoring import COMPRESSED as COMPRESSED
+from ctxwindow.eval.scoring import KEPT as KEPT
+from ctxwindow.eval.scoring import LOST as LOST
+from ctxwindow.eval.scoring import OUTCOMES as OUTCOMES
+from ctxwindow.eval.scoring import PARTLY_LOST as PARTLY_LOST
+from ctxwindow.eval.scoring import RECENT as RECENT
+from ctxwindow.eval.scoring import Answerer as Answerer
+from ctxwindow.eval.scoring import Measurement as Measurement
+from ctxwindow.eval.scoring import answer_in as answer_in
+from ctxwindow.eval.scoring import measure as measure
+from ctxwindow.eval.scoring import recent_share as recent_share
+from ctxwindow.eval.scoring import score as score
+from ctxwindow.eval.strategies import DEFAULT_STRATEGIES, Case, Strategy, get_strategy
 from ctxwindow.tokens.chat import ChatTokenizer
 from ctxwindow.tokens.defaults import chat_tokenizer, model_info
 
 DEFAULT_BUDGETS = (1024, 2048, 4096, 8192, 16384)
 UNBOUNDED = "unbounded"
-
-# What became of a question's evidence messages in a built context, one letter each.
-# A compressed evidence message is present only if the answer is in its compressed form.
-KEPT = "k"  # all kept whole
-COMPRESSED = "c"  # all present, some only compressed or summarized, each with the answer
-PARTLY_LOST = "p"  # some present, not all
-LOST = "l"  # none present
-OUTCOMES = {
-    KEPT: "kept whole",
-    COMPRESSED: "compressed, the answer in the compressed form of the evidence",
-    PARTLY_LOST: "partly lost",
-    LOST: "lost",
-}
-RECENT = 4  # recent_recall: how many of the newest history messages every context should keep
-
-# Given a built context and its question, return a score in [0, 1].
-Answerer = Callable[[list[Message], Question], float]
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """What one built context scored."""
-
-    category: str
-    all_evidence: bool
-    evidence_share: float
-    tokens: int
-    build_ms: float
-    outcome: str  # one of OUTCOMES
-    score: float | None = None
-    recent_share: float = 1.0  # of the newest RECENT history messages, the share present
 
 
 def run_eval(
@@ -107,19 +85,16 @@ def run_eval(
     tokenizer = chat_tokenizer(model)
     chosen = [get_strategy(name) for name in strategies]  # unknown names fail before any work
     budgets = _check_budgets(budgets)
-    if replay and (cannot := [s.name for s in chosen if not s.replays]):
-        raise ValueError(f"--replay: strategies {cannot} do not implement respond()")
+    if replay:
+        _check_replays(chosen)
     cases = [Case(c, q) for c in dataset.conversations for q in c.questions]
     info = model_info(model)
-    price = info.input_price
-    runs = _calibrated(strategies, chosen, budgets, cases, tokenizer)
-    if replay:
-        runs = [_Run(r.name, r.strategy, r.budget, r.facts, info) for r in runs]
+    runs = _calibrated(strategies, chosen, budgets, cases, tokenizer, info if replay else None)
     measured = _measure_all(dataset, runs, tokenizer, answerer, on_progress, workers)
     return {
         "model": model,
         "dataset": dataset.name,
-        "input_price_per_mtok": price,
+        "input_price_per_mtok": info.input_price,
         "estimated_counts": not tokenizer.exact,  # the model has no exact tokenizer here
         "budgets": list(budgets),
         "strategies": list(strategies),
@@ -129,9 +104,15 @@ def run_eval(
         "n_questions": len(cases),
         "ctxwindow_version": ctxwindow.__version__,
         **(_cache_prices(info) if replay else {}),
-        "results": _summarized(strategies, runs, measured, price),
+        "results": _summarized(strategies, runs, measured, info.input_price),
         "questions": [_question_entry(case) for case in cases],
     }
+
+
+def _check_replays(strategies: Sequence[Strategy]) -> None:
+    """``--replay`` needs every strategy to send the context of a user turn (``respond``)."""
+    if cannot := [s.name for s in strategies if not s.replays]:
+        raise ValueError(f"--replay: strategies {cannot} do not implement respond()")
 
 
 def _question_entry(case: Case) -> dict[str, Any]:
@@ -180,13 +161,15 @@ def _calibrated(
     budgets: Sequence[int],
     cases: Sequence[Case],
     tokenizer: ChatTokenizer,
+    replay: Any = None,
 ) -> list[_Run]:
-    """Each strategy at each budget (once, unbounded, if it has none), calibrated on ``cases``."""
+    """Each strategy at each budget (once, unbounded, if it has none), calibrated on ``cases``
+    (``replay``: the ModelInfo to price replayed turns with; None: no replay)."""
     runs: list[_Run] = []
     for name, strategy in zip(names, strategies, strict=True):
         for budget in budgets if strategy.budgeted else [None]:
             facts = strategy.calibrate(cases, budget, tokenizer) if budget is not None else {}
-            runs.append(_Run(name, strategy, budget, facts))
+            runs.append(_Run(name, strategy, budget, facts, replay))
     return runs
 
 
@@ -235,23 +218,13 @@ def _measure_all(
     longest conversations go first. Each worker's native thread pools get an
     equal share of the cores (``OMP_NUM_THREADS``, unless the user set it).
     """
-    global _JOBS
     conversations = sorted(
         range(len(dataset.conversations)), key=lambda c: -len(dataset.conversations[c].messages)
     )
     jobs = [(r, c) for c in conversations for r in range(len(runs))]
     parallel = workers > 1 and answerer is None and len(jobs) > 1 and fork_safe()
     if parallel and "fork" in multiprocessing.get_all_start_methods():
-        _JOBS = (dataset, runs, tokenizer)
-        threads = str(max(1, (os.cpu_count() or 1) // workers))
-        try:
-            with multiprocessing.get_context("fork").Pool(
-                workers, initializer=_share_cores, initargs=(threads,)
-            ) as pool:
-                done = pool.imap(_measure_job, jobs, chunksize=len(runs))
-                found = [_progressed(part, on_progress) for part in done]
-        finally:
-            _JOBS = None
+        found = _in_workers(dataset, runs, tokenizer, jobs, workers, on_progress)
     else:
         found = []
         for r, c in jobs:
@@ -265,6 +238,29 @@ def _measure_all(
     for (r, c), part in zip(jobs, found, strict=True):
         per_run[r][c] = part
     return [[parts[c] for c in range(len(dataset.conversations))] for parts in per_run]
+
+
+def _in_workers(
+    dataset: Dataset,
+    runs: list[_Run],
+    tokenizer: ChatTokenizer,
+    jobs: list[tuple[int, int]],
+    workers: int,
+    on_progress: Callable[[int], None] | None,
+) -> list[_Measured]:
+    """The measurements of ``jobs`` (run, conversation), in order, from ``workers`` forked
+    processes, every run of one conversation in one worker (a chunk)."""
+    global _JOBS
+    _JOBS = (dataset, runs, tokenizer)
+    threads = str(max(1, (os.cpu_count() or 1) // workers))
+    try:
+        with multiprocessing.get_context("fork").Pool(
+            workers, initializer=_share_cores, initargs=(threads,)
+        ) as pool:
+            done = pool.imap(_measure_job, jobs, chunksize=len(runs))
+            return [_progressed(part, on_progress) for part in done]
+    finally:
+        _JOBS = None
 
 
 def _share_cores(threads: str) -> None:
@@ -332,196 +328,6 @@ def _asked(
     if meter is not None:
         for at in range(ingested, len(conversation.messages)):
             take(at)
-
-
-def measure(
-    strategy: Strategy,
-    case: Case,
-    budget: int | None,
-    tokenizer: ChatTokenizer,
-    answerer: Answerer | None = None,
-) -> Measurement:
-    """Ingest one case's history from scratch (untimed), then build and score its context."""
-    return score(strategy, strategy.prepare(case, budget, tokenizer), case, tokenizer, answerer)
-
-
-def score(
-    strategy: Strategy,
-    state: Any,
-    case: Case,
-    tokenizer: ChatTokenizer,
-    answerer: Answerer | None = None,
-) -> Measurement:
-    """Build the case's context on ``state`` (timed) and score it."""
-    start = time.perf_counter()
-    built: Built = strategy.build(state, case)
-    build_ms = (time.perf_counter() - start) * 1000
-    evidence = case.question.evidence
-    whole, compressed = _present(evidence, built, case.question.answer)
-    present = whole + compressed
-    score = answerer(built.messages, case.question) if answerer is not None else None
-    return Measurement(
-        category=case.question.category or "uncategorized",
-        all_evidence=present == len(evidence),
-        evidence_share=present / len(evidence),
-        tokens=tokenizer.count(built.messages),
-        build_ms=build_ms,
-        outcome=_outcome(whole, compressed, len(evidence)),
-        score=score,
-        recent_share=recent_share(built, case),
-    )
-
-
-def _present(evidence: Sequence[str], built: Built, answer: str) -> tuple[int, int]:
-    """How many evidence messages are kept whole, and how many more are compressed with
-    the answer in their own compressed text."""
-    whole = sum(1 for mid in evidence if mid in built.kept_ids)
-    compressed = sum(
-        1
-        for mid in evidence
-        if mid not in built.kept_ids
-        and mid in built.compressed_ids
-        and answer_in(answer, built.compressed_text.get(mid, ""))
-    )
-    return whole, compressed
-
-
-def recent_share(built: Built, case: Case) -> float:
-    """The share of the case's newest ``RECENT`` history messages (a tool call or result
-    is one too) that the context has, whole or compressed; 1.0 with no history."""
-    newest = [mid for mid, _ in case.history[-RECENT:]]
-    if not newest:
-        return 1.0
-    present = sum(1 for mid in newest if mid in built.kept_ids or mid in built.compressed_ids)
-    return present / len(newest)
-
-
-# A run of letters and numbers (\w less the underscore), as normalize() keeps them.
-_WORD = re.compile(r"[^\W_]+")
-# Scripts written without spaces between words (Han, kana, and Hangul, whose particles
-# attach to the word): one of their characters ends a word wherever it stands.
-_UNSPACED = (
-    (0x1100, 0x11FF), (0x2E80, 0x2FDF), (0x3040, 0x30FF), (0x3130, 0x318F),
-    (0x31F0, 0x31FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF),
-    (0xF900, 0xFAFF), (0x20000, 0x3FFFF),
-)  # fmt: skip
-
-
-def answer_in(answer: str, text: str) -> bool:
-    """Whether ``answer`` is in ``text`` as whole words: both NFKC-normalized and
-    casefolded, punctuation and spacing ignored ("A-1042" is found in "a 1042"), and
-    each end of the answer at a word boundary, so "two" is not found in "network".
-    In scripts that put no spaces between words (Chinese, Japanese, Korean) a
-    boundary cannot be seen: an end of the answer in such a character needs none
-    (plain containment), and such a character next to it is a boundary.
-
-    >>> answer_in("two", "a network of two"), answer_in("two", "a network")
-    (True, False)
-    >>> answer_in("东京", "我住在东京市"), answer_in("iPhone", "买了iPhone手机")
-    (True, True)
-    """
-    wanted, words = _words(answer), _words(text)
-    if not wanted:
-        return False
-    start = words.find(wanted)
-    while start != -1:
-        end = start + len(wanted)
-        if _ends_a_word(wanted[0], words[start - 1 : start]) and _ends_a_word(
-            wanted[-1], words[end : end + 1]
-        ):
-            return True
-        start = words.find(wanted, start + 1)
-    return False
-
-
-def _words(text: str) -> str:
-    """NFKC, casefolded: its runs of letters and numbers, one space between them."""
-    return " ".join(_WORD.findall(unicodedata.normalize("NFKC", text).casefold()))
-
-
-def _ends_a_word(edge: str, neighbour: str) -> bool:
-    """Whether the answer's ``edge`` character, beside ``neighbour`` ("" at an end of the
-    text), ends a word there."""
-    return neighbour in ("", " ") or _unspaced(edge) or _unspaced(neighbour)
-
-
-def _unspaced(char: str) -> bool:
-    return any(low <= ord(char) <= high for low, high in _UNSPACED)
-
-
-def _outcome(whole: int, compressed: int, total: int) -> str:
-    if whole == total:
-        return KEPT
-    if whole + compressed == total:
-        return COMPRESSED
-    return PARTLY_LOST if whole + compressed else LOST
-
-
-def summarize(measured: Sequence[Measurement], budget: int | None, price: float) -> dict[str, Any]:
-    """The metrics of one strategy at one budget."""
-    tokens = [m.tokens for m in measured]
-    times = sorted(m.build_ms for m in measured)
-    summary: dict[str, Any] = {
-        **_recall(measured),
-        "mean_tokens": round(_mean(tokens), 2),
-        "mean_cost_usd": round(_mean(tokens) * price / 1e6, 8),
-        "total_cost_usd": round(sum(tokens) * price / 1e6, 8),
-        "build_ms_p50": round(percentile(times, 50), 4),
-        "build_ms_p99": round(percentile(times, 99), 4),
-        "over_budget_rate": _over_budget(tokens, budget),
-        **_recent(measured),
-        "by_category": _by_category(measured),
-        "outcomes": "".join(m.outcome for m in measured),
-    }
-    return summary
-
-
-def _recall(measured: Sequence[Measurement]) -> dict[str, Any]:
-    scores = [m.score for m in measured if m.score is not None]
-    return {
-        "evidence_recall": round(_mean([m.all_evidence for m in measured]), 6),
-        "evidence_recall_whole": round(_mean([m.outcome == KEPT for m in measured]), 6),
-        "turn_recall": round(_mean([m.evidence_share for m in measured]), 6),
-        "n": len(measured),
-        "answer_score": round(_mean(scores), 6) if scores else None,
-    }
-
-
-def _recent(measured: Sequence[Measurement]) -> dict[str, float]:
-    """``recent_recall``: the mean share of the newest messages kept; ``recent_all``: the
-    share of contexts that kept them all."""
-    return {
-        "recent_recall": round(_mean([m.recent_share for m in measured]), 6),
-        "recent_all": round(_mean([m.recent_share == 1.0 for m in measured]), 6),
-    }
-
-
-def _by_category(measured: Sequence[Measurement]) -> dict[str, dict[str, Any]]:
-    groups: dict[str, list[Measurement]] = defaultdict(list)
-    for m in measured:
-        groups[m.category].append(m)
-    return {category: _recall(groups[category]) for category in sorted(groups)}
-
-
-def _over_budget(tokens: Sequence[int], budget: int | None) -> float:
-    if budget is None:
-        return 0.0
-    return round(_mean([t > budget for t in tokens]), 6)
-
-
-def _mean(values: Iterable[float]) -> float:
-    values = list(values)
-    return sum(values) / len(values) if values else 0.0
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile of already sorted values (numpy's default method)."""
-    if not sorted_values:
-        return 0.0
-    rank = (len(sorted_values) - 1) * q / 100
-    low = int(rank)
-    high = min(low + 1, len(sorted_values) - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (rank - low)
 
 
 def _check_budgets(budgets: Sequence[int]) -> list[int]:

@@ -45,8 +45,17 @@ class Metrics:
         models: ModelRegistry | None = None,
     ) -> None:
         self.model_labels = ModelLabels(models or ModelRegistry())
-        self.registry = CollectorRegistry()
-        r = self.registry
+        self.registry = r = CollectorRegistry()
+        self._count_contexts(r)
+        self._count_upstream(r)
+        if isinstance(getattr(redactor, "counts", None), Mapping):
+            r.register(_Redactions(redactor))
+        if queued is not None:
+            r.register(_Queued(queued))
+        r.register(_TimedOut())
+
+    def _count_contexts(self, r: CollectorRegistry) -> None:
+        """The contexts built: their sizes, what eviction saved, recall and compression."""
         self.prompt_tokens = Histogram(
             "ctxwindow_prompt_tokens", "Prompt tokens sent upstream", buckets=_TOKEN_BUCKETS,
             registry=r,
@@ -72,6 +81,10 @@ class Metrics:
         self.summary_updates = Counter(
             "ctxwindow_summary_updates", "Evicted turns folded into a rolling summary", registry=r
         )
+
+    def _count_upstream(self, r: CollectorRegistry) -> None:
+        """The upstream: its latency and failures, the prompt tokens it reported (cached ones
+        too), and how its counts compare with ctxwindow's."""
         self.upstream_latency = Histogram(
             "ctxwindow_upstream_latency_seconds", "Upstream response time", registry=r
         )
@@ -93,11 +106,6 @@ class Metrics:
             "Upstream usage.prompt_tokens over ctxwindow's count (median of recent replies)",
             MODEL_LABELS, registry=r,
         )  # fmt: skip
-        if isinstance(getattr(redactor, "counts", None), Mapping):
-            r.register(_Redactions(redactor))
-        if queued is not None:
-            r.register(_Queued(queued))
-        r.register(_TimedOut())
 
     def watch_slots(self, slots: Any) -> None:
         """Report ``slots`` (a ``server.slots.Slots``) at scrape time: held, limits, refused."""
