@@ -39,6 +39,7 @@ PAIRS = [
     ("stores/redis/aio.py", "stores/redis/sync.py"),
     ("stores/postgres/aio.py", "stores/postgres/sync.py"),
     ("stores/tiered/aio.py", "stores/tiered/sync.py"),
+    ("context/archiver/aio.py", "context/archiver/sync.py"),
     ("context/aio.py", "context/manager.py"),
 ]
 

@@ -2,34 +2,25 @@
 
 The async manager is written once (``context/aio.py``); the sync one
 (``context/manager.py``) is generated from it by ``tools/unasync.py``.
-Blocking archive work (indexing, search, reading neighbours) goes through
+The archive's I/O (indexing turns in the background, searching for recall)
+is an ``Archiver``'s (``context/archiver/``); blocking work goes through
 ``ctxwindow.concurrency``: a worker thread for the async manager, a plain
-call for the sync one. Turns are archived in the background by a ``Worker``
-(a task, or a thread) between requests (see ``context/archiving.py``).
+call for the sync one.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from ctxwindow.concurrency.aio import SessionLocks, Worker, run_blocking, sleep
+from ctxwindow.concurrency.aio import run_blocking
 from ctxwindow.context import checkpoints
-from ctxwindow.context.archiving import (
-    BACKLOG_BATCH,
-    BATCH,
-    ArchiveQueue,
-    Turns,
-    index_batch,
-    indexed_through,
-)
+from ctxwindow.context.archiver.aio import Archiver
 from ctxwindow.context.batch import (
     HASH_KEY,
     batch_key,
-    check_room,
     check_same_request,
     hash_of_messages,
     validated,
@@ -37,14 +28,7 @@ from ctxwindow.context.batch import (
 from ctxwindow.context.contracts import ArchiveLike, CoreSettings, EventHook, RedactAt
 from ctxwindow.context.core import Core
 from ctxwindow.context.policy import Policy
-from ctxwindow.context.session import (
-    AROUND,
-    HotSessions,
-    Session,
-    after_for,
-    in_tool_unit,
-    unit_of,
-)
+from ctxwindow.context.session import HotSessions, Session
 from ctxwindow.context.turns import HELD, holding
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry, Unit, stored_tokens
@@ -139,15 +123,12 @@ class AsyncContextManager:
                 on_event=on_event, models=models, prompt_cache=prompt_cache,
             )
         )  # fmt: skip
-        self._queue = ArchiveQueue()
-        self._archiving = SessionLocks()  # a session's batches, one at a time
-        self._turns = Turns()  # under way: backlogs are read slowly meanwhile
-        self._worker = Worker(self._archive_next, "ctxwindow-archive")
+        self._archiver = Archiver(self.store, self._core)
 
     @property
     def queued(self) -> int:
         """Turns waiting for the archive (0 without one): indexed soon, in the background."""
-        return len(self._queue)
+        return len(self._archiver.queue)
 
     @property
     def budget(self) -> int:
@@ -174,10 +155,10 @@ class AsyncContextManager:
             entry = self._core.prepare(session, message, pin, metadata, kind)
             stored = await self.store.append(session_id, [entry], idempotency_key=idempotency_key)
             self._core.restore(session, stored)
-            self._archive_later(session)
+            self._archiver.later(session)
             await self._checkpoint(session)
             if self.prefetch and entry.message["role"] == "user":
-                await self._candidates(session_id, session, text_of(entry.message), self.budget)
+                await self._candidates(session, text_of(entry.message), self.budget)
             return stored[0]
 
     async def extend(
@@ -216,17 +197,14 @@ class AsyncContextManager:
                     return earlier
                 metadata = {**(metadata or {}), HASH_KEY: request}
             session = await self._session(session_id)
-            entries = self._core.prepare_all(session, checked, metadata)
-            if max_messages is not None:  # the window has caught up: its last seq is the store's
-                check_room(session.last_seq, len(entries), max_messages)
-            if max_tokens is not None and entries:
-                self._core.check_sendable(session, entries, min(max_tokens, self.budget))
+            budget = None if max_tokens is None else min(max_tokens, self.budget)
+            entries = self._core.prepare_batch(session, checked, metadata, max_messages, budget)
             stored = await self.store.append(session_id, entries, idempotency_key=key)
             self._core.restore(session, stored)
-            self._archive_later(session)
+            self._archiver.later(session)
             await self._checkpoint(session)
             if self.prefetch and (asked := [e for e in stored if e.message["role"] == "user"]):
-                await self._candidates(session_id, session, text_of(asked[-1].message), self.budget)
+                await self._candidates(session, text_of(asked[-1].message), self.budget)
             return stored
 
     async def build(
@@ -243,7 +221,7 @@ class AsyncContextManager:
             session = await self._session(session_id)
             budget = min(max_tokens or self.budget, self.budget)
             query = self._core.query_of(session, query)
-            found = await self._candidates(session_id, session, query, budget)
+            found = await self._candidates(session, query, budget)
             question = session.question[0].seq if session.question is not None else None
             recalled = self._core.recalled(session, budget, found, question)
             return self._core.context(session, budget, recalled, session.question)
@@ -263,7 +241,7 @@ class AsyncContextManager:
             budget = min(max_tokens or self.budget, self.budget)
             new = self._core.previewed(session, message, budget)
             room = budget - new.tokens
-            found = await self._candidates(session_id, session, text_of(new.message), room)
+            found = await self._candidates(session, text_of(new.message), room)
             recalled = self._core.recalled(session, room, found)
             built = self._core.context(session, room, recalled, None)
             row = session.window.previewed_row(new, seq=session.last_seq + 1)
@@ -283,10 +261,7 @@ class AsyncContextManager:
         """Delete the session everywhere: store, window, archive."""
         async with self.turn(session_id):
             self._core.forget(session_id)
-            if self._core.archive is not None:
-                async with self._archiving.hold(session_id, None):  # after a batch under way
-                    self._queue.discard(session_id)
-                    await run_blocking(self._core.archive.forget, session_id)
+            await self._archiver.forget(session_id)
             return await self.store.delete(session_id)
 
     async def truncate(self, session_id: str, after: int) -> list[Entry]:
@@ -330,7 +305,7 @@ class AsyncContextManager:
         async with self.store.lock(session_id, timeout=wait):
             HELD.set(inside)
             try:
-                with self._turns:
+                with self._archiver.turns:
                     await self._catch_up(session_id)
                     yield
             finally:
@@ -362,22 +337,12 @@ class AsyncContextManager:
         leaves the sessions that still have stored entries to read (what a
         cold load did not replay: a long backlog), for that next load.
         """
-        # Also the sessions whose batch the worker is indexing now (taken off the queue):
-        # ``_archive`` waits for it.
-        for session_id in dict.fromkeys([*self._queue.sessions(), *self._archiving.sessions()]):
-            if not backlogs and self._queue.stored(session_id) is not None:
-                continue
-            try:
-                await self._archive(session_id)
-            except Exception:
-                logger.exception("could not archive the turns queued for session %r", session_id)
+        await self._archiver.drain(backlogs=backlogs)
 
     async def close(self) -> None:
         """Archive what is still queued (``drain``), but for the stored backlogs of cold
         loads, which the sessions' next loads queue again; then close the store."""
-        if self._core.archive is not None:
-            await self.drain(backlogs=False)
-            await self._worker.stop()
+        await self._archiver.close()
         await self.store.close()
 
     async def __aenter__(self) -> AsyncContextManager:
@@ -395,10 +360,7 @@ class AsyncContextManager:
         if not last or last[0].seq <= after:
             return []
         self._core.forget(session_id)
-        if self._core.archive is not None:
-            async with self._archiving.hold(session_id, None):  # after a batch under way
-                self._queue.discard(session_id)
-                await run_blocking(self._core.archive.forget, session_id)
+        await self._archiver.forget(session_id)
         return await self.store.truncate(session_id, after)
 
     async def _session(self, session_id: str) -> Session:
@@ -409,7 +371,7 @@ class AsyncContextManager:
         session = await self._load(session_id)
         self._core.keep(session)
         if self._core.archive is not None and session.last_seq:
-            await self._archive_missed(session)
+            await self._archiver.missed(session)
         await self._checkpoint(session)  # a long session replayed whole: next time, less
         return session
 
@@ -448,22 +410,6 @@ class AsyncContextManager:
             tokens += sum(stored_tokens(entry) for entry in page)
         return checkpoints.fill(newest, budget)
 
-    async def _archive_missed(self, session: Session) -> None:
-        """Queue for the archive what it has not got of a session just loaded: the turns
-        above its watermark (all, if it keeps none); those the load did not replay as a
-        range of the store."""
-        archive = self._core.archive
-        assert archive is not None
-        through = await run_blocking(indexed_through, archive, session.id)
-        if through > session.last_seq:  # archived entries the session has lost (truncated)
-            await run_blocking(archive.forget, session.id)
-            through = 0
-        # What the load did not replay is read from the store by the worker, batch by batch.
-        if through < session.replayed_after:
-            self._queue.put_stored(session.id, through, session.replayed_after)
-            self._turns.defer_backlog()  # not beside the turn that loaded it
-        self._archive_later(session, after=through)
-
     async def _checkpoint(self, session: Session) -> None:
         """Save the session's checkpoint if one is due (a failure is logged: it is a shortcut)."""
         if not checkpoints.due(session):
@@ -483,122 +429,14 @@ class AsyncContextManager:
             newer = await self.store.load(session_id, after=after)
             self._core.catch_up(session_id, session, newer)
             if self._core.cached(session_id) is None:  # deleted or rebuilt meanwhile
-                self._queue.discard(session_id)
+                self._archiver.queue.discard(session_id)
             else:
-                self._archive_later(session)
+                self._archiver.later(session)
 
     async def _candidates(
-        self, session_id: str, session: Session, query: str, budget: int
+        self, session: Session, query: str, budget: int
     ) -> list[tuple[float, Unit]]:
-        """Archived units that match ``query``, ``(score, unit)`` best first (cached per query).
-
-        None when the window holds the whole session within ``budget``.
-        """
-        core, archive = self._core, self._core.archive
-        if archive is None or not query or core.holds_all(session, budget):
-            return []
-        depth = core.recall.depth_for(budget)
-        key = f"{session.last_seq}:{depth}:{query}"
-        if session.recall is not None and session.recall[0] == key:
-            return session.recall[1]
-        self._archive_later(session)
-        # The search sees every turn queued before it, unless ``search_batches`` cannot
-        # hold them: a backlog is the worker's, and the search does not wait for it.
-        limit = self.search_batches
-        whole = limit is None or self._queue.waiting(session_id) <= limit * BATCH
-        if whole:
-            await self._archive(session_id)
-        started = time.perf_counter()
-        hits = await run_blocking(core.search, session, query, depth)
-        scores, floor, missing = core.scored(session, hits)
-        around = await run_blocking(archive.at, session_id, missing)
-        core.searched(started)
-        for entry in core.uncached(session, hits, around):
-            core.cache(session, await self._whole_unit(session_id, entry))
-        ranked = core.ranked(session, scores, floor)
-        session.recall = (key, ranked) if whole else None  # kept only if it saw every turn
-        return ranked
-
-    async def _whole_unit(self, session_id: str, entry: Entry) -> Unit:
-        """The entry with the rest of its tool unit (call and results), from the store."""
-        around = None
-        if in_tool_unit(entry):
-            around = await self.store.load(session_id, after=after_for(entry), limit=AROUND)
-        return unit_of(entry, around)
-
-    def _archive_later(self, session: Session, after: int = 0) -> None:
-        """Queue the turns the window saw since last asked (those after ``after``) for the
-        archive, and wake the worker."""
-        queued = self._core.unarchived(session, after)
-        if queued:
-            self._queue.put(session.id, queued)
-            self._worker.wake()
-
-    async def _archive(self, session_id: str, *, batches: int | None = None) -> None:
-        """Archive what the session has queued, batch by batch (at most ``batches``).
-
-        A failed batch goes back to the front of the queue, and the error up.
-        """
-        archive = self._core.archive
-        assert archive is not None
-        async with self._archiving.hold(session_id, None):
-            done = 0
-            # The worker's backlog batches are short (it runs beside turns); a search or a
-            # drain that waits for the whole backlog reads it in full batches.
-            size = BATCH if batches is None else BACKLOG_BATCH
-            while batches is None or done < batches:
-                if (span := self._queue.stored(session_id)) is not None:
-                    await self._archive_stored(session_id, *span, size)
-                elif batch := self._queue.take(session_id):
-                    try:
-                        await run_blocking(index_batch, archive, session_id, batch)
-                    except BaseException:
-                        self._queue.put_back(session_id, batch)
-                        raise
-                else:
-                    break
-                done += 1
-
-    async def _archive_stored(self, session_id: str, after: int, through: int, size: int) -> None:
-        """Archive the next batch (``size`` entries at most) of the session's stored entries
-        ``after`` to ``through``.
-
-        A failure leaves the range where it was, the session held, and the error up.
-        """
-        archive = self._core.archive
-        assert archive is not None
-        try:
-            limit = min(size, through - after)
-            page = await self.store.load(session_id, after=after, limit=limit)
-            batch = [entry for entry in page if entry.message["role"] != "system"]
-            last = page[-1].seq if page else through  # none: truncated meanwhile
-            if batch:
-                await run_blocking(index_batch, archive, session_id, batch, last)
-        except BaseException:
-            self._queue.hold(session_id)
-            raise
-        self._queue.read(session_id, last)
-
-    async def _archive_next(self) -> bool:
-        """The worker's step: a batch of the session that has waited longest; False if none.
-
-        Backlogs go slowly unless the manager is quiet (see ``Turns``).
-        """
-        backlog = self._turns.backlog_now()
-        session_id = self._queue.next(stored=backlog)
-        if session_id is None:
-            if not backlog and self._queue.backlogged():
-                await sleep(0.1)  # until the manager is quiet, or the next batch is due
-                return True
-            return False
-        if self._queue.stored(session_id) is not None:
-            self._turns.defer_backlog()
-        try:
-            await self._archive(session_id, batches=1)
-        except Exception:
-            logger.exception(
-                "could not archive turns of session %r; they stay queued (retried with its "
-                "next turn or search, or at close)",
-                session_id,
-            )
-        return True
+        """Archived units that match ``query``, ``(score, unit)`` best first: see
+        ``Archiver.candidates`` (a search archives what its session has queued first only
+        if that fits in ``search_batches`` batches)."""
+        return await self._archiver.candidates(session, query, budget, self.search_batches)

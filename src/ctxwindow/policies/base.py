@@ -4,8 +4,10 @@ Like ``cachetools.Cache``, the base owns the budget and the loop; a subclass
 says how big an entry is (``_size_of``), what the window costs before any unit
 (``_overhead``) and, if it wants, which unit goes next (``_track``,
 ``_pop_victim``, ``_untrack``: the oldest by default). Every window keeps its
-units in a ``Kept`` (policies/kept.py) and reads them out through
-``WindowView`` (policies/view.py). Every message is tokenized once, in
+units in a ``Kept`` (policies/kept.py), reads them out through
+``WindowView`` (policies/view.py) and writes its checkpoints through
+``ResumableWindow`` (policies/resumable.py); policies/oversize.py says what
+becomes of a message too big for it. Every message is tokenized once, in
 ``add``; running totals make ``add`` and each eviction O(1) amortized.
 """
 
@@ -14,39 +16,26 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
-from ctxwindow.errors import (
-    InvalidMessageError,
-    MessageTooLargeError,
-    OrphanToolResultError,
-    PinnedOverBudgetError,
-)
+from ctxwindow.errors import InvalidMessageError, OrphanToolResultError, PinnedOverBudgetError
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message, tool_call_ids
-from ctxwindow.policies import checkpoint
-from ctxwindow.policies.checkpoint import CheckpointError
 from ctxwindow.policies.journal import TOO_LARGE, Journal
 from ctxwindow.policies.kept import Kept
-from ctxwindow.policies.view import WindowView
+from ctxwindow.policies.oversize import OVERSIZE, too_large, truncated
+from ctxwindow.policies.oversize import Oversize as Oversize  # its former home
+from ctxwindow.policies.resumable import ResumableWindow
+from ctxwindow.policies.resumable import stored_kind as stored_kind
 from ctxwindow.tokens.chat import ChatTokenizer
 from ctxwindow.tokens.defaults import chat_tokenizer
-from ctxwindow.tokens.truncate import truncate_text
 
 logger = logging.getLogger("ctxwindow.policies")
 
-Oversize = Literal["error", "truncate", "drop"]
 Given = tuple["int | None", "str | None", "int | None"]  # a restored entry's tokens, id, seq
 EvictHook = Callable[[list[Unit]], None]
-_OVERSIZE = ("error", "truncate", "drop")
 
 
-def stored_kind(entry: Entry) -> str | None:
-    """The kind to give again when a stored entry is restored; None lets the window infer it
-    (``chat`` is the default, and a ``summary`` is the window's own)."""
-    return entry.kind if entry.kind not in ("chat", "summary") else None
-
-
-class Window(WindowView):
+class Window(ResumableWindow):
     """A conversation kept inside a budget; whole units leave from the oldest end.
 
     Subclasses define the size measure. Public behaviour shared by every window:
@@ -78,8 +67,8 @@ class Window(WindowView):
         estimate: bool = False,
         low_water: float | None = None,
     ) -> None:
-        if oversize not in _OVERSIZE:
-            raise ValueError(f"oversize must be one of {_OVERSIZE}, got {oversize!r}")
+        if oversize not in OVERSIZE:
+            raise ValueError(f"oversize must be one of {OVERSIZE}, got {oversize!r}")
         if low_water is not None and (
             isinstance(low_water, bool) or not isinstance(low_water, (int, float))
             or not 0 < low_water <= 1
@@ -150,6 +139,12 @@ class Window(WindowView):
         """Take a kept unit out of the window (evicted or dropped)."""
         self._kept.remove(unit)
         self._journal.forget(unit)
+
+    def _resume_unit(self, unit: Unit) -> None:
+        """Take note of a unit kept again from a checkpoint (as ``_track`` would, evicting
+        nothing)."""
+        if not unit.pinned:
+            self._oldest.append(unit)
 
     # -- adding ------------------------------------------------------------------
 
@@ -247,104 +242,6 @@ class Window(WindowView):
                 tokens=entry.tokens,
                 entry_id=entry.id,
             )
-
-    # -- checkpoints (policies/checkpoint.py) -----------------------------------------
-
-    def fingerprint(self) -> str:
-        """What a checkpoint of this window must have been written by: the window's
-        class and configuration (budget, tokenizer, oversize policy, tools...)."""
-        return checkpoint.fingerprint(self._configuration())
-
-    def _configuration(self) -> list[Any]:
-        tools = checkpoint.fingerprint([sorted(map(repr, self._tools))])
-        parts = [checkpoint.VERSION, type(self).__qualname__, self._budget, self.model]
-        parts += [self.tokenizer.model, self.oversize, tools, self._size_of_name()]
-        return parts if self.low_water is None else [*parts, self.low_water]
-
-    def _size_of_name(self) -> str:
-        return type(self)._size_of.__qualname__
-
-    def checkpoint(self) -> dict[str, Any]:
-        """The window's state as JSON-able data, for ``resume`` in a fresh window.
-
-        What a window configured alike needs to carry on exactly as this one:
-        the kept units in order (compressed forms included), the system prompt,
-        the running totals. Not the report's log of past decisions.
-        """
-        kept = self._kept
-        return {
-            "version": checkpoint.VERSION,
-            "window": self.fingerprint(),
-            "next_seq": self._next_seq,
-            "system": checkpoint.entry_state(kept.system.entries[0]) if kept.system else None,
-            "units": [checkpoint.unit_state(unit) for unit in kept.units.values()],
-            "open": self._open.seq if self._open is not None else None,
-            "dropped_calls": sorted(self._dropped_calls),
-            "evicted": [self._journal.evicted_entries, self._journal.evicted_tokens],
-        }
-
-    def resume(self, state: Any) -> None:
-        """Carry on from ``state`` (a ``checkpoint()``); this window must be fresh.
-
-        ``CheckpointError`` (nothing changed) if the checkpoint was written by a
-        window configured otherwise, or does not add up.
-        """
-        state = checkpoint.check_version(state, self.fingerprint())
-        if self._kept.count or self._kept.system is not None or self._next_seq:
-            raise CheckpointError("resume() needs a fresh window")
-        try:
-            self._resume(state)
-            if self._kept.used > self._budget:
-                raise CheckpointError("the checkpoint holds more than the budget")
-        except CheckpointError:
-            self._reset()
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            self._reset()
-            raise CheckpointError(f"the checkpoint does not add up: {exc!r}") from exc
-
-    def _resume(self, state: Mapping[str, Any]) -> None:
-        system = state.get("system")
-        if system is not None:
-            entry = checkpoint.entry_from_state(system)
-            self._kept.set_system(Unit([entry], self._size_of(entry)))
-        for data in checkpoint.field(state, "units", list):
-            self._resume_unit(self._unit_from(data))
-        self._next_seq = int(checkpoint.field(state, "next_seq", int))
-        open_seq = state.get("open")
-        if open_seq is not None:
-            self._open = self._kept.units[int(open_seq)]
-        self._dropped_calls = set(map(str, checkpoint.field(state, "dropped_calls", list)))
-        entries, tokens = state.get("evicted") or (0, 0)  # the report's running totals
-        self._journal.evicted_entries, self._journal.evicted_tokens = int(entries), int(tokens)
-
-    def _unit_from(self, data: Mapping[str, Any]) -> Unit:
-        """A unit of a checkpoint, kept again; its size must be what this window measures."""
-        entries = [checkpoint.entry_from_state(e) for e in checkpoint.field(data, "entries", list)]
-        if not entries:
-            raise CheckpointError("a checkpoint unit has no entries")
-        unit = Unit(
-            entries[:1], self._size_of(entries[0]), set(map(str, data.get("pending") or ())),
-            priority=int(data.get("priority", 0)), category=str(data.get("category", "chat")),
-        )  # fmt: skip
-        self._kept.add(unit)
-        for entry in entries[1:]:
-            self._kept.grow(unit, entry, self._size_of(entry))
-        if unit.size != data.get("size"):
-            raise CheckpointError(f"a checkpoint unit measures {unit.size}, not {data.get('size')}")
-        return unit
-
-    def _resume_unit(self, unit: Unit) -> None:
-        """Take note of a unit kept again from a checkpoint (as ``_track`` would, evicting
-        nothing)."""
-        if not unit.pinned:
-            self._oldest.append(unit)
-
-    def _reset(self) -> None:
-        """Empty the window again after a failed ``resume``."""
-        self._kept.system = None
-        self.clear()
-        self._next_seq = 0
 
     def _new_entry(
         self, message: Message, metadata: Mapping[str, Any] | None, given: Given
@@ -452,28 +349,11 @@ class Window(WindowView):
                 self._dropped_calls |= set(tool_call_ids(entry.message))
             return None
         own_room = room - (size - self._size_of(entry))
-        if self.oversize == "truncate" and self._truncate(entry, own_room):
+        if self.oversize == "truncate" and truncated(
+            entry, own_room, self.tokenizer, self._size_of
+        ):
             return entry
-        raise MessageTooLargeError(
-            f"a {entry.message['role']} message of size {size} does not fit: the budget is "
-            f"{self._budget} and {self._kept.pinned_used} of it is taken by the system prompt, "
-            "pinned messages and fixed overhead; nothing was added "
-            "(choose oversize='truncate' or 'drop' to allow this)"
-        )
-
-    def _truncate(self, entry: Entry, room: int) -> bool:
-        """Cut the entry's text so its size is at most ``room``; False if impossible."""
-        if not isinstance(entry.message.get("content"), str):
-            return False
-        framing = self.tokenizer.message_tokens(dict(entry.message, content=""))
-        target = room - framing
-        if target < 1:
-            return False
-        text = truncate_text(entry.message["content"], target, self.tokenizer.counter)
-        entry.message = dict(entry.message, content=text)
-        entry.tokens = self.tokenizer.message_tokens(entry.message)
-        entry.metadata["truncated"] = True
-        return self._size_of(entry) <= room
+        raise too_large(entry, size, self._budget, self._kept.pinned_used)
 
     # -- eviction ----------------------------------------------------------------
 
@@ -558,15 +438,6 @@ class Window(WindowView):
             )
         self._budget = budget
         self._evict_until_fits(keep=self._open)
-
-    def left_out(self, entries: int, tokens: int) -> None:
-        """Count ``entries`` messages of the history (``tokens`` stored tokens) as left
-        out before the window began: a cold load that replays only the newest entries.
-        A report counts them as evicted, ``earlier`` (not itemised)."""
-        if entries < 0 or tokens < 0:
-            raise ValueError(f"left_out takes counts, got {entries} entries, {tokens} tokens")
-        self._journal.evicted_entries += entries
-        self._journal.evicted_tokens += tokens
 
     def clear(self) -> None:
         """Forget every message except the system prompt (not reported to ``on_evict``)."""

@@ -24,7 +24,8 @@ counts), it gives up the least valuable content first:
   can narrow the budget per call (``budget_hook``).
 
 Here: priorities, caps, small talk and the glue; the rest has its own module
-(victims.py, folding.py, journal.py; the map is in policies/__init__.py).
+(victims.py; folding_window.py over folding.py; journal.py; the map is in
+policies/__init__.py).
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ from ctxwindow.policies import checkpoint
 from ctxwindow.policies._deprecated import grouped, keyword_only
 from ctxwindow.policies.base import EvictHook, Given, Oversize
 from ctxwindow.policies.explain import Context, Report
-from ctxwindow.policies.folding import Folding, Folds, fold, shrink, shrink_alone
-from ctxwindow.policies.journal import DRAWS_ON, Journal
+from ctxwindow.policies.folding import Folding, Folds
+from ctxwindow.policies.folding_window import FoldingWindow
+from ctxwindow.policies.journal import Journal
 from ctxwindow.policies.kept import keep_last, leave_out, unit_tokens
 from ctxwindow.policies.rules import (
     Keeping,
@@ -48,16 +50,14 @@ from ctxwindow.policies.rules import (
     infer_kind,
     is_small_talk,
     priority_of,
-    text_of,
 )
-from ctxwindow.policies.token_window import TokenWindow
 from ctxwindow.policies.victims import VictimQueue
 from ctxwindow.tokens.chat import ChatTokenizer
 
 BudgetHook = Callable[[Any], int]
 
 
-class PriorityWindow(TokenWindow):
+class PriorityWindow(FoldingWindow):
     """A token window that evicts by priority, compresses first, and explains itself.
 
     Like ``TokenWindow``, it takes the budget and the model by position and
@@ -116,13 +116,6 @@ class PriorityWindow(TokenWindow):
         self._reserve_recent = keeping.reserve_recent
         self.dedupe_small_talk = keeping.dedupe_small_talk
         self.document_tokens = keeping.document_tokens
-
-    def _set_folding(self, folding: Folding) -> None:
-        """What a victim becomes instead of leaving: smaller, or part of the summary."""
-        self.folding = folding
-        self.compressor, self.compress_threshold = folding.compressor, folding.compress_threshold
-        self.summarizer, self.summary_tokens = folding.summarizer, folding.summary_tokens
-        self.fold_tokens = folding.batch_tokens
 
     def _start(self, log_size: int, system: str | None) -> None:
         """The state that needs the window's storage; then the system prompt."""
@@ -284,68 +277,23 @@ class PriorityWindow(TokenWindow):
     def _evicted(self, units: list[Unit], cause: str = "over budget") -> None:
         cause, self._cause = self._cause, "over budget"
         super()._evicted(units, cause)
-        if self.summarizer is not None:
-            self._folds.add(units)
-            # Stepping, each step is its own batch: the summary changes with the step.
-            if self._folds.tokens >= self.fold_tokens or self.low_water is not None:
-                self._fold()
 
-    # -- compression and the rolling summary ---------------------------------------------
-
-    def _fit_oversize(self, entries: list[Entry], entry: Entry, room: int) -> Entry | None:
-        """Compress a message that alone is too big before the oversize policy applies."""
-        size = self._measure(entries)
-        if size > room and self.compressor is not None:
-            less = shrink_alone(self.compressor, entry, room - (size - entry.tokens))
-            if less is not None:
-                self._compressed(entry, less, "larger than the whole budget")
-                return less
-        return super()._fit_oversize(entries, entry, room)
+    # -- victims made smaller (policies/folding_window.py): the categories' totals ---------
 
     def _shrink(self, unit: Unit, excess: int) -> bool:
         return self._compress(unit, unit.size - excess, self._cause)
 
-    def _compress(self, unit: Unit, room: int, cause: str) -> bool:
-        """Compress a unit above the threshold to fit ``room``; True if it stays, smaller."""
-        if self.compressor is None or unit.size <= self.compress_threshold:
-            return False
-        target = max(1, min(self.compress_threshold, room))
-        found = shrink(self.compressor, unit, target, self._measure)
-        if found is None:
-            return False
-        entries, size = found
-        for old, new in zip(unit.entries, entries, strict=False):
-            if new is not old:
-                self._compressed(old, new, cause)
+    def _replace(self, unit: Unit, entries: list[Entry], size: int) -> None:
         self._count_category(unit, -1)
-        self._kept.replace(unit, entries, size)
+        super()._replace(unit, entries, size)
         self._count_category(unit, +1)
         self._queue.push(unit)
-        return True
 
-    def _compressed(self, old: Entry, new: Entry, cause: str) -> None:
-        self._journal.compressed(old, new, cause)
-        if self.on_event is not None:
-            self.on_event("compressed", 1)
-
-    def _fold(self) -> None:
-        """Fold the evicted entries waiting for it into the rolling summary."""
-        entries, old = self._folds.take(), self._kept.summary
-        room = self._budget - (self._kept.pinned_used - (old.size if old else 0))
-        room = min(self.summary_tokens, room)
-        unit = fold(self.summarizer, old, entries, room) if self.summarizer else None
-        if unit is None:
-            return
-        _read_drawn_on(old, unit, entries)
+    def _set_summary(self, old: Unit | None, new: Unit) -> None:
         if old is not None:
             self._count_category(old, -1)
-        self._kept.set_summary(unit)
-        self._count_category(unit, +1)
-        self._journal.summarized(entries)
-        if self.on_event is not None:
-            self.on_event("summary_updated", 1)
-        if self._kept.used > self._budget:
-            self._evict_until_fits()
+        super()._set_summary(old, new)
+        self._count_category(new, +1)
 
     # -- checkpoints (policies/checkpoint.py) ---------------------------------------------
 
@@ -461,18 +409,3 @@ class PriorityWindow(TokenWindow):
     def report(self) -> Report:
         """The explanation of the current window (see ``build``)."""
         return self._report(self._budget, [], self.total_tokens)
-
-
-def _read_drawn_on(old: Unit | None, new: Unit, entries: Sequence[Entry]) -> None:
-    """What a summary draws on, read by the marks rule when its summarizer did not say
-    (``RollingSummary`` does), so the report claims no more than the text holds."""
-    entry = new.entries[0]
-    if DRAWS_ON in entry.metadata:
-        return
-    # Only for such a summarizer: a window without one never loads the compressors.
-    from ctxwindow.compress.rolling import CREDITS, credit, credited_ids
-
-    before = old.entries[0].metadata.get(CREDITS) if old is not None else None
-    said = ((e.id, text_of(e.message)) for e in entries)
-    credits = credit(text_of(entry.message), before, said)
-    entry.metadata = {**entry.metadata, DRAWS_ON: credited_ids(credits), CREDITS: credits}

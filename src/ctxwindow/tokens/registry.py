@@ -34,20 +34,21 @@ start-up with one ``ModelConfigError`` naming the entry and the field::
     [models."claude-sonnet-4-5"]      # a built-in name: only what changes
     context_window = 1000000
 
-The process has one default registry, used wherever a model is named without
-one (``chat_tokenizer``, ``model_info``, the windows): ``default_models`` in
-:mod:`ctxwindow.tokens.defaults`, which sits above this module.
+Names are spelled and matched against the catalogue by
+:mod:`ctxwindow.tokens.names`, and entries checked by
+:mod:`ctxwindow.tokens.entries`. The process has one default registry, used
+wherever a model is named without one (``chat_tokenizer``, ``model_info``,
+the windows): ``default_models`` in :mod:`ctxwindow.tokens.defaults`, which
+sits above this module.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import functools
-import re
 import threading
 import warnings
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -55,16 +56,14 @@ from ctxwindow.configfile import read_table
 from ctxwindow.errors import CtxWindowError, ModelConfigError, UnknownModelError
 from ctxwindow.tokens.chat import ChatFraming, ChatTokenizer
 from ctxwindow.tokens.counter import CachedCounter, EstimateCounter, TiktokenCounter
-from ctxwindow.tokens.encodings import SPECS
-from ctxwindow.tokens.models import (
-    ALIASES,
-    FAMILIES,
-    MODELS,
-    OPENAI_PREFIXES,
-    Estimate,
-    ModelInfo,
-    StrictRoles,
-)
+from ctxwindow.tokens.entries import STRICT as STRICT  # their former home
+from ctxwindow.tokens.entries import UNKNOWN_ESTIMATE as UNKNOWN_ESTIMATE
+from ctxwindow.tokens.entries import parse_entry as parse_entry
+from ctxwindow.tokens.entries import parse_estimate
+from ctxwindow.tokens.models import ALIASES, FAMILIES, MODELS, Estimate, ModelInfo
+from ctxwindow.tokens.names import builtin_entry, example, longest_first
+from ctxwindow.tokens.names import is_glob as is_glob
+from ctxwindow.tokens.names import spellings as spellings
 
 if TYPE_CHECKING:  # their old import path (see ``__getattr__``)
     from ctxwindow.tokens.defaults import default_models as default_models
@@ -73,59 +72,12 @@ if TYPE_CHECKING:  # their old import path (see ``__getattr__``)
 
 Unknown = Literal["refuse", "estimate"]
 UNKNOWN: tuple[Unknown, ...] = ("refuse", "estimate")
-STRICT: tuple[StrictRoles, ...] = ("merge", "bridge")
-UNKNOWN_ESTIMATE = Estimate(margin=1.20, chars_per_token=3.03, tokens_per_wide=1.13)
-"""The estimator for names nothing matches: fitted on the measured families' samples pooled
-(docs/models.md)."""
-
-_FIELDS = (
-    "context_window", "max_output", "encoding", "tokenizer", "estimate",
-    "input_price", "output_price", "cached_input_price", "cache_write_price", "strict_roles",
-)  # fmt: skip
-_COUNTERS = ("encoding", "tokenizer", "estimate")
-_GLOB = frozenset("*?[")
 _DEFAULT_SOURCE = "default for unknown models"
 _DEFAULT_KEY = "\0default"
 _MISSING = object()
 _REMEMBERED = 4096
 _MESSAGE_MAX = 180  # an unknown name's error, so that "ctxwindow: error: " + it is < 200
 _MOVED = ("default_models", "models_from_env", "use_models")  # to ctxwindow.tokens.defaults
-_VENDOR = re.compile(r"[a-z][a-z_-]*\.(?=\w)", re.IGNORECASE)  # Bedrock's "us.", "openai."
-
-
-def is_glob(pattern: str) -> bool:
-    return not _GLOB.isdisjoint(pattern)
-
-
-def spellings(name: str) -> list[str]:
-    """``name``, then the names of the model behind its provider prefixes, in the order
-    they are tried.
-
-    Each ``/`` starts a shorter name (LiteLLM's ``openai/gpt-4o``, OpenRouter's
-    ``openrouter/openai/gpt-4o``, ``azure/DEPLOYMENT``, a Hugging Face repo id);
-    then an OpenAI fine-tune gives its base model (``ft:gpt-4o-mini:org::id``);
-    last, Bedrock's region and vendor words go (``us.anthropic.claude-…``,
-    ``openai.gpt-oss-120b-1:0``).
-
-    >>> spellings("openrouter/openai/gpt-4o")
-    ['openrouter/openai/gpt-4o', 'openai/gpt-4o', 'gpt-4o']
-    >>> spellings("ft:gpt-4o-mini:acme::9xYz")
-    ['ft:gpt-4o-mini:acme::9xYz', 'gpt-4o-mini']
-    >>> spellings("bedrock/us.openai.gpt-oss-20b-1:0")[-1]
-    'gpt-oss-20b-1:0'
-    """
-    found = [name]
-    rest = name
-    while "/" in rest:
-        rest = rest.split("/", 1)[1]
-        found.append(rest)
-    if rest.startswith("ft:"):  # ft:BASE:ORG:SUFFIX:ID
-        rest = rest[3:].split(":", 1)[0]
-        found.append(rest)
-    while vendor := _VENDOR.match(rest):
-        rest = rest[vendor.end() :]
-        found.append(rest)
-    return list(dict.fromkeys(s for s in found if s))
 
 
 class ModelRegistry:
@@ -152,8 +104,8 @@ class ModelRegistry:
         self.unknown_estimate = unknown_estimate
         self.builtins = builtins
         self._exact = {k: v for k, v in configured.items() if not is_glob(k)}
-        self._globs = _longest_first({k: v for k, v in configured.items() if is_glob(k)})
-        self._families = _longest_first(FAMILIES) if builtins else []
+        self._globs = longest_first({k: v for k, v in configured.items() if is_glob(k)})
+        self._families = longest_first(FAMILIES) if builtins else []
         self._tokenizers: dict[str, ChatTokenizer] = {}
         self._found: dict[str, object] = {}
         self._lock = threading.Lock()
@@ -219,12 +171,7 @@ class ModelRegistry:
         for spelling in names:
             if (found := self._configured_match(spelling)) is not None:
                 return found
-        if not self.builtins:
-            return None
-        for spelling in reversed(names):
-            if (found := self._builtin_match(spelling.lower())) is not None:
-                return found
-        return None
+        return builtin_entry(name) if self.builtins else None
 
     def _configured_match(self, name: str) -> ModelInfo | None:
         if name in self._exact:
@@ -232,15 +179,6 @@ class ModelRegistry:
         lowered = name.lower()
         for pattern, info in self._globs:
             if fnmatch.fnmatchcase(lowered, pattern.lower()):
-                return info
-        return None
-
-    def _builtin_match(self, lowered: str) -> ModelInfo | None:
-        family = _openai_family(lowered)
-        if family is not None:
-            return MODELS[family]
-        for pattern, info in self._families:
-            if fnmatch.fnmatchcase(lowered, pattern):
                 return info
         return None
 
@@ -258,7 +196,7 @@ class ModelRegistry:
         if lowered in (g.lower() for g in globs):
             return True
         names = [*self._exact, *(MODELS if self.builtins else ()), *ALIASES]
-        names += [_example(g) for g in globs]
+        names += [example(g) for g in globs]
         return any(fnmatch.fnmatchcase(n.lower(), lowered) for n in names)
 
     def known(self) -> list[str]:
@@ -298,7 +236,7 @@ class ModelRegistry:
         one, and the two ways out (``ctxwindow models`` and docs/models.md list the rest)."""
         import difflib
 
-        known = [_example(k) if is_glob(k) else k for k in self.known()]
+        known = [example(k) if is_glob(k) else k for k in self.known()]
         known = [k for k in known if not k.endswith(("-", ":"))]  # "claude-" is no model's name
         bare = (spellings(name) or [name])[-1]  # "" and "/" have no spelling
         close = difflib.get_close_matches(bare.lower(), known, n=1) if bare else []
@@ -348,7 +286,7 @@ class ModelRegistry:
             )
         fallback = UNKNOWN_ESTIMATE
         if "unknown_estimate" in data:
-            fallback = _estimate(data["unknown_estimate"], f"{at}unknown_estimate")
+            fallback = parse_estimate(data["unknown_estimate"], f"{at}unknown_estimate")
         models = data.get("models", {})
         if not isinstance(models, Mapping):
             raise ModelConfigError(f"{at}models must be a table of model entries")
@@ -391,172 +329,6 @@ class ModelRegistry:
 def read_config_file(path: Path) -> dict[str, Any]:
     """A TOML or JSON file's table; ``ModelConfigError`` naming the file otherwise."""
     return read_table(path, "model config", ModelConfigError)
-
-
-def parse_entry(
-    pattern: Any, raw: Any, *, base: Path | None = None, where: str | None = None
-) -> ModelInfo:
-    """One entry of a model config, checked field by field."""
-    if not isinstance(pattern, str) or not pattern.strip():
-        raise ModelConfigError(f"{where or 'models'}: an entry needs a non-empty name or glob")
-    at = f"{where}: models[{pattern!r}]" if where else f"models[{pattern!r}]"
-    if not isinstance(raw, Mapping):
-        raise ModelConfigError(f"{at}: expected a table of fields, got {type(raw).__name__}")
-    extra = [k for k in raw if k not in _FIELDS]
-    if extra:
-        raise ModelConfigError(f"{at}: unknown field {extra[0]!r}; fields: {', '.join(_FIELDS)}")
-    counters = [k for k in _COUNTERS if k in raw]
-    if len(counters) > 1:
-        raise ModelConfigError(f"{at}: give one counter, not {' and '.join(counters)}")
-    inherited = None if is_glob(pattern) else ModelRegistry().find(pattern)
-    if not counters and inherited is None:
-        raise ModelConfigError(
-            f'{at}: needs a counter: encoding = "o200k_base", tokenizer ='
-            ' "path/to/tokenizer.json" or estimate = true'
-        )
-    if "context_window" not in raw and inherited is None:
-        raise ModelConfigError(f"{at}.context_window: required (the model's window in tokens)")
-    base_info = inherited or ModelInfo(pattern, None, 1, 1)
-    window = _count(raw, "context_window", at, base_info.context_window)
-    default_output = base_info.max_output if inherited else window
-    output = _count(raw, "max_output", at, min(default_output, window))
-    if output > window:
-        raise ModelConfigError(f"{at}.max_output: {output} is more than context_window {window}")
-    changes: dict[str, Any] = {
-        "name": pattern, "context_window": window, "max_output": output,
-        "input_price": _price(raw, "input_price", at, base_info.input_price),
-        "output_price": _price(raw, "output_price", at, base_info.output_price),
-        "cached_input_price": _cache_price(raw, "cached_input_price", at, base_info),
-        "cache_write_price": _cache_price(raw, "cache_write_price", at, base_info),
-        "strict_roles": _strict(raw, at, base_info.strict_roles),
-        "source": where or "configured",
-    }  # fmt: skip
-    if "encoding" in raw:
-        changes.update(encoding=_encoding(raw["encoding"], at), tokenizer=None, estimate=None)
-    elif "tokenizer" in raw:
-        changes.update(tokenizer=_tokenizer_path(raw["tokenizer"], at, base), estimate=None)
-    elif "estimate" in raw:
-        default = base_info.estimate or UNKNOWN_ESTIMATE
-        changes.update(
-            tokenizer=None, estimate=_estimate(raw["estimate"], f"{at}.estimate", default)
-        )
-        if inherited is None or inherited.estimate is None:
-            changes.update(per_message=4, reply_priming=4)
-    return replace(base_info, **changes)
-
-
-def _count(raw: Mapping[str, Any], key: str, at: str, default: int) -> int:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ModelConfigError(f"{at}.{key}: must be a positive whole number, got {value!r}")
-    return value
-
-
-def _cache_price(raw: Mapping[str, Any], key: str, at: str, base: ModelInfo) -> float | None:
-    """A configured cache price, or the inherited one (None: the cache is not priced)."""
-    inherited: float | None = getattr(base, key)
-    if key not in raw:
-        return inherited
-    return _price(raw, key, at, 0.0)
-
-
-def _price(raw: Mapping[str, Any], key: str, at: str, default: float) -> float:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ModelConfigError(f"{at}.{key}: must be dollars per 1M tokens >= 0, got {value!r}")
-    return float(value)
-
-
-def _strict(raw: Mapping[str, Any], at: str, default: StrictRoles | None) -> StrictRoles | None:
-    value = raw.get("strict_roles", default)
-    if value in (None, False, "off"):
-        return None
-    if value not in STRICT:
-        raise ModelConfigError(
-            f'{at}.strict_roles: must be "merge", "bridge" or "off", got {value!r}'
-        )
-    return value  # type: ignore[no-any-return]
-
-
-def _encoding(value: Any, at: str) -> str:
-    if value not in SPECS:
-        raise ModelConfigError(
-            f"{at}.encoding: unknown encoding {value!r}; known: {', '.join(sorted(SPECS))}"
-        )
-    return str(value)
-
-
-def _tokenizer_path(value: Any, at: str, base: Path | None) -> str:
-    if not isinstance(value, str) or not value:
-        raise ModelConfigError(f"{at}.tokenizer: must be the path of a tokenizer.json or folder")
-    path = Path(value).expanduser()
-    if not path.is_absolute() and base is not None:
-        path = base / path
-    path = path.resolve()
-    if path.is_dir():
-        if not (path / "tokenizer.json").is_file():
-            raise ModelConfigError(f"{at}.tokenizer: no tokenizer.json in the folder {path}")
-    elif not path.is_file():
-        raise ModelConfigError(f"{at}.tokenizer: no such file: {path}")
-    return str(path)
-
-
-def _estimate(value: Any, at: str, default: Estimate = UNKNOWN_ESTIMATE) -> Estimate:
-    """``true`` (the default fit), a margin, or a table of the three parameters."""
-    if value is True:
-        return default
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = {"margin": value}
-    if not isinstance(value, Mapping):
-        raise ModelConfigError(
-            f"{at}: true, a margin (>= 1) or a table of margin, chars_per_token,"
-            f" tokens_per_wide; got {value!r}"
-        )
-    extra = set(value) - {"margin", "chars_per_token", "tokens_per_wide"}
-    if extra:
-        raise ModelConfigError(f"{at}: unknown field {sorted(extra)[0]!r}")
-    fields: dict[str, float] = {}
-    for key in ("margin", "chars_per_token", "tokens_per_wide"):
-        number = value.get(key, getattr(default, key))
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or not number > 0:
-            raise ModelConfigError(f"{at}.{key}: must be a positive number, got {number!r}")
-        fields[key] = float(number)
-    if fields["margin"] < 1:
-        raise ModelConfigError(f"{at}.margin: must be >= 1 (a safety margin), got {value!r}")
-    return Estimate(**fields)
-
-
-def _longest_first(entries: Mapping[str, ModelInfo]) -> list[tuple[str, ModelInfo]]:
-    """Globs, the most specific (most literal characters) first."""
-    return sorted(entries.items(), key=lambda kv: -sum(c not in _GLOB for c in kv[0]))
-
-
-def _example(glob: str) -> str:
-    """A name ``glob`` matches: wildcards dropped, a character class's first character kept."""
-    return re.sub(r"\[!?(.)[^\]]*\]", r"\1", glob).replace("*", "").replace("?", "x")
-
-
-def _openai_family(name: str) -> str | None:
-    """An OpenAI family by exact name, alias, dated snapshot (the longest name or alias
-    + ``-``), then by OpenAI's naming rules (``OPENAI_PREFIXES``). No OpenAI name has a
-    ``:``, so a ``:tag`` reads as ``-tag`` (Ollama's ``gpt-oss:20b``, OpenRouter's
-    ``gpt-4o:free``, Bedrock's ``gpt-oss-120b-1:0``)."""
-    name = name.replace(":", "-")
-    if name in MODELS:
-        return name
-    if name in ALIASES:
-        return ALIASES[name]
-    for known in _BY_LENGTH:
-        if name.startswith(known + "-"):
-            return ALIASES.get(known, known)
-    for prefix in _PREFIXES_BY_LENGTH:
-        if name.startswith(prefix):
-            return OPENAI_PREFIXES[prefix]
-    return None
-
-
-_BY_LENGTH = sorted([*MODELS, *ALIASES], key=len, reverse=True)
-_PREFIXES_BY_LENGTH = sorted(OPENAI_PREFIXES, key=len, reverse=True)
 
 
 def make_tokenizer(info: ModelInfo) -> ChatTokenizer:

@@ -1,0 +1,140 @@
+"""Admission: a new message checked, redacted and counted before it is stored or previewed.
+
+``Admission`` is the part of the managers' ``Core`` (``context/core.py``)
+that turns what a caller adds into the entries to store: validated (tool
+results answer waiting calls, in order), redacted (``redact="storage"``),
+tokenized once. It also refuses a batch that would overfill the session or
+that the build after it could not send, and readies the message a preview
+ends with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxwindow.context.batch import check_room
+from ctxwindow.context.contracts import EventHook
+from ctxwindow.context.question import compressed
+from ctxwindow.context.session import Session, waiting_after
+from ctxwindow.errors import BudgetError, InvalidMessageError, OrphanToolResultError
+from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, make_message
+from ctxwindow.redact.redactor import RedactFn
+from ctxwindow.tokens.chat import ChatTokenizer
+
+
+class Admission:
+    """The managers' admission of new messages (a part of ``Core``, which sets these fields)."""
+
+    tokenizer: ChatTokenizer
+    redactor: RedactFn | None
+    redact_context: bool  # redacted as each context is built, not before storing
+    on_event: EventHook | None
+
+    def prepare(
+        self,
+        session: Session,
+        message: Mapping[str, Any],
+        pin: bool,
+        metadata: Mapping[str, Any] | None,
+        kind: str | None,
+        pending: frozenset[str] | None = None,
+    ) -> Entry:
+        """Validate, redact and tokenize a new message: the entry to store.
+
+        ``pending``: the tool calls waiting for results (default: the window's).
+        """
+        clean = make_message(message)  # validated before a redactor sees it
+        if self.redactor is not None and not self.redact_context:
+            clean = make_message(self.redactor(dict(clean)))
+        pending = session.window.pending_tool_calls if pending is None else pending
+        if clean["role"] == "tool" and clean["tool_call_id"] not in pending:
+            raise OrphanToolResultError(
+                f"tool result for call {clean['tool_call_id']!r} does not answer a waiting call"
+            )
+        if clean["role"] != "tool" and pending:
+            raise InvalidMessageError(
+                f"tool calls {sorted(pending)} have no results yet; add their tool messages first"
+            )
+        entry = Entry(clean, self.tokenizer.message_tokens(clean), 0)
+        entry.pinned = pin or clean["role"] in SYSTEM_ROLES
+        entry.metadata = dict(metadata or {})
+        if kind is not None:
+            entry.kind = kind
+        return entry
+
+    def prepare_all(
+        self, session: Session, messages: Sequence[Message], metadata: Mapping[str, Any] | None
+    ) -> list[Entry]:
+        """The entries of a batch, each prepared before any is stored: tool calls and their
+        results checked in order, as the window will take them."""
+        pending, entries = session.window.pending_tool_calls, []
+        for message in messages:
+            entries.append(self.prepare(session, message, False, metadata, None, pending))
+            pending = waiting_after(pending, entries[-1].message)
+        return entries
+
+    def prepare_batch(
+        self,
+        session: Session,
+        messages: Sequence[Message],
+        metadata: Mapping[str, Any] | None,
+        max_messages: int | None,
+        budget: int | None,
+    ) -> list[Entry]:
+        """The entries of a batch (``prepare_all``), refused before any is stored if they
+        would take the session over ``max_messages`` (``SessionFullError``) or if the build
+        in ``budget`` after them could not send them (``check_sendable``)."""
+        entries = self.prepare_all(session, messages, metadata)
+        if max_messages is not None:  # the window has caught up: its last seq is the store's
+            check_room(session.last_seq, len(entries), max_messages)
+        if budget is not None and entries:
+            self.check_sendable(session, entries, budget)
+        return entries
+
+    def check_sendable(self, session: Session, entries: list[Entry], budget: int) -> None:
+        """Refuse a batch (before it is stored) that the build in ``budget`` after it could
+        not send: tool calls of the batch left without their results (no provider takes a
+        request that ends so: ``InvalidMessageError``), or a question (the batch's last
+        user turn) that cannot fit, not even compressed, beside what is always sent
+        (``MessageTooLargeError``, as ``build`` would raise it after storing). A batch that
+        holds a system message changes what is always sent: ``build`` checks it."""
+        pending = session.window.pending_tool_calls
+        for entry in entries:
+            pending = waiting_after(pending, entry.message)
+        if pending and any(entry.message.get("tool_calls") for entry in entries):
+            calls = ", ".join(sorted(pending))
+            raise InvalidMessageError(
+                f"the new turns end with tool calls that have no result ({calls}): send each"
+                " call's result after it, in the same request"
+            )
+        last, window = entries[-1], session.window
+        if last.message["role"] != "user" or any(e.pinned for e in entries):
+            return
+        if last.tokens > budget - window.pinned_tokens:  # else it fits whole: nothing to try
+            always = window.build(max_tokens=window.pinned_tokens).total_tokens
+            room = budget - always
+            if last.tokens > room:
+                compressed(window, last, room, budget)
+
+    def previewed(self, session: Session, message: Mapping[str, Any], budget: int) -> Entry:
+        """A message to preview, validated (and redacted as ``add`` would), with its tokens.
+
+        A user turn is the question: compressed if with what is always sent it
+        does not fit ``budget`` (``MessageTooLargeError`` if it cannot be).
+        """
+        clean = make_message(message)
+        if clean["role"] == "tool" or clean["role"] in SYSTEM_ROLES:
+            raise InvalidMessageError("preview takes a new user or assistant turn")
+        if self.redactor is not None:
+            clean = make_message(self.redactor(dict(clean)))
+        entry = Entry(clean, self.tokenizer.message_tokens(clean), -1)
+        room = budget - session.window.pinned_tokens
+        if entry.tokens > room:
+            if clean["role"] != "user":
+                raise BudgetError(
+                    f"the message takes {entry.tokens} tokens, over the {room} the budget of "
+                    f"{budget} leaves after what is always sent"
+                )
+            entry = compressed(session.window, entry, room, budget, self.on_event)
+        return entry

@@ -1,0 +1,245 @@
+"""Recalling: which archived turns come back for a query, and where they go.
+
+``Recalling`` is the part of the managers' ``Core`` (``context/core.py``)
+that works on what an archive search found, without I/O: the query (the
+newest user turn by default), the hits before the session's question, the
+neighbours worth reading, the whole units cached per session, their ranking,
+and what comes back in the room the budget leaves, with ``prompt_cache`` kept
+in place from turn to turn (``recalled``). The manager's ``Archiver``
+(``context/archiver/``) does the searching and reading between these steps.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ctxwindow.archive.base import Archive
+from ctxwindow.context.contracts import ArchiveLike, CoreSettings, EventHook
+from ctxwindow.context.policy import LOW_WATER
+from ctxwindow.context.session import CACHED_UNITS, Session
+from ctxwindow.messages import Entry, Unit
+from ctxwindow.policies import Window
+from ctxwindow.policies.rules import text_of
+from ctxwindow.recall import Recall, RecallPolicy, is_whole
+
+CARRIED_SHARE = 0.5
+"""With the prompt cache, turns recalled for earlier questions that the new one does not
+score stay in place only while they take at most this share of the budget."""
+CALM = 4
+"""With the prompt cache, the turns after a step that add what fits of what they earn rather
+than step again (unless what is sent no longer fits): stepping whenever a question earned
+more than fits stepped on nearly every turn of a chat, 1.3-1.6x cheaper a turn than a
+sliding window instead of 2.2-2.5x."""
+
+
+class Recalling:
+    """The managers' recall, without I/O (a part of ``Core``, which sets these fields)."""
+
+    settings: CoreSettings
+    archive: ArchiveLike | None
+    recall: RecallPolicy
+    on_event: EventHook | None
+
+    def searched(self, started: float) -> None:
+        if self.on_event is not None:
+            self.on_event("recall_seconds", time.perf_counter() - started)
+
+    def query_of(self, session: Session, query: str | None) -> str:
+        if query:
+            return query
+        for entry in session.window.newest_first():
+            if entry.message["role"] == "user":
+                return text_of(entry.message)
+        return ""
+
+    def search(self, session: Session, query: str, depth: int) -> list[Any]:
+        """The archive's ``depth`` best hits for ``query`` among the turns said before the
+        session's question: archived as it is asked, the question matches itself best and
+        would set the scale every other hit is measured on (and take a candidate's place)."""
+        archive = self.archive
+        assert archive is not None
+        if session.question is None:
+            return list(archive.search(session.id, query, k=depth))
+        before = session.question[0].seq
+        if isinstance(archive, Archive):  # leaves it out before ranking and fusion
+            return archive.search(session.id, query, k=depth, before=before)
+        hits = archive.search(session.id, query, k=depth)
+        return [hit for hit in hits if hit.entry.seq < before]
+
+    def scored(
+        self, session: Session, hits: Sequence[Any]
+    ) -> tuple[dict[int, float], float, list[int]]:
+        """Each hit's and neighbour's score by seq, the least score recalled, and the seqs
+        to read from the archive.
+
+        Only neighbours that could come back are read: a unit scores as its best
+        entry, and nothing below ``RecallPolicy.floor`` is recalled.
+        """
+        own = {hit.entry.seq: hit.score for hit in hits}
+        scores, floor = self.recall.scores(own), self.recall.floor(own)
+        found = set(own)
+        return (
+            scores,
+            floor,
+            [
+                seq
+                for seq, score in scores.items()
+                if score >= floor and seq not in found and seq not in session.units
+            ],
+        )
+
+    def uncached(
+        self, session: Session, hits: Sequence[Any], around: Sequence[Entry]
+    ) -> list[Entry]:
+        """The entries found whose unit the session has not cached yet."""
+        return [e for e in (*(hit.entry for hit in hits), *around) if e.seq not in session.units]
+
+    def cache(self, session: Session, unit: Unit) -> None:
+        """Keep a whole archived unit for later queries (entries are never rewritten)."""
+        if len(session.units) >= CACHED_UNITS:
+            session.units.clear()
+        if is_whole(unit):  # a call still waiting for results is read again later
+            session.units.update((entry.seq, unit) for entry in unit.entries)
+
+    def ranked(
+        self, session: Session, scores: Mapping[int, float], floor: float
+    ) -> list[tuple[float, Unit]]:
+        """The cached units of the scored seqs that could come back, ``(worth, unit)`` best
+        first, each once (``RecallPolicy.rank``): none whose best entry scores below ``floor``."""
+        cached = session.units
+        units = {
+            id(u): u
+            for seq, score in scores.items()
+            if score >= floor and (u := cached.get(seq)) is not None
+        }
+        return self.recall.rank(scores, units.values())
+
+    def recent(
+        self, session: Session, budget: int, question: int | None
+    ) -> tuple[frozenset[str], int]:
+        """The entry ids and tokens of the window's units holding its newest
+        ``recent_messages`` messages before the question (the seq ``question``; None: a
+        preview, whose question is not in the window), as many as fit in ``recent_share``
+        of ``budget`` (the newest one always): every context keeps them."""
+        wanted, seen, tokens = self.recall.recent_messages, 0, 0
+        cap = budget * self.recall.recent_share
+        ids: set[str] = set()
+        for unit in session.window.newest_units():
+            if seen >= wanted or (seen and tokens + unit.size > cap):
+                break
+            before = sum(1 for e in unit.entries if e.seq != question)
+            if unit.pinned or not before:
+                continue  # counted as pinned, or the question itself
+            seen += before
+            ids.update(e.id for e in unit.entries)
+            tokens += unit.size
+        return frozenset(ids), tokens
+
+    def holds_all(self, session: Session, budget: int) -> bool:
+        """The window holds every message and fits ``budget``: recall could change nothing."""
+        return session.whole and session.window.total_tokens <= budget
+
+    def recalled(
+        self,
+        session: Session,
+        budget: int,
+        ranked: list[tuple[float, Unit]],
+        question: int | None = None,
+    ) -> Recall:
+        """The candidates ``ranked`` that come back, in the room the budget leaves them.
+
+        The room is the budget less the window's pinned part and its newest
+        messages (``recent``), which every context keeps; the candidates the
+        window holds are kept there, the others recalled. With
+        ``prompt_cache``, the units earlier turns recalled stay where they
+        were put, and new ones go before the user turn ``question`` (a seq;
+        None: a preview, which keeps nothing for later): see ``in_place``.
+        """
+        window = session.window  # its entries have their store seqs (see ``restore``)
+        recent, recent_tokens = self.recent(session, budget, question)
+        ranked = [(s, u) for s, u in ranked if not recent.issuperset(e.id for e in u.entries)]
+        if not self.settings.prompt_cache:
+            room = self.recall.room(budget, window.pinned_tokens, recent_tokens)
+            found = self.recall.choose(ranked, held(window, ranked), room, floor=0.0)
+            return Recall(found.units, found.keep | recent)
+        sticky, earned, carried = self.in_place(session, budget, ranked, question, recent_tokens)
+        at = question if question is not None else session.last_seq + 1
+        for unit in earned.units:
+            unit.at = at
+        if question is not None:
+            session.sticky = [*sticky, *earned.units]
+        ids = frozenset(e.id for unit in carried for e in unit.entries)
+        return Recall([*sticky, *earned.units], earned.keep | recent, ids)
+
+    def in_place(
+        self,
+        session: Session,
+        budget: int,
+        ranked: list[tuple[float, Unit]],
+        question: int | None,
+        recent: int,
+    ) -> tuple[list[Unit], Recall, list[Unit]]:
+        """With ``prompt_cache``: the units earlier turns recalled that stay, what the query
+        adds, and those staying that it does not score (``recent``: the tokens of the
+        window's newest messages, which every context keeps).
+
+        Between steps the context only grows, taking what fits of what the
+        query earns. When what the query earns does not fit beside what is
+        sent (and the last step is more than ``CALM`` turns back), when what is
+        sent no longer fits, or when the turns recalled before that the query
+        does not score take over ``CARRIED_SHARE`` of the budget, the prefix
+        changes once (``stepped``).
+        """
+        window, sticky = session.window, session.sticky
+        kept, sent = held(window, ranked), {e.id for unit in sticky for e in unit.entries}
+        room = self.recall.room(budget, window.pinned_tokens, recent)
+        earned = self.recall.choose(ranked, kept | sent, room, floor=0.0)
+        free = budget - window.total_tokens - sum(unit.size for unit in sticky)
+        carried = [unit for unit in sticky if unit.entries[0].id not in earned.keep]
+        fresh = [(score, unit) for score, unit in ranked if unit.entries[0].id not in sent]
+        calm = question is not None and session.calm > 0
+        if question is not None:
+            session.calm = max(0, session.calm - 1)
+        stale = sum(unit.size for unit in carried) > budget * CARRIED_SHARE
+        if free >= 0 and (calm or earned.tokens <= free) and not stale:
+            # no step: what fits beside the window and the turns recalled before
+            outside = [(score, unit) for score, unit in fresh if unit.entries[0].id not in kept]
+            beside = self.recall.choose(outside, (), max(0, free), floor=0.0)
+            return sticky, Recall(beside.units, earned.keep), carried
+        stay = self.stepped(session, earned, question, recent)
+        used = sum(unit.size for unit in stay)
+        earned = self.recall.choose(fresh, held(window, ranked), max(0, room - used), floor=0.0)
+        return stay, earned, []
+
+    def stepped(
+        self, session: Session, earned: Recall, question: int | None, recent: int
+    ) -> list[Unit]:
+        """A step: the turns recalled before that the query does not score leave (the others,
+        returned, stay), and the window steps down as far as what the query earns needs
+        (``Window.make_room``; a preview leaves the window's units out instead)."""
+        window, sticky = session.window, session.sticky
+        stay = [unit for unit in sticky if unit.entries[0].id in earned.keep]
+        if question is None:
+            return stay
+        if len(stay) < len(sticky):
+            gone = len(sticky) - len(stay)
+            window.last_step = f"recalled turns given up: {gone} before seq {question}"
+        session.calm = CALM
+        self.step_for(session, earned.tokens + sum(unit.size for unit in stay), question, recent)
+        return stay
+
+    def step_for(self, session: Session, size: int, question: int, recent: int) -> None:
+        """Step the window down so that ``size`` tokens are free beside it, never below what
+        it keeps in every context (its pinned part, its newest messages and the question)."""
+        window = session.window
+        asked = next((unit.size for unit in window.newest_units() if unit.seq == question), 0)
+        floor = window.pinned_tokens + math.ceil((recent + asked) / LOW_WATER)
+        window.make_room(min(size, max(0, window.budget - floor)), keep=question)
+
+
+def held(window: Window, ranked: list[tuple[float, Unit]]) -> set[str]:
+    """The entry ids of the ranked units that ``window`` holds (by their store seqs)."""
+    return {e.id for _, unit in ranked for e in unit.entries if window.holds(e.seq)}
