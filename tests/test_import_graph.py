@@ -14,6 +14,7 @@ and must be listed there.
 from __future__ import annotations
 
 import ast
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -263,3 +264,30 @@ def test_the_graph_follows_deferred_and_relative_imports() -> None:
 def test_cycles_are_found_and_spelled_out(graph: Graph, expected: list[list[str]]) -> None:
     """Each cycle is reported once, as the path that closes it."""
     assert find_cycles(graph) == expected
+
+
+
+MOVED = {
+    "ctxwindow.tokens.chat": ("ctxwindow.tokens", ["chat_tokenizer", "count_tokens"]),
+    "ctxwindow.tokens.models": ("ctxwindow.tokens", ["known_models", "model_info"]),
+    "ctxwindow.tokens.registry": ("ctxwindow.tokens", ["default_models", "use_models"]),
+    "ctxwindow.eval.dataset": ("ctxwindow.eval", ["load_dataset"]),
+}
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_an_old_import_path_still_works_and_warns(old: str) -> None:
+    """Each name that moved up to open a cycle is still importable from its old module for
+    one release, with a DeprecationWarning naming its public home (CHANGELOG)."""
+    new, names = MOVED[old]
+    assert any(module == old for module, _ in OLD_PATHS)
+    for name in names:
+        with pytest.warns(DeprecationWarning, match=rf"^{old}\.{name} has moved: .* {new} \("):
+            value = getattr(importlib.import_module(old), name)
+        assert value is getattr(importlib.import_module(new), name)
+
+
+def test_an_internal_name_that_moved_points_to_its_module() -> None:
+    with pytest.warns(DeprecationWarning, match=r"from ctxwindow\.tokens\.defaults \("):
+        value = importlib.import_module("ctxwindow.tokens.registry").models_from_env
+    assert value is importlib.import_module("ctxwindow.tokens.defaults").models_from_env

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctxwindow._moved import warn_moved
 from ctxwindow.errors import CtxWindowError, InvalidMessageError
 from ctxwindow.messages import Message, tool_call_ids, validate_message
 
@@ -270,8 +271,9 @@ def _question_problems(
 
 def __getattr__(name: str) -> Any:
     """``load_dataset`` lives in :mod:`ctxwindow.eval.loaders`, beside the benchmarks it
-    reads; importing it from here still works."""
+    reads; importing it from here still works, with a ``DeprecationWarning``."""
     if name in _MOVED:
+        warn_moved(__name__, name, "ctxwindow.eval")
         from ctxwindow.eval import loaders  # only for the old import path
 
         return getattr(loaders, name)

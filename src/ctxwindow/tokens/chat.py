@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ctxwindow._moved import warn_moved
 from ctxwindow.tokens.counter import CachedCounter, TokenCounter
 from ctxwindow.tokens.images import image_tokens
 from ctxwindow.tokens.models import ImagePricing, ToolFraming
@@ -137,8 +138,9 @@ def _strip_period(text: str) -> str:
 
 def __getattr__(name: str) -> Any:
     """``chat_tokenizer`` and ``count_tokens`` live in :mod:`ctxwindow.tokens.defaults`, above
-    the registry they ask; importing them from here still works."""
+    the registry they ask; importing them from here still works, with a ``DeprecationWarning``."""
     if name in _MOVED:
+        warn_moved(__name__, name, "ctxwindow.tokens")
         from ctxwindow.tokens import defaults  # only for the old import path
 
         return getattr(defaults, name)

@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ctxwindow._moved import warn_moved
+
 if TYPE_CHECKING:  # their old import path (see ``__getattr__``)
     from ctxwindow.tokens.defaults import known_models as known_models
     from ctxwindow.tokens.defaults import model_info as model_info
@@ -343,8 +345,9 @@ FAMILIES: dict[str, ModelInfo] = {
 
 def __getattr__(name: str) -> Any:
     """``model_info`` and ``known_models`` live in :mod:`ctxwindow.tokens.defaults`, above
-    the registry they ask; importing them from here still works."""
+    the registry they ask; importing them from here still works, with a ``DeprecationWarning``."""
     if name in _MOVED:
+        warn_moved(__name__, name, "ctxwindow.tokens")
         from ctxwindow.tokens import defaults  # only for the old import path
 
         return getattr(defaults, name)

@@ -52,6 +52,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from ctxwindow._moved import warn_moved
 from ctxwindow.configfile import read_table
 from ctxwindow.errors import CtxWindowError, ModelConfigError, UnknownModelError
 from ctxwindow.tokens.chat import ChatFraming, ChatTokenizer
@@ -77,7 +78,12 @@ _DEFAULT_KEY = "\0default"
 _MISSING = object()
 _REMEMBERED = 4096
 _MESSAGE_MAX = 180  # an unknown name's error, so that "ctxwindow: error: " + it is < 200
-_MOVED = ("default_models", "models_from_env", "use_models")  # to ctxwindow.tokens.defaults
+# to ctxwindow.tokens.defaults; the public home each old import is pointed to
+_MOVED = {
+    "default_models": "ctxwindow.tokens",
+    "models_from_env": "ctxwindow.tokens.defaults",  # internal: for the CLI and the service
+    "use_models": "ctxwindow.tokens",
+}
 
 
 class ModelRegistry:
@@ -362,6 +368,7 @@ def __getattr__(name: str) -> Any:
     :mod:`ctxwindow.tokens.defaults`, above this module; importing them from here still
     works."""
     if name in _MOVED:
+        warn_moved(__name__, name, _MOVED[name])
         from ctxwindow.tokens import defaults  # only for the old import path
 
         return getattr(defaults, name)
