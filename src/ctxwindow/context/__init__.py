@@ -17,8 +17,10 @@ placed at their original position, with a report of every decision.
 The package, one concern a module: ``policy`` (the default window and the
 budget), ``contracts`` (what the managers are given), ``session`` (a session's
 window and cached archive units), ``turns`` (which sessions a task holds),
-``core`` (what both managers share: admission, recall and merging,
-context-time redaction), ``question`` (the newest user turn, always sent),
+``core`` (``Core``, what both managers share, made of ``admission``,
+``recalling`` and ``finishing``: a turn checked and counted, recall, the
+context merged and redacted), ``archiver`` (the archive's I/O: indexing in
+the background, searches for recall), ``question`` (the newest user turn, always sent),
 ``batch`` (validated first; a key bound to its request), ``aio``
 (``AsyncContextManager``, written once) and ``manager`` (``ContextManager``,
 generated from ``aio`` by ``tools/unasync.py``).

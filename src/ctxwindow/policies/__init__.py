@@ -4,11 +4,13 @@ One module a concern:
 
 - ``kept``: how every window stores its units and messages, with running totals;
 - ``view``: what a window reads out (messages, totals, ``build``, ``preview``);
-- ``base``: ``Window``, the template: adding, the budget, "evict until it fits";
+- ``base``: ``Window``, the template: adding, the budget, "evict until it fits",
+  with ``oversize`` (a message too large for the budget) and ``resumable``
+  (checkpoints);
 - ``message_window``, ``token_window``: the size measures (victim: the oldest);
 - ``priority``: ``PriorityWindow``: priorities, caps and small talk, over
-  ``victims`` (which unit goes next), ``folding`` (a victim compressed or
-  summarized instead) and ``journal`` (what it did, told as a ``Report``);
+  ``victims`` (which unit goes next), ``folding_window`` (a victim compressed
+  or summarized instead) and ``journal`` (what it did, told as a ``Report``);
 - ``rules``: priorities, kinds and the rules that assign them (``Keeping``:
   what a ``PriorityWindow`` keeps); ``folding``: ``Folding``, what it makes
   of victims; ``explain``: ``Decision``, ``Report``, ``Context``;
