@@ -266,7 +266,6 @@ def test_cycles_are_found_and_spelled_out(graph: Graph, expected: list[list[str]
     assert find_cycles(graph) == expected
 
 
-
 MOVED = {
     "ctxwindow.tokens.chat": ("ctxwindow.tokens", ["chat_tokenizer", "count_tokens"]),
     "ctxwindow.tokens.models": ("ctxwindow.tokens", ["known_models", "model_info"]),
