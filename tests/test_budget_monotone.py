@@ -1,10 +1,12 @@
 """A larger budget never keeps less: the per-build version of "monotone in budget".
 
-With recall off (no archive) and the prompt cache off (the window slides
-message by message), the same conversation under a larger budget keeps every
-message a smaller budget kept, whole or compressed. With recall on this cannot
-hold build by build (a larger room can take a larger candidate in place of two
-smaller ones); there the eval checks it in aggregate (docs/eval.md).
+``TokenWindow`` and ``PriorityWindow`` (its defaults) keep, under a larger
+budget, every message a smaller budget kept. The hybrid does not, build by
+build: its protected recent tail is a share of the budget, and a compressed
+unit's size depends on the budget, so its victims can differ (a counterexample
+is pinned below; docs/priority.md says so). With recall on it cannot hold
+either (a larger room can take a larger candidate in place of two smaller
+ones). For the hybrid the eval checks it in aggregate (docs/eval.md).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxwindow import ContextManager
+from ctxwindow import ContextManager, PriorityWindow, TokenWindow
 from ctxwindow.context import hybrid_policy
 from ctxwindow.stores.memory import MemoryStore
 
@@ -30,11 +32,44 @@ turns = st.lists(
     min_size=1,
     max_size=40,
 )
+Turns = list[tuple[str, str]]
+WINDOWS = [TokenWindow, PriorityWindow]
 
 
-def present(messages: list[tuple[str, str]], budget: int, summary: bool) -> set[int]:
-    """The seqs of the stored messages in the context a budget gives (whole or compressed)."""
-    policy = hybrid_policy(summary=summary, cache=False)
+def kept(
+    window: type[TokenWindow] | type[PriorityWindow], messages: Turns, budget: int
+) -> set[int]:
+    w = window(budget, "gpt-4o")
+    for role, text in messages:
+        w.add(role, text)
+    return {entry.seq for entry in w.entries()}
+
+
+@settings(deadline=None)
+@given(turns, st.integers(120, 3000), st.integers(1, 3000), st.sampled_from(WINDOWS))
+def test_a_larger_budget_keeps_everything_a_smaller_one_kept(
+    messages: Turns, budget: int, more: int, window: type[TokenWindow] | type[PriorityWindow]
+) -> None:
+    assert kept(window, messages, budget) <= kept(window, messages, budget + more)
+
+
+# The hybrid does not keep this property build by build, and says so (docs/priority.md): its
+# protected recent tail is a share of the budget and a compressed unit's size depends on the
+# budget, so the victim order can differ by one token of budget. Hypothesis found this one.
+COUNTEREXAMPLE = [("user", "parcel")] * 3 + [
+    ("user", "Lyon"),
+    ("user", "parcel parcel parcel parcel 订单 已发货 已发货 已发货 已发货 SF1234567890"),
+    ("user", "parcel " * 11 + "A-1042 A-1042 A-1042 A-1042"),
+    ("user", "parcel 已发货 SF1234567890"),
+    ("user", "已发货 已发货 SF1234567890 SF1234567890"),
+    ("user", "SF1234567890"),
+    ("user", "parcel"),
+]
+
+
+def present(messages: Turns, budget: int) -> set[int]:
+    """The seqs of the stored messages in the hybrid's context (whole or compressed)."""
+    policy = hybrid_policy(summary=False, cache=False)
     manager = ContextManager(
         MemoryStore(), "gpt-4o", policy=policy, budget=budget, reserve_output=0, prefetch=False
     )
@@ -45,11 +80,9 @@ def present(messages: list[tuple[str, str]], budget: int, summary: bool) -> set[
     return {d.seq for d in report.decisions if d.in_context and d.seq is not None and d.seq > 0}
 
 
-@settings(max_examples=60, deadline=None)
-@given(turns, st.integers(120, 3000), st.integers(1, 3000), st.booleans())
-def test_a_larger_budget_keeps_everything_a_smaller_one_kept(
-    messages: list[tuple[str, str]], budget: int, more: int, summary: bool
-) -> None:
-    small = present(messages, budget, summary)
-    large = present(messages, budget + more, summary)
-    assert small <= large
+def test_the_hybrid_is_not_monotone_build_by_build() -> None:
+    """The documented limit, pinned: one more token of budget, and the hybrid evicts the
+    compressed sixth turn (28 tokens) rather than the fifth (27); with one token less the
+    compressed sixth is 27 tokens too, and the older fifth goes. When this changes, the
+    docs' limit and this test go."""
+    assert present(COUNTEREXAMPLE, 120) - present(COUNTEREXAMPLE, 121) == {6}
