@@ -41,11 +41,14 @@ test: $(VENV)/.test
 # start servers, drive chromium, or take long (markers in pyproject.toml, rules in
 # tests/conftest.py). `make test` stays the whole suite, and what CI runs. Compiled modules (and
 # pytest's rewritten test modules) are kept in .venv/pycache, even where the environment sets
-# PYTHONDONTWRITEBYTECODE: compiling them all again cost ~10 s at every start.
+# PYTHONDONTWRITEBYTECODE: compiling them all again cost ~10 s at every start. The tests run in
+# one pytest-xdist worker a core (PYTEST_XDIST_AUTO_NUM_WORKERS=N sets the number), each with a
+# one-thread embedder: the workers' OpenMP threads waiting on each other's cores made the
+# embedding tests 2-3 times slower on a busy machine.
 test-fast: $(VENV)/.test
-	MPLCONFIGDIR=$(abspath $(VENV))/matplotlib-test \
+	MPLCONFIGDIR=$(abspath $(VENV))/matplotlib-test OMP_NUM_THREADS=1 \
 	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache \
-		$(BIN)/python -m pytest -m "not servers and not browser and not slow"
+		$(BIN)/python -m pytest -p xdist -n auto -m "not servers and not browser and not slow"
 
 check: test
 
