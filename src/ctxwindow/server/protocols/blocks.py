@@ -18,7 +18,16 @@ import json
 import re
 from typing import Any
 
-from ctxwindow.server.protocols.wire import Message, bad, chat_text, checked_size, text, too_large
+from ctxwindow.server.protocols.wire import (
+    Message,
+    assistant,
+    bad,
+    chat_text,
+    checked_size,
+    prompt_usage,
+    text,
+    too_large,
+)
 
 ANTHROPIC_BLOCKS = ("text", "image", "tool_use", "tool_result")
 
@@ -251,16 +260,13 @@ def anthropic_reply(data: Any) -> Message | None:
     if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
         return None
     text = "".join(str(b.get("text", "")) for b in content if b.get("type") == "text")
-    message: Message = {"content": text or None}
     calls = []
     for block in content:
         if block.get("type") == "tool_use":
             if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
                 return None
             calls.append(_tool_call({**block, "input": block.get("input") or {}}))
-    if calls:
-        message["tool_calls"] = calls
-    return message
+    return assistant(text, calls)
 
 
 def anthropic_usage(usage: Any) -> dict[str, Any] | None:
@@ -269,10 +275,7 @@ def anthropic_usage(usage: Any) -> dict[str, Any] | None:
         return None
     written, read = usage.get("cache_creation_input_tokens"), usage.get("cache_read_input_tokens")
     counts = [n for n in (written, read) if isinstance(n, int)]
-    out: dict[str, Any] = {"prompt_tokens": usage["input_tokens"] + sum(counts)}
-    if isinstance(read, int):
-        out["prompt_tokens_details"] = {"cached_tokens": read}
-    return out
+    return prompt_usage(usage["input_tokens"] + sum(counts), read)
 
 
 def with_breakpoint(

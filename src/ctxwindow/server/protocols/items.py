@@ -17,7 +17,16 @@ from __future__ import annotations
 from typing import Any
 
 from ctxwindow.server.errors import APIError
-from ctxwindow.server.protocols.wire import Message, bad, chat_text, checked_size, text, too_large
+from ctxwindow.server.protocols.wire import (
+    Message,
+    assistant,
+    bad,
+    chat_text,
+    checked_size,
+    prompt_usage,
+    text,
+    too_large,
+)
 
 RESPONSES_ITEMS = ("message", "function_call", "function_call_output")
 _ROLES = ("user", "assistant", "system", "developer")
@@ -203,10 +212,7 @@ def output_message(output: list[Any]) -> Message | None:
                 calls.append(_function_call(item, "output"))
             except APIError:
                 return None
-    message: Message = {"content": "".join(text) or None}
-    if calls:
-        message["tool_calls"] = calls
-    return message
+    return assistant("".join(text), calls)
 
 
 def responses_usage(usage: Any) -> dict[str, Any] | None:
@@ -215,7 +221,4 @@ def responses_usage(usage: Any) -> dict[str, Any] | None:
         return None
     details = usage.get("input_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    out: dict[str, Any] = {"prompt_tokens": usage["input_tokens"]}
-    if isinstance(cached, int):
-        out["prompt_tokens_details"] = {"cached_tokens": cached}
-    return out
+    return prompt_usage(usage["input_tokens"], cached)

@@ -40,3 +40,20 @@ def chat_text(content: Any) -> str:
     return "".join(
         str(p.get("text", p.get("refusal", ""))) for p in content or () if isinstance(p, dict)
     )
+
+
+def assistant(text: str, calls: list[dict[str, Any]]) -> Message:
+    """A reply as sessions keep it: its text (None when empty) and its tool calls, if any."""
+    message: Message = {"content": text or None}
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def prompt_usage(prompt: int, cached: Any) -> dict[str, Any]:
+    """A usage as calibration reads it: ``prompt_tokens`` (every input token), and the
+    cached ones when the upstream says."""
+    out: dict[str, Any] = {"prompt_tokens": prompt}
+    if isinstance(cached, int):
+        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    return out
