@@ -20,7 +20,6 @@ from ctxwindow.server.metrics import Metrics
 from ctxwindow.server.settings import Settings
 from ctxwindow.server.sse import StreamFault
 
-COMPLETIONS = "chat/completions"
 LIST_TIMEOUT = 5.0  # seconds the upstream's model list may take at most (it is optional)
 
 logger = logging.getLogger(__name__)
