@@ -29,4 +29,5 @@ MODULES = (
     "ctxwindow.server",
     "ctxwindow.stores",
     "ctxwindow.tokens",
+    "ctxwindow.validate",
 )

@@ -9,6 +9,8 @@
     │   ├── MessageTooLargeError   one unit is larger than the whole budget
     │   └── PinnedOverBudgetError  what can never be evicted alone exceeds the budget
     ├── OrphanToolResultError      a tool result whose call is not in the window (also ValueError)
+    ├── InvalidRequestError        a request breaks its provider's rules (ctxwindow.validate.ensure;
+    │                              also ValueError); ``violations`` lists them
     ├── CompressionError           a compressor cannot work at all (bad config, failing LLM
     │                              endpoint, a budget below one empty message)
     ├── SessionFullError           a batch would take a session over its message limit
@@ -22,6 +24,9 @@ Errors of third-party libraries are converted at the boundary with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 __all__ = [
     "BudgetError",
     "CompressionError",
@@ -29,6 +34,7 @@ __all__ = [
     "EncodingDataError",
     "IdempotencyConflictError",
     "InvalidMessageError",
+    "InvalidRequestError",
     "MessageTooLargeError",
     "ModelConfigError",
     "OrphanToolResultError",
@@ -80,6 +86,18 @@ class PinnedOverBudgetError(BudgetError):
 
 class OrphanToolResultError(CtxWindowError, ValueError):
     """A tool result arrived whose assistant call is not the open unit of the window."""
+
+
+class InvalidRequestError(CtxWindowError, ValueError):
+    """A request breaks its provider's rules; ``violations`` lists each broken rule
+    (``ctxwindow.validate.Violation``), the text the first five."""
+
+    def __init__(self, violations: Sequence[Any]) -> None:
+        self.violations = tuple(violations)
+        count = len(self.violations)
+        listed = "; ".join(str(violation) for violation in self.violations[:5])
+        more = f"; and {count - 5} more" if count > 5 else ""
+        super().__init__(f"{count} broken rule{'s' if count != 1 else ''}: {listed}{more}")
 
 
 class CompressionError(CtxWindowError):
