@@ -21,6 +21,7 @@ __all__ = [
     "PART_TYPES",
     "ROLES",
     "SYSTEM_ROLES",
+    "THINKING_FIELDS",
     "Entry",
     "Message",
     "Unit",
@@ -75,6 +76,8 @@ def validate_message(message: Mapping[str, Any], where: str = "message") -> None
         if role != "assistant":
             raise InvalidMessageError(f"{where}: only assistant messages carry 'tool_calls'")
         _validate_tool_calls(message["tool_calls"], where)
+    if "thinking" in message:
+        _validate_thinking(message["thinking"], role, where)
 
 
 def _validate_content(content: Any, role: str, message: Mapping[str, Any], where: str) -> None:
@@ -120,6 +123,26 @@ def _validate_tool_calls(calls: Any, where: str) -> None:
             raise InvalidMessageError(f"{at}: a tool call needs 'function': {{'name': str}}")
         if not isinstance(function.get("arguments", ""), str):
             raise InvalidMessageError(f"{at}: function 'arguments' must be a JSON string")
+
+
+# Anthropic's thinking blocks an assistant message may carry as ``thinking``: type -> fields
+THINKING_FIELDS = {"thinking": ("thinking", "signature"), "redacted_thinking": ("data",)}
+
+
+def _validate_thinking(blocks: Any, role: str, where: str) -> None:
+    """An assistant's ``thinking``: Anthropic's thinking blocks, kept verbatim for the tool
+    loop they belong to (their signature covers their text)."""
+    if role != "assistant":
+        raise InvalidMessageError(f"{where}: only assistant messages carry 'thinking'")
+    if not isinstance(blocks, list):
+        raise InvalidMessageError(f"{where}: 'thinking' must be a list of thinking blocks")
+    for i, block in enumerate(blocks):
+        fields = THINKING_FIELDS.get(str(block.get("type"))) if isinstance(block, Mapping) else None
+        if fields is None or not all(isinstance(block.get(name), str) for name in fields):
+            raise InvalidMessageError(
+                f"{where}.thinking[{i}]: must be a thinking block (thinking, signature) or a"
+                " redacted_thinking block (data)"
+            )
 
 
 def tool_call_ids(message: Mapping[str, Any]) -> tuple[str, ...]:

@@ -136,10 +136,21 @@ class FakeMessages(ProtocolFake):
             ]  # fmt: skip
         else:
             content = [{"type": "text", "text": self.reply}]
+        if (body.get("thinking") or {}).get("type") == "enabled":  # extended thinking, signed
+            thought = f"思考 {len(self.requests)}: the order is D-4, so ask where_is."
+            content.insert(
+                0,
+                {
+                    "type": "thinking",
+                    "thinking": thought,
+                    "signature": f"sig{len(self.requests)}==",
+                },
+            )
         return {
             "id": f"msg_{len(self.requests)}", "type": "message", "role": "assistant",
             "model": body["model"], "content": content,
-            "stop_reason": "tool_use" if len(content) > 1 else "end_turn", "stop_sequence": None,
+            "stop_reason": "tool_use" if content[-1]["type"] == "tool_use" else "end_turn",
+            "stop_sequence": None,
             "usage": {"input_tokens": 20, "cache_read_input_tokens": 5, "output_tokens": 7},
         }  # fmt: skip
 
@@ -155,6 +166,17 @@ class FakeMessages(ProtocolFake):
                      "delta": {"type": "text_delta", "text": block["text"][j : j + 4]}}
                     for j in range(0, len(block["text"]), 4)
                 ]  # fmt: skip
+            elif block["type"] == "thinking":
+                events.append({"type": "content_block_start", "index": i,
+                               "content_block": {"type": "thinking", "thinking": ""}})  # fmt: skip
+                events += [
+                    {"type": "content_block_delta", "index": i,
+                     "delta": {"type": "thinking_delta", "thinking": block["thinking"][j : j + 6]}}
+                    for j in range(0, len(block["thinking"]), 6)
+                ]  # fmt: skip
+                events.append({"type": "content_block_delta", "index": i,
+                               "delta": {"type": "signature_delta",
+                                         "signature": block["signature"]}})  # fmt: skip
             else:
                 events.append({"type": "content_block_start", "index": i,
                                "content_block": {**block, "input": {}}})  # fmt: skip

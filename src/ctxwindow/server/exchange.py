@@ -293,6 +293,8 @@ async def store_reply(
     reply: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
     if message.get("tool_calls"):
         reply["tool_calls"] = message["tool_calls"]
+        if message.get("thinking"):  # Anthropic's, needed back unchanged for the tool loop
+            reply["thinking"] = message["thinking"]
     elif reply["content"] in (None, "", []):
         return
     metadata = {**({"request": key} if key else {}), **(kept or {})}

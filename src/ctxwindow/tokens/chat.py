@@ -75,6 +75,8 @@ class ChatTokenizer:
             n += self._call_tokens(call.get("function", {}))
         if isinstance(message.get("function_call"), Mapping):
             n += self._call_tokens(message["function_call"])
+        for block in message.get("thinking") or ():  # Anthropic's, kept for a tool loop
+            n += self.counter.count(block.get("thinking") or block.get("data") or "")
         return n
 
     def content_tokens(self, content: Any) -> int:

@@ -260,7 +260,10 @@ class MessagesStream:
             block = event.get("content_block")
             if not isinstance(block, dict):
                 raise _malformed(kind)
-            self.blocks[_index(event)] = {**block, "parts": [str(block.get("text") or "")]}
+            self.blocks[_index(event)] = {
+                **block,
+                "parts": [str(block.get("text") or block.get("thinking") or "")],
+            }
         elif kind == "content_block_delta":
             self._delta(event)
         return None
@@ -274,8 +277,12 @@ class MessagesStream:
         block, delta = self.blocks.get(_index(event)), event.get("delta")
         if block is None or not isinstance(delta, dict):
             raise _malformed("content_block_delta")
-        piece = delta.get("text", delta.get("partial_json"))
-        if delta.get("type") in ("text_delta", "input_json_delta"):
+        kind = delta.get("type")
+        if kind == "signature_delta":  # a thinking block's signature comes whole, last
+            block["signature"] = delta.get("signature")
+            return
+        piece = delta.get(_DELTAS.get(str(kind), ""))
+        if kind in _DELTAS:
             if not isinstance(piece, str):
                 raise _malformed("content_block_delta")
             block["parts"].append(piece)
@@ -302,11 +309,19 @@ class MessagesStream:
                 raise _malformed("input_json_delta") from exc
             return {"type": "tool_use", "id": block.get("id"), "name": block.get("name"),
                     "input": arguments}  # fmt: skip
+        if block.get("type") == "thinking":
+            return {"type": "thinking", "thinking": joined, "signature": block.get("signature")}
+        if block.get("type") == "redacted_thinking":
+            return {"type": "redacted_thinking", "data": block.get("data")}
         return {"type": block.get("type"), "text": joined}
 
     def error_event(self, error: APIError) -> bytes:
         """An ``error`` event, which the Anthropic SDKs raise on (they skip unnamed events)."""
         return b"\nevent: error\ndata: " + orjson.dumps(error.body(anthropic=True)) + b"\n\n"
+
+
+# A delta's type -> its field that adds to the block
+_DELTAS = {"text_delta": "text", "input_json_delta": "partial_json", "thinking_delta": "thinking"}
 
 
 def _index(event: dict[str, Any]) -> int:

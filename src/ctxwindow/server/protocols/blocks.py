@@ -6,9 +6,13 @@ Anthropic                               chat
 message (text, image blocks)            ``user`` or ``assistant`` message
 ``tool_use`` block                      ``tool_calls`` of an assistant message
 ``tool_result`` block                   a ``tool`` message
+``thinking``, ``redacted_thinking``     ``thinking`` of an assistant message, verbatim
 ======================================  =========================================
 
-A call and its result are one unit in the windows. Refusals are 400s naming
+A call and its result are one unit in the windows. The thinking blocks of a
+turn that calls a tool are kept as they came, signature and all, and sent
+back first in it: Anthropic requires them unchanged with the call while the
+tool loop lasts (the thinking of a turn that ends in text it drops itself). Refusals are 400s naming
 the field (``messages.2.content.0.type``), before anything is stored.
 """
 
@@ -18,6 +22,7 @@ import json
 import re
 from typing import Any
 
+from ctxwindow.messages import THINKING_FIELDS
 from ctxwindow.server.protocols.wire import (
     Message,
     assistant,
@@ -29,7 +34,8 @@ from ctxwindow.server.protocols.wire import (
     too_large,
 )
 
-ANTHROPIC_BLOCKS = ("text", "image", "tool_use", "tool_result")
+ANTHROPIC_BLOCKS = ("text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking")
+THINKING = THINKING_FIELDS  # a thinking block's type -> its fields
 
 
 def from_anthropic(messages: Any, max_chars: int) -> list[Message]:
@@ -66,6 +72,8 @@ def _block_chars(block: dict[str, Any]) -> int:
         return len(block["text"])
     if block["type"] == "tool_result":
         return len(chat_text(block["content"]))
+    if block["type"] in THINKING:
+        return sum(len(block[name]) for name in THINKING[block["type"]])
     return 0
 
 
@@ -88,12 +96,17 @@ def _block(block: Any, where: str, role: str) -> dict[str, Any]:
         }  # fmt: skip
     if kind == "tool_result" and role == "user":
         return _tool_result(block, where)
-    if kind in ("tool_use", "tool_result"):
+    if kind in THINKING and role == "assistant":
+        return {
+            "type": kind,
+            **{name: text(block.get(name), f"{where}.{name}") for name in THINKING[kind]},
+        }
+    if kind in ("tool_use", "tool_result", *THINKING):
         raise bad(f"{where}.type", f"{kind} blocks belong in {_OWNER[kind]} messages")
     raise bad(f"{where}.type", f"is {kind!r}: ctxwindow keeps {', '.join(ANTHROPIC_BLOCKS)} blocks")
 
 
-_OWNER = {"tool_use": "assistant", "tool_result": "user"}
+_OWNER = {"tool_use": "assistant", "tool_result": "user", **dict.fromkeys(THINKING, "assistant")}
 
 
 def _tool_result(block: dict[str, Any], where: str) -> dict[str, Any]:
@@ -166,6 +179,16 @@ def _assistant(blocks: list[dict[str, Any]]) -> Message:
     calls = [_tool_call(b) for b in blocks if b["type"] == "tool_use"]
     if calls:
         message["tool_calls"] = calls
+    return with_thinking(message, blocks)
+
+
+def with_thinking(message: Message, blocks: list[dict[str, Any]]) -> Message:
+    """``message`` with the thinking blocks among ``blocks`` as its ``thinking``, verbatim,
+    if it calls a tool: Anthropic needs them back with the call while the tool loop lasts,
+    and drops the thinking of a turn that ended in text from later requests itself."""
+    thinking = [dict(b) for b in blocks if b.get("type") in THINKING]
+    if thinking and message.get("tool_calls"):
+        message["thinking"] = thinking
     return message
 
 
@@ -215,7 +238,8 @@ def anthropic_blocks(message: Message) -> list[dict[str, Any]]:
         if message.get("is_error"):
             block["is_error"] = True
         return [block]
-    blocks: list[dict[str, Any]] = (
+    blocks: list[dict[str, Any]] = [dict(b) for b in message.get("thinking") or ()]
+    blocks += (
         [{"type": "text", "text": content}] if isinstance(content, str) and content
         else _anthropic_parts(content if isinstance(content, list) else [])
     )  # fmt: skip
@@ -254,8 +278,8 @@ def _arguments(arguments: Any) -> dict[str, Any]:
 
 
 def anthropic_reply(data: Any) -> Message | None:
-    """The assistant message of a Messages body (its text and tool_use blocks; thinking is
-    not kept); None if it has no ``content`` list of blocks."""
+    """The assistant message of a Messages body (its text and tool_use blocks, and its
+    thinking blocks verbatim); None if it has no ``content`` list of blocks."""
     content = data.get("content") if isinstance(data, dict) else None
     if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
         return None
@@ -266,7 +290,13 @@ def anthropic_reply(data: Any) -> Message | None:
             if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
                 return None
             calls.append(_tool_call({**block, "input": block.get("input") or {}}))
-    return assistant(text, calls)
+    thinking = [b for b in content if b.get("type") in THINKING and _signed(b)]
+    return with_thinking(assistant(text, calls), thinking)
+
+
+def _signed(block: dict[str, Any]) -> bool:
+    """Whether a thinking block has its fields as strings (else it is not kept)."""
+    return all(isinstance(block.get(name), str) for name in THINKING[block["type"]])
 
 
 def anthropic_usage(usage: Any) -> dict[str, Any] | None:

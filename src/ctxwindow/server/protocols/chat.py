@@ -22,6 +22,17 @@ from ctxwindow.server.service import Service
 from ctxwindow.server.sse import DONE, DROP, Drop, StreamFault, openai_error_event
 from ctxwindow.server.tenants import scoped
 
+# What the Messages route keeps in a session's messages that Chat Completions has no field
+# for: an assistant's thinking blocks, a tool result's error flag.
+ANTHROPIC_ONLY = ("thinking", "is_error")
+
+
+def _for_chat(message: Message) -> Message:
+    """``message`` as Chat Completions takes it (a session may have been fed by another route)."""
+    if not any(key in message for key in ANTHROPIC_ONLY):
+        return message
+    return {key: value for key, value in message.items() if key not in ANTHROPIC_ONLY}
+
 
 class ChatCompletions(Adapter):
     """An OpenAI chat completion over the session's context (``X-Session-Id``)."""
@@ -59,7 +70,7 @@ class ChatCompletions(Adapter):
         return None if session_id is None else scoped(tenant, session_id)
 
     def forward(self, context: list[Message], stable: int) -> dict[str, Any]:
-        out = {**_without_session(self.body), "messages": context}
+        out = {**_without_session(self.body), "messages": [_for_chat(m) for m in context]}
         if self.stream and "stream_options" not in out:
             out["stream_options"] = {"include_usage": True}  # for calibration
         return out
