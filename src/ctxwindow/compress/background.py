@@ -5,6 +5,11 @@ of that loop; otherwise it goes to a private event loop on a daemon thread,
 started on first use. ``drain()`` awaits both kinds; ``wait()`` blocks on the
 thread's work only (a loop's tasks need that loop to run, so await
 ``drain()`` there); ``close()`` cancels what is left and stops the thread.
+
+Work runs in a fresh ``contextvars.Context``, not the caller's: a task would
+otherwise inherit the caller's context variables, and with them, say, the
+callbacks of the agent run that happened to trigger a summary, which would
+then stream the summary model's output to that run's user.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import threading
 import time
 from collections.abc import Callable, Coroutine
@@ -41,13 +47,14 @@ class Background:
             except RuntimeError:
                 self._start_future(work)
             else:
-                task = loop.create_task(work())
+                task = contextvars.Context().run(loop.create_task, work())
                 self._tasks.add(task)
                 task.add_done_callback(self._forget)
         return True
 
     def _start_future(self, work: Work) -> None:
-        future = asyncio.run_coroutine_threadsafe(work(), self._thread_loop())
+        loop = self._thread_loop()
+        future = contextvars.Context().run(asyncio.run_coroutine_threadsafe, work(), loop)
         self._futures.add(future)
         future.add_done_callback(self._forget)
 
