@@ -2,7 +2,7 @@
 
 Real HTTP, in-process: ``POST /v1/chat/completions`` records the body and the
 headers (names lowercased) of every request and answers with ``reply(body)`` — or with the
-error ``status`` when it is set.
+error ``status`` when it is set, or with ``raw`` (a content type and a body) when that is.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ class FakeOpenAI:
     def __init__(self, reply: Callable[[dict[str, Any]], str]) -> None:
         self.reply = reply
         self.status = 200
+        self.raw: tuple[str, bytes] | None = None
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.base_url = ""
@@ -48,9 +49,9 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             fake.requests.append(body)
             fake.headers.append({k.lower(): v for k, v in self.headers.items()})
-            data = json.dumps(fake.answer(body)).encode()
+            kind, data = fake.raw or ("application/json", json.dumps(fake.answer(body)).encode())
             self.send_response(fake.status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)

@@ -1,10 +1,21 @@
 """Summaries by a model, through an injected async completion function.
 
 ``LLMSummarizer`` never loses the original and never blocks a conversation:
-when the model fails, times out, or replies with nothing or too much, the
-``fallback`` compressor's result is used; the sync ``__call__`` does not wait
+when the model fails, times out, or replies with nothing, too much, or text
+that is no summary (an error, a refusal, the request echoed: see
+:mod:`ctxwindow.compress.replies`), the ``fallback`` compressor's result is
+used, each entry it made saying why in its compression record
+(``metadata["compressed"]["fallback"]``, which a window's report shows), and
+the failure is counted (``failures``); the sync ``__call__`` does not wait
 for the network at all (it returns a cached summary, or the fallback's result
 and starts the summary in the background for the next call).
+
+The summary is a request of its own, made by the summarizer with its own
+prompt, not part of the user's call; ``openai_completion`` asks for it
+unstreamed, and a background summary runs in a fresh context (see
+:mod:`ctxwindow.compress.background`), so nothing of it reaches the user but
+the summary, checked and used. (An awaited ``summarize`` runs in its
+caller's context: a ``complete`` of your own must not stream to your user.)
 
 What a summary looks like: one entry replaces one entry with the same role
 (only the text content changes, tool calls and ``tool_call_id`` stay); several
@@ -17,13 +28,15 @@ Pass whole tool-call units: a merge drops the calls and their results together.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import weakref
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from ctxwindow.compress import prompt
+from ctxwindow.compress import prompt, replies
 from ctxwindow.compress.background import Background
 from ctxwindow.compress.base import Compressor, compressed, framing_tokens, has_text, total_tokens
 from ctxwindow.compress.cache import SummaryCache
@@ -35,6 +48,8 @@ from ctxwindow.tokens.chat import ChatTokenizer
 logger = logging.getLogger("ctxwindow.compress")
 
 Complete = Callable[[list[Message]], Awaitable[str]]
+UNUSED = "the model's summary was not used: {why}"
+_REMEMBERED = 256  # requests whose last failure is kept, for the sync call's fallback to say
 
 
 @dataclass(frozen=True)
@@ -42,6 +57,7 @@ class _Request:
     key: str
     messages: list[Message]
     heading: str | None  # None: a single entry keeps its role
+    text: str  # what the model is asked to summarize
 
 
 class LLMSummarizer:
@@ -53,6 +69,11 @@ class LLMSummarizer:
     blake2b hash of the request (at most ``cache_size``, least recently used
     out). A target that leaves the summary fewer than ``min_summary_tokens``
     goes straight to the fallback.
+
+    ``failures`` counts the model's summaries not used, by kind: ``"failed"``
+    (the call raised), ``"timeout"``, ``"empty"``, ``"not_a_summary"`` (an
+    error, a refusal, the request echoed), ``"over_target"``;
+    ``last_failure`` says why the last one was not. Read them for metrics.
     """
 
     name = "llm"
@@ -77,6 +98,9 @@ class LLMSummarizer:
         self.fallback: Compressor = fallback if fallback is not None else Extractive(tokenizer)
         self.min_summary_tokens = min_summary_tokens
         self.cache = SummaryCache(cache_size)
+        self.failures: Counter[str] = Counter()
+        self.last_failure: str | None = None
+        self._why: dict[str, str] = {}  # request key -> why its last summary was not used
         self._background = Background()
         self._lock = threading.Lock()
         self._in_flight: set[str] = set()
@@ -94,7 +118,7 @@ class LLMSummarizer:
         if text is not None:
             return self._build(entries, request, text)
         self._start(entries, target_tokens, request)
-        return self.fallback(entries, target_tokens)
+        return self._fall_back(entries, target_tokens, self._why.get(request.key))
 
     async def summarize(self, entries: Sequence[Entry], target_tokens: int) -> list[Entry]:
         """The model's summary (awaited, within ``timeout``), else the fallback's result."""
@@ -107,8 +131,16 @@ class LLMSummarizer:
         if text is None:
             text = await self._fetch(entries, target_tokens, request)
         if text is None:
-            return self.fallback(entries, target_tokens)
+            return self._fall_back(entries, target_tokens, self._why.get(request.key))
         return self._build(entries, request, text)
+
+    def failure(self, entries: Sequence[Entry], target_tokens: int) -> str | None:
+        """Why the model's summary of ``entries`` within ``target_tokens`` was last not
+        used; None when it was, is still on its way, or was never asked for."""
+        if total_tokens(entries) <= target_tokens:
+            return None
+        request = self._request(entries, target_tokens)
+        return None if request is None else self._why.get(request.key)
 
     async def drain(self) -> None:
         """Wait until the summaries started in the background are done."""
@@ -149,24 +181,51 @@ class LLMSummarizer:
         if room < self.min_summary_tokens:
             return None
         messages = prompt.prompt_messages(text, room)
-        return _Request(prompt.digest(messages, target_tokens), messages, heading)
+        return _Request(prompt.digest(messages, target_tokens), messages, heading, text)
 
     async def _fetch(
         self, entries: Sequence[Entry], target_tokens: int, request: _Request
     ) -> str | None:
-        """The model's summary text if it is usable (and then cached), else None."""
+        """The model's summary text if it is usable (and then cached), else None (the
+        failure counted, and kept as the request's)."""
         try:
             async with self._semaphore():
                 reply = await asyncio.wait_for(self.complete(request.messages), self.timeout)
+        except asyncio.TimeoutError:
+            self._failed(request, "timeout", f"no reply within {self.timeout:g} s")
+            return None
         except Exception as exc:  # an injected function may raise anything: fall back
-            logger.warning("LLM summary failed (%r); using %s", exc, self.fallback.name)
+            self._failed(request, "failed", f"the call failed: {_said(exc)}")
             return None
         text = reply.strip() if isinstance(reply, str) else ""
-        if not text or total_tokens(self._build(entries, request, text)) > target_tokens:
-            logger.warning("LLM summary empty or over %d tokens; unused", target_tokens)
+        kind, why = self._judge(entries, target_tokens, request, text)
+        if why is not None:
+            self._failed(request, kind, why)
             return None
+        with self._lock:
+            self._why.pop(request.key, None)
         self.cache.put(request.key, text)
         return text
+
+    def _judge(
+        self, entries: Sequence[Entry], target_tokens: int, request: _Request, text: str
+    ) -> tuple[str, str | None]:
+        """Why the reply ``text`` cannot be the summary, and its kind; None when it can."""
+        why = replies.unusable(text, request.text, transcript=request.heading is not None)
+        if why is not None:
+            return ("not_a_summary" if text else "empty"), why
+        if total_tokens(self._build(entries, request, text)) > target_tokens:
+            return "over_target", f"over {target_tokens:,} tokens"
+        return "", None
+
+    def _failed(self, request: _Request, kind: str, why: str) -> None:
+        """Count a summary not used, and keep why (for the request's fallback to say)."""
+        logger.warning("LLM summary not used (%s); using %s", why, self.fallback.name)
+        with self._lock:
+            self.failures[kind] += 1
+            self.last_failure = self._why[request.key] = why
+            while len(self._why) > _REMEMBERED:
+                del self._why[next(iter(self._why))]
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -197,12 +256,47 @@ class LLMSummarizer:
 
     # -- the result --------------------------------------------------------------
 
+    def _fall_back(self, entries: Sequence[Entry], target: int, why: str | None) -> list[Entry]:
+        """The fallback's result; the entries it made say ``why`` the model's summary was
+        not used, when it is known (a failure, not a summary still on its way)."""
+        result = self.fallback(entries, target)
+        if why is None:
+            return result
+        ours = {id(entry) for entry in entries}
+        note = UNUSED.format(why=why)
+        return [entry if id(entry) in ours else noted(entry, note) for entry in result]
+
     def _build(self, entries: Sequence[Entry], request: _Request, text: str) -> list[Entry]:
         if request.heading is None:
             message = dict(entries[0].message, content=text)
             return [compressed(entries[0], message, self.tokenizer, self.name)]
         message = prompt.summary_message(request.heading, text)
         return [merged_entry(entries, message, self.tokenizer, self.name)]
+
+
+def noted(entry: Entry, note: str) -> Entry:
+    """``entry`` (a fallback's form) with ``note``, why it is, in its compression record."""
+    record = entry.metadata.get("compressed")
+    if not isinstance(record, dict):
+        return entry
+    metadata = dict(entry.metadata, compressed=dict(record, fallback=note))
+    return dataclasses.replace(entry, metadata=metadata)
+
+
+def fallback_note(entries: Sequence[Entry]) -> str | None:
+    """Why ``entries`` are a fallback's form (the first such note), or None."""
+    for entry in entries:
+        record = entry.metadata.get("compressed")
+        note = record.get("fallback") if isinstance(record, dict) else None
+        if isinstance(note, str):
+            return note
+    return None
+
+
+def _said(exc: BaseException) -> str:
+    """An exception in one line of at most 200 characters (an HTML error page is longer)."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def merged_entry(

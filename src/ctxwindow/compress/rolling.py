@@ -42,7 +42,13 @@ from ctxwindow.compress import prompt
 from ctxwindow.compress.base import Compressor, total_tokens
 from ctxwindow.compress.calendar import Calendar
 from ctxwindow.compress.facts import marks, mentions
-from ctxwindow.compress.llm import LLMSummarizer, merged_entry
+from ctxwindow.compress.llm import (
+    UNUSED,
+    LLMSummarizer,
+    fallback_note,
+    merged_entry,
+    noted,
+)
 from ctxwindow.compress.selection import (
     Candidate,
     Fact,
@@ -58,6 +64,7 @@ from ctxwindow.messages import Entry, Message
 from ctxwindow.tokens.chat import ChatTokenizer
 
 PRECUT = 4  # a batch above PRECUT x the budget is first cut by the summarizer
+EARLIER = "the model's summary asked for by the fold before was not used: {why}"
 DRAWS_ON = "draws_on"  # metadata: the ids of the messages the text still carries something of
 CREDITS = "draws_on_marks"  # metadata: [mark, id] pairs, a text read by the marks rule
 _TOKEN_CACHE = 16_384
@@ -75,8 +82,12 @@ class RollingSummary:
     model's text was credited),
     ``metadata["rolling"]`` (the facts and dates the next fold starts from;
     opaque) and ``metadata["compressed"]["by"]``: ``rolling(extractive)``, or
-    ``rolling(llm)`` when an ``LLMSummarizer``'s summary is used. It never
-    counts more than ``budget_tokens``, and the same input gives the same bytes.
+    ``rolling(llm)`` when an ``LLMSummarizer``'s summary is used. When the
+    model's summary failed — the one this fold asked for, or with ``fold`` the
+    one the fold before started in the background — ``metadata["compressed"]
+    ["fallback"]`` says why the extractive fold stands in: a failed summary
+    never replaces the old one. It never counts more than ``budget_tokens``,
+    and the same input gives the same bytes.
 
     ``summarizer`` is an ``LLMSummarizer`` (its summary is used once it is
     ready; the extractive fold meanwhile), or any other compressor: the
@@ -100,6 +111,7 @@ class RollingSummary:
         self.reader = TurnReader(self._tokens, piece_tokens)
         self._counted: dict[str, int] = {}
         self._empty: int | None = None
+        self._asked: tuple[list[Entry], int] | None = None  # the last ``fold``'s request
 
     def fold(self, summary: Entry | None, evicted: Sequence[Entry], budget_tokens: int) -> Entry:
         """The summary of ``summary`` and ``evicted`` within ``budget_tokens`` (never blocks)."""
@@ -108,8 +120,11 @@ class RollingSummary:
             return summary
         if isinstance(self.summarizer, LLMSummarizer):
             result = self.summarizer(sources, budget_tokens)
-            if _by_model(result, sources):
-                return self._model(summary, evicted, result, budget_tokens)
+            # The summary asked for by the last fold came (or not) in the background.
+            earlier, self._asked = self._asked, (sources, budget_tokens)
+            why = None if earlier is None else self.summarizer.failure(*earlier)
+            note = None if why is None else EARLIER.format(why=why)
+            return self._either(summary, evicted, result, budget_tokens, note)
         return self._extract(summary, evicted, budget_tokens)
 
     async def afold(
@@ -121,9 +136,25 @@ class RollingSummary:
             return summary
         if isinstance(self.summarizer, LLMSummarizer):
             result = await self.summarizer.summarize(sources, budget_tokens)
-            if _by_model(result, sources):
-                return self._model(summary, evicted, result, budget_tokens)
+            return self._either(summary, evicted, result, budget_tokens)
         return self._extract(summary, evicted, budget_tokens)
+
+    def _either(
+        self,
+        summary: Entry | None,
+        evicted: Sequence[Entry],
+        result: list[Entry],
+        budget: int,
+        earlier: str | None = None,
+    ) -> Entry:
+        """The model's summary if ``result`` (an ``LLMSummarizer``'s) is it, else the
+        extractive fold, saying why the model's was not used when that is known (this
+        request's failure, else ``earlier``: the last fold's)."""
+        if _by_model(result, _sources(summary, evicted)):
+            return self._model(summary, evicted, result, budget)
+        folded = self._extract(summary, evicted, budget)
+        note = fallback_note(result) or earlier
+        return folded if note is None else noted(folded, note)
 
     # -- the extractive fold -------------------------------------------------------
 
@@ -227,7 +258,8 @@ class RollingSummary:
                          for e in result)  # fmt: skip
         message = prompt.summary_message(prompt.heading_for(text), text)
         if self.tokenizer.message_tokens(message) > budget:
-            return self._extract(summary, evicted, budget)
+            why = UNUSED.format(why=f"over {budget:,} tokens under its heading")
+            return noted(self._extract(summary, evicted, budget), why)
         state = summary.metadata.get("rolling") if summary is not None else None
         calendar = Calendar.from_state(state)
         turns = self._turns(evicted)

@@ -180,6 +180,9 @@ class Report:
     # last evicted ("over budget at seq 41", ...; None: it has not).
     stable_messages: int = 0
     last_step: str | None = None
+    # What keeps the window's housekeeping from doing its work now (a rolling summary that
+    # failed, waits or could not be made; over budget with nothing it may evict), or None.
+    compaction: str | None = None
 
     @property
     def headroom(self) -> int:
@@ -313,6 +316,7 @@ class Report:
             "estimated": self.estimated,
             "stable_messages": self.stable_messages,
             "last_step": self.last_step,
+            "compaction": self.compaction,
             "tokens_by_category": dict(self.tokens_by_category),
             "tokens_by_priority": dict(self.tokens_by_priority),
             "tokens_by_state": dict(self.tokens_by_state),
@@ -335,6 +339,8 @@ class Report:
             f"stable prefix: the first {self.stable_messages} message(s); last eviction: "
             + (self.last_step or "none"),
         ]
+        if self.compaction:
+            lines.append(f"compaction: {self.compaction}")
         if self.earlier_entries:
             lines.append(
                 f"earlier: {self.earlier_entries:,} message(s), {self.earlier_tokens:,} tokens "

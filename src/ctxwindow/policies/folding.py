@@ -18,6 +18,7 @@ from ctxwindow.policies.rules import Priority, check_count
 
 Compressor = Callable[[Sequence[Entry], int], list[Entry]]
 Summarizer = Callable[[Entry | None, Sequence[Entry], int], Entry]
+SUMMARY_ROOM = 16  # tokens: below, a summary is not worth making
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def fold(
     None when ``room`` is too small to be worth a summary, or when the
     summarizer overshoots it (ignored rather than break the budget).
     """
-    if room < 16:
+    if room < SUMMARY_ROOM:
         return None
     entry = summarizer(old.entries[0] if old else None, entries, room)
     entry.seq, entry.kind, entry.pinned = -1, "summary", True

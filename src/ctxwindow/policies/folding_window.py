@@ -9,17 +9,37 @@ summary, pinned after the system prompt. ``PriorityWindow``
 (policies/priority.py) is the window to use: it adds priorities, caps and the
 order of victims, and keeps its totals per category as units change here
 (``_replace``, ``_set_summary``).
+
+Housekeeping that cannot do its work says so, in ``Report.compaction``, and
+tries again at its next turn (nothing is switched off for good): a fold
+whose summarizer raised, or came out over its room, or that had no room,
+leaves its batch evicted, each row saying why; a fold while a tool call
+waits for its results (never evicted) keeps its batch for the next fold
+when the call leaves it too little room; a summary that is its summarizer's
+fallback says why (``LLMSummarizer``: the model's summary was not used);
+and a window still over budget with nothing it may evict says so.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ctxwindow.messages import Entry, Unit
-from ctxwindow.policies.folding import Folding, Folds, fold, shrink, shrink_alone
-from ctxwindow.policies.journal import DRAWS_ON
+from ctxwindow.policies.explain import Report
+from ctxwindow.policies.folding import SUMMARY_ROOM, Folding, Folds, fold, shrink, shrink_alone
+from ctxwindow.policies.journal import DRAWS_ON, fallback_of
 from ctxwindow.policies.rules import text_of
 from ctxwindow.policies.token_window import TokenWindow
+
+logger = logging.getLogger("ctxwindow.policies")
+WAITS = (
+    "the rolling summary waits: a tool call waiting for its results leaves it {room:,} "
+    "tokens; {n:,} evicted message(s) wait to be folded"
+)
+NOT_UPDATED = "the rolling summary was not updated: {why}"
+STUCK = "over budget by {over:,} tokens with nothing left it may evict ({what})"
 
 
 class FoldingWindow(TokenWindow):
@@ -29,6 +49,7 @@ class FoldingWindow(TokenWindow):
     """
 
     _folds: Folds  # evicted, not yet in the summary
+    _summary_note: str | None = None  # why the last fold fell short (None: it did not)
 
     def _set_folding(self, folding: Folding) -> None:
         """What a victim becomes instead of leaving: smaller, or part of the summary."""
@@ -80,13 +101,19 @@ class FoldingWindow(TokenWindow):
                 self._fold()
 
     def _fold(self) -> None:
-        """Fold the evicted entries waiting for it into the rolling summary."""
-        entries, old = self._folds.take(), self._kept.summary
-        room = self._budget - (self._kept.pinned_used - (old.size if old else 0))
-        room = min(self.summary_tokens, room)
-        unit = fold(self.summarizer, old, entries, room) if self.summarizer else None
+        """Fold the evicted entries waiting for it into the rolling summary, or say why not."""
+        old, waiting = self._kept.summary, self._waiting_call()
+        room = self._summary_room(old, waiting)
+        if room < SUMMARY_ROOM and waiting is not None:
+            # The call cannot be evicted and its results are due: the batch waits for it.
+            self._summary_note = WAITS.format(room=max(room, 0), n=len(self._folds.entries))
+            return
+        entries = self._folds.take()
+        unit = self._folded(old, entries, room)
         if unit is None:
             return
+        why = fallback_of(unit.entries[0])
+        self._summary_note = None if why is None else f"rolling summary: {why}"
         _read_drawn_on(old, unit, entries)
         self._set_summary(old, unit)
         self._journal.summarized(entries)
@@ -94,6 +121,57 @@ class FoldingWindow(TokenWindow):
             self.on_event("summary_updated", 1)
         if self._kept.used > self._budget:
             self._evict_until_fits()
+
+    def _folded(self, old: Unit | None, entries: list[Entry], room: int) -> Unit | None:
+        """The new summary of ``old`` and ``entries`` within ``room``, or None: the
+        entries then stay evicted, their rows and ``compaction`` saying why."""
+        if self.summarizer is None:
+            return None
+        if room < SUMMARY_ROOM:
+            why = f"its room is {max(room, 0):,} tokens (a summary needs {SUMMARY_ROOM})"
+        else:
+            try:
+                unit = fold(self.summarizer, old, entries, room)
+            except Exception as exc:  # a summarizer may raise anything: the turn goes on
+                logger.warning("the rolling summary failed (%r); its batch is not folded", exc)
+                why = f"the summarizer failed: {exc!r}"
+            else:
+                if unit is not None:
+                    return unit
+                why = f"the summary came out over its room of {room:,} tokens"
+        self._summary_note = NOT_UPDATED.format(why=why)
+        self._journal.not_folded(entries, why)
+        return None
+
+    def _waiting_call(self) -> Unit | None:
+        """The tool call waiting for its results, unless pinned (then counted as such)."""
+        unit = self._open
+        return unit if unit is not None and not unit.pinned else None
+
+    def _summary_room(self, old: Unit | None, waiting: Unit | None) -> int:
+        """What the summary may take: its cap, and what the budget leaves beside the other
+        pinned messages and a tool call waiting for its results (neither is evicted)."""
+        room = self._budget - (self._kept.pinned_used - (old.size if old else 0))
+        return min(self.summary_tokens, room - (waiting.size if waiting else 0))
+
+    @property
+    def compaction(self) -> str | None:
+        """What keeps the housekeeping from doing its work now (``Report.compaction``): the
+        last fold's shortfall, and being over budget with nothing it may evict."""
+        notes = [self._summary_note] if self._summary_note else []
+        if (over := self._kept.used - self._budget) > 0:
+            held = "a tool call waiting for its results" if self._open else "the newest turn"
+            notes.append(STUCK.format(over=over, what=f"pinned messages, {held}"))
+        return "; ".join(notes) or None
+
+    def _report(self, budget: int, left: Sequence[Unit], tokens: int) -> Report:
+        report = super()._report(budget, left, tokens)
+        compaction = self.compaction
+        return report if compaction is None else replace(report, compaction=compaction)
+
+    def clear(self) -> None:
+        super().clear()
+        self._summary_note = None
 
     def _set_summary(self, old: Unit | None, new: Unit) -> None:
         """Make ``new`` the rolling summary, in place of ``old``."""

@@ -17,7 +17,7 @@ begins are counted (``Report.earlier_entries``), not itemised.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ctxwindow.messages import Entry, Unit, stored_tokens
@@ -28,6 +28,7 @@ SYSTEM_PROMPT = "system prompt"
 SUMMARY = "rolling summary: it carries something of {drawn:,} of the {folded:,} messages folded"
 FOLDED = "folded into the rolling summary"
 FOLDED_AWAY = "folded into the rolling summary; nothing of it is left there"
+NOT_FOLDED = "evicted; not folded into the rolling summary: {why}"
 DRAWS_ON = "draws_on"  # the summary's metadata: ids of the messages it still carries
 NARROWED = "left out: narrower budget for this call"
 TOO_LARGE = (
@@ -72,11 +73,18 @@ class Journal:
         log.logged += len(unit.entries)
 
     def compressed(self, old: Entry, new: Entry, cause: str) -> None:
-        self._note(_Logged("compressed", new, cause, stored_as=stored_tokens(old)))
+        reason = cause + fell_back(new)
+        self._note(_Logged("compressed", new, reason, stored_as=stored_tokens(old)))
 
     def summarized(self, entries: Sequence[Entry]) -> None:
         for entry in entries:
             self._note(_Logged("summarized", entry, FOLDED))
+
+    def not_folded(self, entries: Sequence[Entry], why: str) -> None:
+        """Evicted ``entries`` the rolling summary could not take, and ``why``."""
+        reason = NOT_FOLDED.format(why=why)
+        for entry in entries:
+            self._note(_Logged("evicted", entry, reason))
 
     def _note(self, item: _Logged) -> None:
         self._log.items.append(item)
@@ -171,7 +179,7 @@ class Journal:
         reason = SUMMARY.format(
             drawn=len(self.drawn_on(summary)),
             folded=len(folded) if isinstance(folded, Sequence) else 0,
-        )
+        ) + fell_back(entry)
         return Decision.of(entry, "pinned", reason, stored=False, **self.applied(summary, entry))
 
     def drawn_on(self, summary: Unit | None) -> frozenset[str]:
@@ -204,6 +212,20 @@ class Journal:
         if not self._ranked:
             return {"category": "system" if entry.message["role"] == "system" else entry.kind}
         return {"category": unit.category, "priority": unit.priority}
+
+
+def fallback_of(entry: Entry) -> str | None:
+    """Why ``entry`` is a fallback's form: its compression record says why the summary
+    asked for was not used (``LLMSummarizer``); None when it is not one."""
+    record = entry.metadata.get("compressed")
+    why = record.get("fallback") if isinstance(record, Mapping) else None
+    return why if isinstance(why, str) else None
+
+
+def fell_back(entry: Entry) -> str:
+    """``"; why"`` to add to a row's reason when ``entry`` is a fallback's form, else ``""``."""
+    why = fallback_of(entry)
+    return "" if why is None else f"; {why}"
 
 
 def _stored(unit: Unit) -> int:
