@@ -117,8 +117,9 @@ class LLMSummarizer:
         text = self.cache.get(request.key)
         if text is not None:
             return self._build(entries, request, text)
+        why = self._why.get(request.key)  # read first: the summary started may fail at once
         self._start(entries, target_tokens, request)
-        return self._fall_back(entries, target_tokens, self._why.get(request.key))
+        return self._fall_back(entries, target_tokens, why)
 
     async def summarize(self, entries: Sequence[Entry], target_tokens: int) -> list[Entry]:
         """The model's summary (awaited, within ``timeout``), else the fallback's result."""
