@@ -48,7 +48,8 @@ class Admission:
         if self.redactor is not None and not self.redact_context:
             clean = make_message(self.redactor(dict(clean)))
         pending = session.window.pending_tool_calls if pending is None else pending
-        if clean["role"] == "tool" and clean["tool_call_id"] not in pending:
+        dropped = session.window.dropped_tool_calls  # their results are taken, and dropped
+        if clean["role"] == "tool" and clean["tool_call_id"] not in pending | dropped:
             raise OrphanToolResultError(
                 f"tool result for call {clean['tool_call_id']!r} does not answer a waiting call"
             )

@@ -82,7 +82,7 @@ def shrink(
         return None
     entries = compressor(unit.entries, target)
     size = measure(entries)
-    if size > target or size >= unit.size:
+    if size > target or size >= unit.size or any(map(emptied, entries)):
         return None
     return entries, size
 
@@ -92,7 +92,22 @@ def shrink_alone(compressor: Compressor, entry: Entry, room: int) -> Entry | Non
     if room <= 0:
         return None
     [less] = compressor([entry], room)
-    return less if less.tokens <= room else None
+    return less if less.tokens <= room and not emptied(less) else None
+
+
+def emptied(entry: Entry) -> bool:
+    """Whether compression left a message with nothing to send: no text, no tool calls
+    (providers refuse an empty message; the unit goes instead)."""
+    message = entry.message
+    if message.get("tool_calls") or message.get("role") == "tool":
+        return False
+    content = message.get("content")
+    if isinstance(content, str):
+        return not content.strip()
+    return not any(
+        part.get("type") == "image_url" or str(part.get("text", part.get("refusal", ""))).strip()
+        for part in content or ()
+    )
 
 
 class Folds:

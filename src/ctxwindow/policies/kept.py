@@ -222,6 +222,21 @@ def keep_last(units: Iterable[Unit], keep: Collection[str]) -> Iterator[Unit]:
     yield from held
 
 
+def in_steps(excess: int, step: int) -> int:
+    """``excess`` rounded up to whole ``step``s (a ``step`` of 0: as it is).
+
+    A build narrower than its window leaves out the oldest units; were it to
+    leave out just ``excess``, its first message would move at every turn and
+    no two requests would share a prefix. Leaving out whole steps (the room a
+    window's own step frees at that budget) moves the cut only once a step is
+    used up, as the window's own eviction does.
+
+    >>> in_steps(1, 500), in_steps(500, 500), in_steps(501, 500), in_steps(7, 0)
+    (500, 500, 1000, 7)
+    """
+    return -(-excess // step) * step if step > 0 and excess > 0 else excess
+
+
 def leave_out(order: Iterable[Unit], excess: int, measure: Callable[[Unit], int]) -> list[Unit]:
     """The first units of ``order`` that free ``excess`` by ``measure`` (all, if they cannot)."""
     out = []

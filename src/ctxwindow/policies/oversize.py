@@ -32,6 +32,8 @@ def truncated(
     if target < 1:
         return False
     text = truncate_text(entry.message["content"], target, tokenizer.counter)
+    if not text.strip() and not entry.message.get("tool_calls"):
+        return False  # no text left: an empty message, which providers refuse
     entry.message = dict(entry.message, content=text)
     entry.tokens = tokenizer.message_tokens(entry.message)
     entry.metadata["truncated"] = True

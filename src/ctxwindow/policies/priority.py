@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
-from ctxwindow.errors import PinnedOverBudgetError
+from ctxwindow.errors import BudgetError, PinnedOverBudgetError
 from ctxwindow.messages import Entry, Message, Unit, make_message
 from ctxwindow.policies import checkpoint
 from ctxwindow.policies._deprecated import grouped, keyword_only
@@ -42,7 +42,7 @@ from ctxwindow.policies.explain import Context, Report
 from ctxwindow.policies.folding import Folding, Folds
 from ctxwindow.policies.folding_window import FoldingWindow
 from ctxwindow.policies.journal import Journal
-from ctxwindow.policies.kept import keep_last, leave_out, unit_tokens
+from ctxwindow.policies.kept import in_steps, keep_last, leave_out, unit_tokens
 from ctxwindow.policies.rules import (
     Keeping,
     Priority,
@@ -367,15 +367,19 @@ class PriorityWindow(FoldingWindow):
 
         The budget is ``max_tokens``, else ``budget_hook(request)``, else the
         window's; it can only narrow the window's budget. A narrower budget
-        leaves out more units by the same order of eviction, without
-        compressing and without changing the window; units with an entry id
+        leaves out more units by the same order of eviction (in whole steps
+        with ``low_water``: ``in_steps``), without compressing and without
+        changing the window; units with an entry id
         in ``keep`` go last. ``added`` units (recalled ones, not in the
         window) are put in by their seqs, on top of the budget.
         """
         if max_tokens is None and self.budget_hook is not None:
             max_tokens = int(self.budget_hook(request))
         budget = self._budget if max_tokens is None else min(max_tokens, self._budget)
-        left = self._narrow(budget, keep) if self._kept.used > budget else []
+        return self._built(budget, self._narrow(budget, keep, stepped=True), added)
+
+    def _built(self, budget: int, left: list[Unit], added: Sequence[Unit] = ()) -> Context:
+        """The context without the units ``left`` out, with ``added``, for ``budget``."""
         changed = left or added
         messages = self._kept.messages_without(left, added) if changed else self.messages()
         # Every entry was counted once when added: the sum of what stays is exact.
@@ -393,18 +397,30 @@ class PriorityWindow(FoldingWindow):
         room = self._budget
         if self._kept.used + entry.tokens > room:  # as ``add`` would evict: down to the step
             room = self.step_target()
-        built = self.build(max_tokens=room - entry.tokens)
+        budget = min(room - entry.tokens, self._budget)
+        built = self._built(budget, self._narrow(budget))
         return built.plus(self.previewed_row(entry), entry.message, budget=self._budget)
 
-    def _narrow(self, budget: int, keep: Collection[str] = ()) -> list[Unit]:
-        """The units a narrower budget leaves out, in eviction order (``keep`` last)."""
+    def _narrow(self, budget: int, keep: Collection[str] = (), stepped: bool = False) -> list[Unit]:
+        """The units a narrower budget leaves out, in eviction order (``keep`` last), never
+        a call still waiting for its results (``BudgetError`` if the rest cannot fit); in
+        whole steps if ``stepped`` (a build's, not a preview's: that is what adding evicts)."""
+        if self._kept.used <= budget:
+            return []
         if budget < self._kept.pinned_used:
             raise PinnedOverBudgetError(
                 f"a budget of {budget} is below the {self._kept.pinned_used} tokens "
                 "that are never evicted"
             )
-        order = keep_last(self._eviction_order(), keep)
-        return leave_out(order, self._kept.used - budget, lambda unit: unit.size)
+        waiting = (unit for unit in self._eviction_order() if not unit.pending)
+        excess = self._kept.used - budget
+        if stepped:
+            excess = in_steps(excess, budget - self.step_target(budget))
+        left = leave_out(keep_last(waiting, keep), excess, lambda unit: unit.size)
+        kept = self._kept.used - sum(unit.size for unit in left)
+        if kept > budget:  # a call waiting for its results stays, as in every window
+            raise BudgetError(f"what the window must keep takes {kept} tokens, over {budget}")
+        return left
 
     def report(self) -> Report:
         """The explanation of the current window (see ``build``)."""

@@ -17,7 +17,7 @@ from ctxwindow.errors import BudgetError, InvalidMessageError, MessageTooLargeEr
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, make_message
 from ctxwindow.policies.explain import Context, Decision, Report
 from ctxwindow.policies.journal import Journal
-from ctxwindow.policies.kept import Kept, keep_last, leave_out, unit_tokens
+from ctxwindow.policies.kept import Kept, in_steps, keep_last, leave_out, unit_tokens
 from ctxwindow.tokens.chat import ChatTokenizer
 
 PREVIEWED = "previewed: the message the context would end with (not added)"
@@ -33,6 +33,7 @@ class WindowView(ABC):
     _base_tokens: int  # the context's tokens in no message: priming, tool definitions
     _next_seq: int
     _open: Unit | None  # the unit whose tool results are still due
+    _dropped_calls: set[str]  # calls dropped whole, whose results are still taken
     reserve_output = 0  # tokens kept free for the reply (``PriorityWindow``'s option)
     budget_in_tokens = True  # False: ``MessageWindow``, whose budget is a count of messages
     # The evictions a report itemises (the last ``log_size``; earlier ones are counted).
@@ -78,8 +79,10 @@ class WindowView(ABC):
 
         ``max_tokens`` narrows the budget for this call (in tokens, whatever
         the window's own unit): the oldest whole units are left out until the
-        rest fits, pinned ones and a call still waiting for results never, and
-        units with an entry id in ``keep`` (say, relevant to the query) last.
+        rest fits (with ``low_water``, in whole steps, so the cut moves as
+        seldom as the window's own: ``in_steps``), pinned ones and a call
+        still waiting for results never, and units with an entry id in
+        ``keep`` (say, relevant to the query) last.
         ``added`` units (say, recalled ones, not in the window) are put in by
         their seqs, on top of ``max_tokens``. ``request`` is for windows with
         a budget hook (``PriorityWindow``).
@@ -90,7 +93,9 @@ class WindowView(ABC):
             left: list[Unit] = []
         else:
             units = (u for u in self.units() if not (u.pinned or u.pending))
-            left = leave_out(keep_last(units, keep), tokens - max_tokens, unit_tokens)
+            step = max_tokens - self.step_target(max_tokens) if self.budget_in_tokens else 0
+            excess = in_steps(tokens - max_tokens, step)
+            left = leave_out(keep_last(units, keep), excess, unit_tokens)
             tokens -= sum(unit_tokens(unit) for unit in left)
             if tokens > max_tokens:
                 raise BudgetError(
@@ -200,6 +205,12 @@ class WindowView(ABC):
     def pending_tool_calls(self) -> frozenset[str]:
         """Ids of tool calls whose results the window still waits for."""
         return frozenset(self._open.pending) if self._open is not None else frozenset()
+
+    @property
+    def dropped_tool_calls(self) -> frozenset[str]:
+        """Ids of tool calls the window dropped (too large) whose results it still takes,
+        and drops in turn."""
+        return frozenset(self._dropped_calls)
 
     @property
     def total_tokens(self) -> int:

@@ -1,0 +1,93 @@
+"""A build narrower than its window leaves out whole steps, so its cut moves seldom.
+
+A request with tools or a system prompt beside the window (the service, the
+LangChain middleware) builds at a budget below the window's. Leaving out just
+the excess moved the context's first message at every turn once the window
+was full: each request missed the provider's prompt cache and the prompt grew
+back (letta#3242's redundant compactions, seen through ctxwindow). With the
+window's ``low_water``, the cut moves in whole steps (``in_steps``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxwindow import ContextManager, TokenWindow, hybrid_policy
+from ctxwindow.tokens import chat_tokenizer
+
+WORDS = ["order", "東京", "ship", "🚚", "parcel", "日本語", "depot", "refund"]
+
+
+def turns(sizes: list[int]) -> list[dict[str, Any]]:
+    messages = []
+    for i, size in enumerate(sizes):
+        role = "user" if i % 2 == 0 else "assistant"
+        text = f"turn {i}: " + " ".join(WORDS[(i + j) % len(WORDS)] for j in range(size))
+        messages.append({"role": role, "content": text})
+    return messages
+
+
+def cut_turns(contexts: list[list[dict[str, Any]]]) -> list[int]:
+    """The turns whose context does not begin with the one before (a prompt-cache miss)."""
+    return [
+        i for i in range(1, len(contexts))
+        if contexts[i][: len(contexts[i - 1])] != contexts[i - 1]
+    ]  # fmt: skip
+
+
+# A turn adds at most half a step (the window's step frees 30 % of the room at low_water 0.7,
+# the hybrid's 15 %), so two cuts can never fall on consecutive turns.
+sizes = st.lists(st.integers(5, 25), min_size=100, max_size=160)
+small_sizes = st.lists(st.integers(5, 10), min_size=150, max_size=220)
+
+
+@given(sizes=sizes, narrower=st.integers(50, 250))
+def test_a_narrow_token_window_build_moves_its_cut_in_steps(
+    sizes: list[int], narrower: int
+) -> None:
+    window = TokenWindow(max_tokens=100_000, low_water=0.7)
+    contexts, budget = [], 700 - narrower
+    for message in turns(sizes):
+        window.add(message)
+        context = window.build(max_tokens=budget)
+        assert context.total_tokens <= budget
+        contexts.append(context.messages)
+    cuts = cut_turns(contexts)
+    assert len(cuts) >= 2  # the window filled
+    assert [i for i in cuts if i - 1 in cuts] == []  # a step frees more than one turn adds
+
+
+@given(sizes=small_sizes, narrower=st.integers(50, 150))
+def test_a_narrow_hybrid_build_moves_its_cut_in_steps(sizes: list[int], narrower: int) -> None:
+    window = hybrid_policy()(100_000, chat_tokenizer("gpt-4o"))
+    contexts, budget = [], 700 - narrower
+    for message in turns(sizes):
+        window.add(message)
+        context = window.build(max_tokens=budget)
+        assert context.total_tokens <= budget
+        contexts.append(context.messages)
+    cuts = cut_turns(contexts)
+    assert len(cuts) >= 2
+    assert [i for i in cuts if i - 1 in cuts] == []
+
+
+def test_a_manager_built_narrower_than_its_budget_steps_as_seldom_as_its_window() -> None:
+    """letta#3242's shape through ``ContextManager``, built at 1,900 every turn."""
+    manager = ContextManager("memory://", "gpt-4o", budget=100_000)
+    contexts = []
+    for i in range(120):
+        manager.add(
+            "s", {"role": "user", "content": f"And in city {i}? 东京呢？ " + "Details. " * (i % 6)}
+        )
+        context = manager.build("s", max_tokens=1900)
+        assert context.total_tokens <= 1900
+        contexts.append(context.messages)
+        manager.add(
+            "s", {"role": "assistant", "content": f"City {i} is fine. " + "Words. " * (i % 4)}
+        )
+    cuts = cut_turns(contexts)
+    assert len(cuts) >= 5  # the window is full many times over
+    assert [i for i in cuts if i - 1 in cuts] == []
