@@ -135,6 +135,15 @@ class LLMSummarizer:
             return self._fall_back(entries, target_tokens, self._why.get(request.key))
         return self._build(entries, request, text)
 
+    def ready(self, entries: Sequence[Entry], target_tokens: int) -> list[Entry] | None:
+        """The model's summary of ``entries`` within ``target_tokens`` if it has come (it is
+        cached), without asking for it; else None."""
+        if total_tokens(entries) <= target_tokens:
+            return None
+        request = self._request(entries, target_tokens)
+        text = None if request is None else self.cache.get(request.key)
+        return None if request is None or text is None else self._build(entries, request, text)
+
     def failure(self, entries: Sequence[Entry], target_tokens: int) -> str | None:
         """Why the model's summary of ``entries`` within ``target_tokens`` was last not
         used; None when it was, is still on its way, or was never asked for."""

@@ -111,21 +111,46 @@ class RollingSummary:
         self.reader = TurnReader(self._tokens, piece_tokens)
         self._counted: dict[str, int] = {}
         self._empty: int | None = None
-        self._asked: tuple[list[Entry], int] | None = None  # the last ``fold``'s request
+        # the last ``fold``'s summary, batch and budget (what it asked the model about)
+        # and the summary it returned
+        self._asked: tuple[Entry | None, Sequence[Entry], int, Entry] | None = None
 
     def fold(self, summary: Entry | None, evicted: Sequence[Entry], budget_tokens: int) -> Entry:
         """The summary of ``summary`` and ``evicted`` within ``budget_tokens`` (never blocks)."""
-        sources = _sources(summary, evicted)
         if summary is not None and not evicted and summary.tokens <= budget_tokens:
             return summary
         if isinstance(self.summarizer, LLMSummarizer):
-            result = self.summarizer(sources, budget_tokens)
-            # The summary asked for by the last fold came (or not) in the background.
-            earlier, self._asked = self._asked, (sources, budget_tokens)
-            why = None if earlier is None else self.summarizer.failure(*earlier)
+            # The summary asked for by the last fold came (or not) in the background: if it
+            # came, it stands for what that fold folded, and this fold builds on it.
+            earlier, self._asked = self._asked, None
+            summary, why = self._adopted(self.summarizer, summary, earlier)
+            result = self.summarizer(_sources(summary, evicted), budget_tokens)
             note = None if why is None else EARLIER.format(why=why)
-            return self._either(summary, evicted, result, budget_tokens, note)
+            folded = self._either(summary, evicted, result, budget_tokens, note)
+            self._asked = (summary, evicted, budget_tokens, folded)
+            return folded
         return self._extract(summary, evicted, budget_tokens)
+
+    def _adopted(
+        self,
+        summarizer: LLMSummarizer,
+        summary: Entry | None,
+        earlier: tuple[Entry | None, Sequence[Entry], int, Entry] | None,
+    ) -> tuple[Entry | None, str | None]:
+        """``summary``, or, when it is what the last fold returned, the model's summary of
+        what that fold folded if it has come since; and why it was not used, if it failed."""
+        if earlier is None:
+            return summary, None
+        old, batch, budget, returned = earlier
+        if summary is None or summary.message != returned.message:
+            return summary, None  # not a fold on the last one's summary
+        sources = _sources(old, batch)
+        ready = summarizer.ready(sources, budget)
+        if ready is not None and _by_model(ready, sources):
+            adopted = self._model(old, batch, ready, budget)
+            if adopted.metadata["compressed"].get("by") == f"rolling({LLMSummarizer.name})":
+                return adopted, None
+        return summary, summarizer.failure(sources, budget)
 
     async def afold(
         self, summary: Entry | None, evicted: Sequence[Entry], budget_tokens: int
