@@ -199,13 +199,19 @@ def _tool_call(block: dict[str, Any]) -> dict[str, Any]:
 
 
 LEFT_OUT: Message = {"role": "user", "content": "(earlier turns left out)"}
+EMPTY = "(empty message)"  # a user turn with no text (Anthropic refuses empty content)
 
 
 def to_anthropic(messages: list[Message]) -> tuple[list[dict[str, Any]], list[Message]]:
     """A built context as Anthropic (system blocks, messages): system messages go to
     ``system``; tool results into a user message; consecutive turns of a role merged.
     Anthropic's messages start with a user turn: a context whose window starts at an
-    assistant's turn gets ``LEFT_OUT`` first (its tokens are kept free: ``messages.py``)."""
+    assistant's turn gets ``LEFT_OUT`` first (its tokens are kept free: ``messages.py``).
+    So does an assistant's turn with thinking right after another's (the user's turn
+    between them left out): merged, the thinking would not open the turn, as Anthropic
+    requires. Blank text goes (Anthropic refuses a blank text block), a user turn with
+    nothing left is ``EMPTY``, and a final assistant text loses its trailing whitespace
+    (Anthropic refuses a prefill that ends in it)."""
     system: list[dict[str, Any]] = []
     out: list[Message] = []
     for message in messages:
@@ -215,16 +221,33 @@ def to_anthropic(messages: list[Message]) -> tuple[list[dict[str, Any]], list[Me
                 system.append({"type": "text", "text": text})
             continue
         blocks = anthropic_blocks(message)
+        if not blocks and role == "user":
+            blocks = [{"type": "text", "text": EMPTY}]
         if not blocks:
             continue
         turn = "assistant" if role == "assistant" else "user"
-        if not out and turn == "assistant":
+        if turn == "assistant" and (not out or _thinks_after(out[-1], blocks)):
             out.append({"role": "user", "content": anthropic_blocks(LEFT_OUT)})
         if out and out[-1]["role"] == turn:
             out[-1]["content"].extend(blocks)
         else:
             out.append({"role": turn, "content": blocks})
-    return system, out
+    return system, _no_trailing_space(out)
+
+
+def _no_trailing_space(turns: list[Message]) -> list[Message]:
+    """``turns`` whose final assistant text (a prefill) does not end in whitespace."""
+    if not turns or turns[-1]["role"] != "assistant" or turns[-1]["content"][-1]["type"] != "text":
+        return turns
+    blocks = turns[-1]["content"]
+    text = blocks[-1]["text"].rstrip()
+    blocks[-1:] = [{**blocks[-1], "text": text}] if text else []
+    return turns if blocks else turns[:-1]
+
+
+def _thinks_after(turn: Message, blocks: list[dict[str, Any]]) -> bool:
+    """Whether ``blocks`` open with thinking and would be merged into ``turn``."""
+    return turn["role"] == "assistant" and blocks[0]["type"] in THINKING
 
 
 def anthropic_blocks(message: Message) -> list[dict[str, Any]]:
@@ -240,7 +263,7 @@ def anthropic_blocks(message: Message) -> list[dict[str, Any]]:
         return [block]
     blocks: list[dict[str, Any]] = [dict(b) for b in message.get("thinking") or ()]
     blocks += (
-        [{"type": "text", "text": content}] if isinstance(content, str) and content
+        [{"type": "text", "text": content}] if isinstance(content, str) and content.strip()
         else _anthropic_parts(content if isinstance(content, list) else [])
     )  # fmt: skip
     for call in message.get("tool_calls") or ():
@@ -256,8 +279,8 @@ def _anthropic_parts(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for part in parts:
         if part.get("type") == "image_url":
             out.append({"type": "image", "source": _image_source(part["image_url"]["url"])})
-        elif text := part.get("text", part.get("refusal", "")):
-            out.append({"type": "text", "text": text})  # Anthropic refuses empty text blocks
+        elif (text := part.get("text", part.get("refusal", ""))).strip():
+            out.append({"type": "text", "text": text})  # Anthropic refuses blank text blocks
     return out
 
 
