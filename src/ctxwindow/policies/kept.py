@@ -222,8 +222,9 @@ def keep_last(units: Iterable[Unit], keep: Collection[str]) -> Iterator[Unit]:
     yield from held
 
 
-def in_steps(excess: int, step: int) -> int:
-    """``excess`` rounded up to whole ``step``s (a ``step`` of 0: as it is).
+def in_steps(excess: int, step: int, most: int | None = None) -> int:
+    """``excess`` rounded up to whole ``step``s (a ``step`` of 0: as it is), but not past
+    ``most`` (what may go before the newest unit) unless ``excess`` itself is.
 
     A build narrower than its window leaves out the oldest units; were it to
     leave out just ``excess``, its first message would move at every turn and
@@ -231,10 +232,15 @@ def in_steps(excess: int, step: int) -> int:
     window's own step frees at that budget) moves the cut only once a step is
     used up, as the window's own eviction does.
 
+    The newest unit (the question) is never left out for the rounding.
+
     >>> in_steps(1, 500), in_steps(500, 500), in_steps(501, 500), in_steps(7, 0)
     (500, 500, 1000, 7)
+    >>> in_steps(501, 500, most=600), in_steps(700, 500, most=600)
+    (600, 700)
     """
-    return -(-excess // step) * step if step > 0 and excess > 0 else excess
+    rounded = -(-excess // step) * step if step > 0 and excess > 0 else excess
+    return rounded if most is None else max(excess, min(rounded, most))
 
 
 def leave_out(order: Iterable[Unit], excess: int, measure: Callable[[Unit], int]) -> list[Unit]:

@@ -412,11 +412,16 @@ class PriorityWindow(FoldingWindow):
                 f"a budget of {budget} is below the {self._kept.pinned_used} tokens "
                 "that are never evicted"
             )
-        waiting = (unit for unit in self._eviction_order() if not unit.pending)
+        waiting = [unit for unit in self._eviction_order() if not unit.pending]
+        if not waiting:
+            raise BudgetError(f"what the window must keep takes {self._kept.used}, over {budget}")
+        newest = max(waiting, key=lambda unit: unit.seq)  # left out last but ``keep``
+        order = keep_last([*(unit for unit in waiting if unit is not newest), newest], keep)
         excess = self._kept.used - budget
         if stepped:
-            excess = in_steps(excess, budget - self.step_target(budget))
-        left = leave_out(keep_last(waiting, keep), excess, lambda unit: unit.size)
+            most = sum(unit.size for unit in waiting) - newest.size
+            excess = in_steps(excess, budget - self.step_target(budget), most)
+        left = leave_out(order, excess, lambda unit: unit.size)
         kept = self._kept.used - sum(unit.size for unit in left)
         if kept > budget:  # a call waiting for its results stays, as in every window
             raise BudgetError(f"what the window must keep takes {kept} tokens, over {budget}")

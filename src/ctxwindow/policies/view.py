@@ -92,9 +92,10 @@ class WindowView(ABC):
         if max_tokens is None or tokens <= max_tokens:
             left: list[Unit] = []
         else:
-            units = (u for u in self.units() if not (u.pinned or u.pending))
+            units = [u for u in self.units() if not (u.pinned or u.pending)]
             step = max_tokens - self.step_target(max_tokens) if self.budget_in_tokens else 0
-            excess = in_steps(tokens - max_tokens, step)
+            most = sum(map(unit_tokens, units[:-1]))  # all but the newest
+            excess = in_steps(tokens - max_tokens, step, most)
             left = leave_out(keep_last(units, keep), excess, unit_tokens)
             tokens -= sum(unit_tokens(unit) for unit in left)
             if tokens > max_tokens:
