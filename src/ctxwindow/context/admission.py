@@ -15,10 +15,16 @@ from typing import Any
 
 from ctxwindow.context.batch import check_room
 from ctxwindow.context.contracts import EventHook
-from ctxwindow.context.question import compressed
+from ctxwindow.context.question import check_unit_fits, compressed
 from ctxwindow.context.session import Session, waiting_after
-from ctxwindow.errors import BudgetError, InvalidMessageError, OrphanToolResultError
+from ctxwindow.errors import (
+    BudgetError,
+    InvalidMessageError,
+    OrphanToolResultError,
+    PinnedOverBudgetError,
+)
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, make_message
+from ctxwindow.policies import Window
 from ctxwindow.redact.redactor import RedactFn
 from ctxwindow.tokens.chat import ChatTokenizer
 
@@ -98,8 +104,10 @@ class Admission:
         not send: tool calls of the batch left without their results (no provider takes a
         request that ends so: ``InvalidMessageError``), or a question (the batch's last
         user turn) that cannot fit, not even compressed, beside what is always sent
-        (``MessageTooLargeError``, as ``build`` would raise it after storing). A batch that
-        holds a system message changes what is always sent: ``build`` checks it."""
+        (``MessageTooLargeError``, as ``build`` would raise it after storing), or a tool
+        call and its results that do not fit whole beside it (a build would leave them
+        out, and send a context without them). A batch that holds a system message is
+        checked against a lower bound of what is then always sent: it and the priming."""
         pending = session.window.pending_tool_calls
         for entry in entries:
             pending = waiting_after(pending, entry.message)
@@ -110,13 +118,21 @@ class Admission:
                 " call's result after it, in the same request"
             )
         last, window = entries[-1], session.window
-        if last.message["role"] != "user" or any(e.pinned for e in entries):
-            return
-        if last.tokens > budget - window.pinned_tokens:  # else it fits whole: nothing to try
-            always = window.build(max_tokens=window.pinned_tokens).total_tokens
-            room = budget - always
-            if last.tokens > room:
-                compressed(window, last, room, budget)
+        # With system messages of its own, the batch changes what is always sent: at least
+        # they and the reply priming (a lower bound: a refusal here is one build would make)
+        pinned = sum(entry.tokens for entry in entries if entry.pinned)
+        always = pinned + self.tokenizer.count([]) if pinned else window.pinned_tokens
+        if pinned and always > budget:
+            raise PinnedOverBudgetError(
+                f"a budget of {budget} is below the {always} tokens of the new system messages"
+            )
+        if last.message["role"] == "tool":  # framing, pinned messages, summary: never left out
+            check_unit_fits(closed_unit(window, entries), budget - always, budget)
+        elif last.message["role"] == "user" and last.tokens > budget - always:
+            if not pinned:  # the summary too, as the build sends it
+                always = window.build(max_tokens=window.pinned_tokens).total_tokens
+            if last.tokens > budget - always:
+                compressed(window, last, budget - always, budget)
 
     def previewed(self, session: Session, message: Mapping[str, Any], budget: int) -> Entry:
         """A message to preview, validated (and redacted as ``add`` would), with its tokens.
@@ -139,3 +155,14 @@ class Admission:
                 )
             entry = compressed(session.window, entry, room, budget, self.on_event)
         return entry
+
+
+def closed_unit(window: Window, entries: Sequence[Entry]) -> list[Entry]:
+    """The tool unit a batch ending in tool results closes: its call (in the batch, else
+    the window's open unit) and every result of it."""
+    call = next((i for i in range(len(entries) - 1, -1, -1)
+                 if entries[i].message.get("tool_calls")), None)  # fmt: skip
+    if call is not None:
+        return list(entries[call:])
+    opened = window.open_unit
+    return [*(opened.entries if opened is not None else ()), *entries]

@@ -13,6 +13,7 @@ for a window configured to truncate). When that cannot make it fit either,
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 
 from ctxwindow.context.contracts import EventHook
@@ -118,6 +119,18 @@ def compressed(
     if on_event is not None:
         on_event("compressed", 1)
     return less
+
+
+def check_unit_fits(unit: Sequence[Entry], room: int, budget: int) -> None:
+    """``MessageTooLargeError`` if a tool unit (a call and its results) does not fit whole
+    in ``room`` tokens beside what is always sent: stored, a build in ``budget`` would leave
+    it out whole (a narrowed build compresses nothing), and send a context without it."""
+    size = sum(entry.tokens for entry in unit)
+    if size > room:
+        raise MessageTooLargeError(
+            f"the tool call and its results take {size} tokens; a budget of {budget} leaves"
+            f" them {max(room, 0)} after the {budget - room} tokens always sent"
+        )
 
 
 _MARKS = re.compile(re.escape(MARKER).replace(r"\{chars\}", r"\d+").replace(r"\{tokens\}", r"\d+"))

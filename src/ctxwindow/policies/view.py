@@ -208,6 +208,11 @@ class WindowView(ABC):
         return frozenset(self._open.pending) if self._open is not None else frozenset()
 
     @property
+    def open_unit(self) -> Unit | None:
+        """The unit whose tool results the window still waits for, if any."""
+        return self._open
+
+    @property
     def dropped_tool_calls(self) -> frozenset[str]:
         """Ids of tool calls the window dropped (too large) whose results it still takes,
         and drops in turn."""
