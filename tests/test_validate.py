@@ -1172,3 +1172,9 @@ def test_the_docs_list_every_rule_with_its_source() -> None:
     for name, rule in RULES.items():
         assert name in rows, f"docs/validate.md has no row for {name}"
         assert rule.text in rows[name] and f"({rule.source})" in rows[name], name
+
+
+def test_an_empty_input_list_is_no_responses_request() -> None:
+    """An empty ``input`` (what a context left with nothing would send) is refused."""
+    assert [v.rule for v in responses({"model": "gpt-4.1", "input": []})] == ["responses.shape"]
+    assert responses({"model": "gpt-4.1", "input": "hi"}) == []

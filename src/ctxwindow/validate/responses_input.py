@@ -60,6 +60,8 @@ def responses(request: Any) -> list[Violation]:
         found.add(
             (-1,), "responses.shape", "input", f"expected a string or list, got {kind(listed)}"
         )
+    elif listed == []:
+        found.add((-1,), "responses.shape", "input", "empty: at least one item is required")
     _items(items(listed), stateful, found)
     return found.violations()
 
