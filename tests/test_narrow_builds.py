@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxwindow import ContextManager, TokenWindow, hybrid_policy
+from ctxwindow import ContextManager, TokenWindow, Window, hybrid_policy
 from ctxwindow.tokens import chat_tokenizer
 
 WORDS = ["order", "東京", "ship", "🚚", "parcel", "日本語", "depot", "refund"]
@@ -44,12 +44,9 @@ sizes = st.lists(st.integers(5, 25), min_size=100, max_size=160)
 small_sizes = st.lists(st.integers(5, 10), min_size=150, max_size=220)
 
 
-@given(sizes=sizes, narrower=st.integers(50, 250))
-def test_a_narrow_token_window_build_moves_its_cut_in_steps(
-    sizes: list[int], narrower: int
-) -> None:
-    window = TokenWindow(max_tokens=100_000, low_water=0.7)
-    contexts, budget = [], 700 - narrower
+def narrowed_cuts(window: Window, sizes: list[int], budget: int) -> list[int]:
+    """The turns whose build at ``budget`` broke the prefix of the one before."""
+    contexts = []
     for message in turns(sizes):
         window.add(message)
         context = window.build(max_tokens=budget)
@@ -57,20 +54,21 @@ def test_a_narrow_token_window_build_moves_its_cut_in_steps(
         contexts.append(context.messages)
     cuts = cut_turns(contexts)
     assert len(cuts) >= 2  # the window filled
+    return cuts
+
+
+@given(sizes=sizes, narrower=st.integers(50, 250))
+def test_a_narrow_token_window_build_moves_its_cut_in_steps(
+    sizes: list[int], narrower: int
+) -> None:
+    cuts = narrowed_cuts(TokenWindow(max_tokens=100_000, low_water=0.7), sizes, 700 - narrower)
     assert [i for i in cuts if i - 1 in cuts] == []  # a step frees more than one turn adds
 
 
 @given(sizes=small_sizes, narrower=st.integers(50, 150))
 def test_a_narrow_hybrid_build_moves_its_cut_in_steps(sizes: list[int], narrower: int) -> None:
     window = hybrid_policy()(100_000, chat_tokenizer("gpt-4o"))
-    contexts, budget = [], 700 - narrower
-    for message in turns(sizes):
-        window.add(message)
-        context = window.build(max_tokens=budget)
-        assert context.total_tokens <= budget
-        contexts.append(context.messages)
-    cuts = cut_turns(contexts)
-    assert len(cuts) >= 2
+    cuts = narrowed_cuts(window, sizes, 700 - narrower)
     assert [i for i in cuts if i - 1 in cuts] == []
 
 
