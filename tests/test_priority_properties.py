@@ -73,8 +73,8 @@ def run(program: list[tuple[Any, ...]], budget: int, caps: dict[str, int], reser
 
 def next_victims(window: PriorityWindow, max_tokens: int) -> list[dict[str, Any]]:
     """The messages a narrower budget leaves out: the queue's units in eviction order (every
-    live heap key sorted, then the recent tail, the latest user turn last) until the rest
-    fits. Built eagerly here, to check the window's lazy walk of its heaps."""
+    live heap key sorted, then the recent tail, the latest user turn, the newest unit last;
+    never a call waiting for results) until the rest fits. Built eagerly here, to check the window's lazy walk of its heaps."""
     queue, units = window._queue, window._kept.units
     latest = queue.latest_user
 
@@ -86,6 +86,10 @@ def next_victims(window: PriorityWindow, max_tokens: int) -> list[dict[str, Any]
     order = [units[key[2]] for key in keys] + [u for u in queue._recent if u is not latest]
     if latest is not None and latest.seq in units:
         order.append(latest)
+    order = [unit for unit in order if not unit.pending]  # a call waiting for results stays
+    if order:  # the newest unit goes last, as the one ``add`` keeps
+        newest = max(order, key=lambda unit: unit.seq)
+        order = [unit for unit in order if unit is not newest] + [newest]
     used, left = window._kept.used, []
     for unit in order:
         if used <= max_tokens:
