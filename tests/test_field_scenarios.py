@@ -940,12 +940,6 @@ class UsageUpstream:
         return httpx.MockTransport(handle)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: a narrowed build's step (in_steps) and the window's own step are"
-    " anchored apart, so they can fall on consecutive turns: once in these 80 turns"
-    ' (was on most turns once the window filled); docs/caching.md, "Builds narrower"',
-)
 def test_field_letta_3242_inflated_estimate_redundant_compaction() -> None:
     """letta-ai/letta#3242, "Post-step compaction uses inflated context_token_estimate
     (total_tokens includes output), causing redundant compaction passes".

@@ -72,6 +72,18 @@ def test_a_narrow_hybrid_build_moves_its_cut_in_steps(sizes: list[int], narrower
     assert [i for i in cuts if i - 1 in cuts] == []
 
 
+@given(sizes=sizes, narrower=st.integers(20, 250))
+def test_a_window_that_steps_itself_evicts_what_the_narrowed_builds_left_out(
+    sizes: list[int], narrower: int
+) -> None:
+    """The window's own budget is reached too: its step evicts what the last narrowed
+    build left out (if that is enough), so the requests' prefix still moves only at the
+    builds' own steps, never on two turns running."""
+    window = TokenWindow(max_tokens=700, low_water=0.7)
+    cuts = narrowed_cuts(window, sizes, 700 - narrower)
+    assert [i for i in cuts if i - 1 in cuts] == []
+
+
 def test_a_manager_built_narrower_than_its_budget_steps_as_seldom_as_its_window() -> None:
     """letta#3242's shape through ``ContextManager``, built at 1,900 every turn."""
     manager = ContextManager("memory://", "gpt-4o", budget=100_000)

@@ -74,7 +74,8 @@ def run(program: list[tuple[Any, ...]], budget: int, caps: dict[str, int], reser
 def next_victims(window: PriorityWindow, max_tokens: int) -> list[dict[str, Any]]:
     """The messages a narrower budget leaves out: the queue's units in eviction order (every
     live heap key sorted, then the recent tail, the latest user turn, the newest unit last;
-    never a call waiting for results) until the rest fits. Built eagerly here, to check the window's lazy walk of its heaps."""
+    never a call waiting for results) until the rest fits. Built eagerly here, to check
+    the window's lazy walk of its heaps."""
     queue, units = window._queue, window._kept.units
     latest = queue.latest_user
 

@@ -370,7 +370,7 @@ class Window(ResumableWindow):
         if excess is None:
             if self._kept.used <= self._budget:
                 return
-            target = self.step_target()
+            target, self._left_out = self.own_step_target(), 0  # the hint, used once
             excess = lambda: self._kept.used - target  # noqa: E731
         evicted: list[Unit] = []
         while (over := excess()) > 0:

@@ -376,7 +376,9 @@ class PriorityWindow(FoldingWindow):
         if max_tokens is None and self.budget_hook is not None:
             max_tokens = int(self.budget_hook(request))
         budget = self._budget if max_tokens is None else min(max_tokens, self._budget)
-        return self._built(budget, self._narrow(budget, keep, stepped=True), added)
+        left = self._narrow(budget, keep, stepped=True)
+        self._left_out = sum(unit.size for unit in left)
+        return self._built(budget, left, added)
 
     def _built(self, budget: int, left: list[Unit], added: Sequence[Unit] = ()) -> Context:
         """The context without the units ``left`` out, with ``added``, for ``budget``."""
@@ -396,7 +398,7 @@ class PriorityWindow(FoldingWindow):
         entry = self._preview_entry(make_message(role_or_message, content))
         room = self._budget
         if self._kept.used + entry.tokens > room:  # as ``add`` would evict: down to the step
-            room = self.step_target()
+            room = self.own_step_target()
         budget = min(room - entry.tokens, self._budget)
         built = self._built(budget, self._narrow(budget))
         return built.plus(self.previewed_row(entry), entry.message, budget=self._budget)

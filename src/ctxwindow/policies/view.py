@@ -34,6 +34,7 @@ class WindowView(ABC):
     _next_seq: int
     _open: Unit | None  # the unit whose tool results are still due
     _dropped_calls: set[str]  # calls dropped whole, whose results are still taken
+    _left_out = 0  # what the last narrowed build left out (``own_step_target``)
     reserve_output = 0  # tokens kept free for the reply (``PriorityWindow``'s option)
     budget_in_tokens = True  # False: ``MessageWindow``, whose budget is a count of messages
     # The evictions a report itemises (the last ``log_size``; earlier ones are counted).
@@ -67,6 +68,15 @@ class WindowView(ABC):
     @abstractmethod
     def step_target(self, budget: int | None = None) -> int:
         """What the window evicts down to when it is over ``budget`` (see ``Window``)."""
+
+    def own_step_target(self) -> int:
+        """What the window evicts down to when a new turn takes it over its budget: its step
+        target, or, after a narrowed build (``build(max_tokens=...)``) left units out, those
+        (more or less than a step) if that is enough. The requests carry on from where
+        those builds cut, so the prompt's prefix moves only where the builds' steps move
+        it."""
+        hinted = self._kept.used - self._left_out
+        return hinted if self._left_out and hinted <= self._budget else self.step_target()
 
     def build(
         self,
@@ -102,6 +112,7 @@ class WindowView(ABC):
                 raise BudgetError(
                     f"what the window must keep takes {tokens} tokens, over {max_tokens}"
                 )
+        self._left_out = sum(unit.size for unit in left) if self.budget_in_tokens else 0
         messages = self._kept.messages_without(left, added) if left or added else self.messages()
         report = self._report(budget if max_tokens is None else max_tokens, left, tokens)
         extra = sum(map(unit_tokens, added))
@@ -128,8 +139,8 @@ class WindowView(ABC):
         """
         entry = self._preview_entry(make_message(role_or_message, content))
         excess = self._kept.used + self._size_of(entry) - self._budget
-        if excess > 0:  # as ``add`` would evict: down to the step target
-            excess = self._kept.used + self._size_of(entry) - self.step_target()
+        if excess > 0:  # as ``add`` would evict: down to its step target
+            excess = self._kept.used + self._size_of(entry) - self.own_step_target()
         left = leave_out(self._eviction_order(), excess, lambda unit: unit.size)
         tokens = self._kept.tokens - sum(unit_tokens(unit) for unit in left)
         budget = self._budget if self.budget_in_tokens else tokens + entry.tokens
