@@ -80,7 +80,11 @@ def examples(tally: Tally, errors: list[str]) -> list[str]:
     rules = Counter(v.rule for _, _, found in tally.invalid for v in found)
     first = {v.rule: str(v) for _, _, found in reversed(tally.invalid) for v in found}
     lines = [f"  invalid  {n:>5} x {first[rule]}" for rule, n in rules.most_common()]
-    for kind, found in (("left behind", tally.leaked), ("refused", tally.unexpected)):
+    for kind, found in (
+        ("left behind", tally.leaked),
+        ("late", tally.late),
+        ("refused", tally.unexpected),
+    ):
         if found:
             lines.append(f"  {kind}  {len(found)} x, first: {found[0][1]} {found[0][2][:200]}")
     if errors:
