@@ -101,3 +101,34 @@ def test_a_manager_built_narrower_than_its_budget_steps_as_seldom_as_its_window(
     cuts = cut_turns(contexts)
     assert len(cuts) >= 5  # the window is full many times over
     assert [i for i in cuts if i - 1 in cuts] == []
+
+
+@given(sizes=sizes, narrower=st.integers(20, 400))
+def test_a_build_not_sent_changes_nothing(sizes: list[int], narrower: int) -> None:
+    """A narrowed build that is not sent (``sent=False``: a preview, a count, a check)
+    leaves no hint: the window then evicts, and builds, as one that was never built."""
+    probed = TokenWindow(max_tokens=700, low_water=0.7)
+    untouched = TokenWindow(max_tokens=700, low_water=0.7)
+    for message in turns(sizes):
+        probed.add(message)
+        untouched.add(message)
+        probed.build(max_tokens=700 - narrower, sent=False)
+        assert probed.messages() == untouched.messages()
+
+
+def test_previews_and_counts_leave_a_session_as_it_was() -> None:
+    """The eval asks its questions by ``preview`` and the service counts tokens by a build
+    not sent: neither may move the session's next eviction (they did, through the
+    narrowed build's hint, found by the eval's shared-versus-scratch test)."""
+    probed = ContextManager("memory://", "gpt-4o", budget=900)
+    plain = ContextManager("memory://", "gpt-4o", budget=900)
+    for i in range(90):
+        asked_about = f"And in city {i}? 东京呢？ " + "Details. " * (i % 6)
+        question = {"role": "user", "content": asked_about}
+        answer = {"role": "assistant", "content": f"City {i} is fine. 🚚 " + "Words. " * (i % 4)}
+        for manager in (probed, plain):
+            manager.add("s", question)
+            manager.add("s", answer)
+        asked = {"role": "user", "content": f"What about city {i - 40}?"}
+        assert probed.preview("s", asked).messages == plain.preview("s", asked).messages, i
+        probed.build("s", max_tokens=300 + 7 * (i % 50), sent=False)

@@ -76,13 +76,13 @@ def check(conversation: Conversation, path: Path, sent: Sent) -> None:
     kept (see the module docstring)."""
     newest = sent.step.waiting or sent.step.messages
     if sent.refused is not None:
-        assert not fits(conversation, newest, sent.room), f"refused: {sent.refused}"
+        assert not fits(conversation, newest, sent.room, sent.count), f"refused: {sent.refused}"
         return
     for protocol in path.protocols:
         broken = violations(protocol, sent)
         assert broken == [], f"{protocol}: {[str(v) for v in broken]}\n{shown(sent)}"
     if path.holds_pending:
-        assert not (empty(sent) and fits(conversation, newest, sent.room)), shown(sent)
+        assert not (empty(sent) and fits(conversation, newest, sent.room, sent.count)), shown(sent)
         assert not lost_pending(conversation, sent), f"the waiting call left out\n{shown(sent)}"
 
 

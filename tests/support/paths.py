@@ -47,8 +47,9 @@ FINAL_TURN = ("anthropic.text_not_blank",)  # rules of a request's final assista
 @dataclass(frozen=True)
 class Sent:
     """One context a path built after ``step``, within ``room`` tokens (None: a window
-    counted in messages): chat ``messages``, or Responses ``items``; ``stable`` leading
-    messages are the prompt cache's prefix; ``refused``: the refusal given instead."""
+    counted in messages) as ``count`` counts them (the path's model); chat ``messages``, or
+    Responses ``items``; ``stable`` leading messages are the prompt cache's prefix;
+    ``refused``: the refusal given instead."""
 
     step: Step
     room: int | None
@@ -56,6 +57,7 @@ class Sent:
     items: list[dict[str, Any]] | None = None
     stable: int = 0
     refused: str | None = None
+    count: Callable[[list[Message]], int] = count_tokens
 
 
 Run = Callable[[Conversation, int], Iterator[Sent]]
@@ -140,14 +142,20 @@ def holds(sent: Sent, waiting: tuple[Message, ...]) -> bool:
     return calls <= sent_calls and results <= outputs
 
 
-def fits(conversation: Conversation, messages: tuple[Message, ...], room: int | None) -> bool:
+def fits(
+    conversation: Conversation,
+    messages: tuple[Message, ...],
+    room: int | None,
+    count: Callable[[list[Message]], int] = count_tokens,
+) -> bool:
     """Whether ``messages`` with the system prompt take at most ``room`` less a sixth (what
-    a rolling summary, redaction placeholders or a model's own count may add), counted as
-    gpt-4o bills them; always, for a window counted in messages."""
+    a rolling summary, redaction placeholders or a model's own count may add), counted by
+    ``count`` (as gpt-4o bills them unless the path's model counts otherwise); always, for a
+    window counted in messages."""
     if room is None:
         return True
     head = conversation.messages()[:1] if conversation.system is not None else []
-    return count_tokens([*head, *messages]) + room // 6 + 20 <= room
+    return count([*head, *messages]) + room // 6 + 20 <= room
 
 
 def lost_pending(conversation: Conversation, sent: Sent) -> bool:
@@ -155,7 +163,7 @@ def lost_pending(conversation: Conversation, sent: Sent) -> bool:
     waiting = sent.step.waiting
     if not waiting or sent.refused is not None or holds(sent, waiting):
         return False
-    return fits(conversation, waiting, sent.room)
+    return fits(conversation, waiting, sent.room, sent.count)
 
 
 # -- windows ---------------------------------------------------------------------------------
@@ -249,8 +257,11 @@ def folding(budget: int, *, compress: bool, summarize: bool) -> Folding:
 
 
 def priority_window(conversation: Conversation, budget: int) -> Window:
-    """Priorities (``ranked_add``), caps per category, a small recent reserve."""
-    keeping = Keeping(caps={"tool": budget // 3, "document": budget // 2}, reserve_recent=40)
+    """Priorities (``ranked_add``), caps per category, a small recent reserve. The caps
+    take older units of their category, never a newest one that ``fits`` (a unit alone
+    over its cap is evicted: ``check`` does not model that)."""
+    cap = max(budget - budget // 6 - 20, 1)
+    keeping = Keeping(caps={"tool": cap, "document": cap}, reserve_recent=40)
     return PriorityWindow(budget, system=conversation.system, keeping=keeping, oversize="drop")
 
 
@@ -330,15 +341,19 @@ def replay(manager: ContextManager, conversation: Conversation, budget: int) -> 
 
 def strict_manager(mode: str) -> Path:
     """The manager for a model whose template wants alternating roles, counted by an
-    estimate: the budget grows by what the estimate adds to the system prompt."""
+    estimate: the budget grows by what the estimate adds to the system prompt (budgets are
+    drawn just above it as gpt-4o counts it), and what fits is judged by the estimate's
+    count (it counts CJK text higher than gpt-4o does: a question gpt-4o would take can be
+    refused)."""
     model = f"strict-{mode}"
     path = manager_path(STRICT, model=model, models=STRICT_MODELS)
+    estimate = STRICT_MODELS.tokenizer(model).count
 
     def run(conversation: Conversation, budget: int) -> Iterator[Sent]:
         head = conversation.messages()[:1] if conversation.system is not None else []
-        more = STRICT_MODELS.tokenizer(model).count(head) - count_tokens(head)
-        for sent in path.run(conversation, budget + max(more, 0)):
-            yield replace(sent, room=budget)
+        grown = budget + max(estimate(head) - count_tokens(head), 0)
+        for sent in path.run(conversation, grown):
+            yield replace(sent, count=estimate)
 
     return Path(run, STRICT)
 

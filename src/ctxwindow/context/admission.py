@@ -130,7 +130,7 @@ class Admission:
             check_unit_fits(closed_unit(window, entries), budget - always, budget)
         elif last.message["role"] == "user" and last.tokens > budget - always:
             if not pinned:  # the summary too, as the build sends it
-                always = window.build(max_tokens=window.pinned_tokens).total_tokens
+                always = window.build(max_tokens=window.pinned_tokens, sent=False).total_tokens
             if last.tokens > budget - always:
                 compressed(window, last, budget - always, budget)
 

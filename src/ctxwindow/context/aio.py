@@ -208,7 +208,12 @@ class AsyncContextManager:
             return stored
 
     async def build(
-        self, session_id: str, query: str | None = None, max_tokens: int | None = None
+        self,
+        session_id: str,
+        query: str | None = None,
+        max_tokens: int | None = None,
+        *,
+        sent: bool = True,
     ) -> Context:
         """The context to send now: window + recalled units, within the budget, with a report.
 
@@ -216,6 +221,9 @@ class AsyncContextManager:
         context ends with it: whole if it fits, else compressed; if even
         compressed it cannot fit beside the system prompt (and what else is
         pinned), ``MessageTooLargeError`` (a ``BudgetError``) says by how much.
+        ``sent=False``: a context that is not sent (say, only counted); what
+        it leaves out is then no hint for the window's next step (see
+        ``Window.build``), so building it changes nothing.
         """
         async with self.turn(session_id):
             session = await self._session(session_id)
@@ -224,7 +232,7 @@ class AsyncContextManager:
             found = await self._candidates(session, query, budget)
             question = session.question[0].seq if session.question is not None else None
             recalled = self._core.recalled(session, budget, found, question)
-            return self._core.context(session, budget, recalled, session.question)
+            return self._core.context(session, budget, recalled, session.question, sent=sent)
 
     async def preview(
         self, session_id: str, message: Mapping[str, Any], max_tokens: int | None = None
@@ -243,7 +251,7 @@ class AsyncContextManager:
             room = budget - new.tokens
             found = await self._candidates(session, text_of(new.message), room)
             recalled = self._core.recalled(session, room, found)
-            built = self._core.context(session, room, recalled, None)
+            built = self._core.context(session, room, recalled, None, sent=False)
             row = session.window.previewed_row(new, seq=session.last_seq + 1)
             return built.plus(row, new.message, budget=budget)
 

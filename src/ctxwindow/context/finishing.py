@@ -56,24 +56,33 @@ class Finishing:
         return replace(context, report=report)
 
     def context(
-        self, session: Session, budget: int, recalled: Recall, question: Question | None
+        self,
+        session: Session,
+        budget: int,
+        recalled: Recall,
+        question: Question | None,
+        *,
+        sent: bool = True,
     ) -> Context:
         """The context to send, ``finished`` (redacted, roles alternating) and within budget.
 
         It ends with the ``question`` (see ``context/question.py``), if any.
         A placeholder or a bridging message can take more tokens than it
         saves: then the context is built with less room, the largest room that fits.
+        ``sent=False``: a context not sent (a preview, a count), whose cut the
+        window does not take as a hint for its next step (``Window.build``).
         """
-        built = self.build_window(session, budget, recalled, question)
+        built = self.build_window(session, budget, recalled, question, sent=sent)
         if not self.redact_context and self.strict_roles is None:
             return built
         fitted = self.finished(session, built, budget)
         if fitted.total_tokens > budget:
             overshoot = fitted.total_tokens - budget
-            fitted = self.fit_finished(session, budget, recalled, question, budget - overshoot)
+            room = budget - overshoot
+            fitted = self.fit_finished(session, budget, recalled, question, room, sent=sent)
         if self.redact_context:
-            sent = {id(message) for message in fitted.messages}
-            session.redacted = {k: hit for k, hit in session.redacted.items() if id(hit[1]) in sent}
+            kept = {id(message) for message in fitted.messages}
+            session.redacted = {k: hit for k, hit in session.redacted.items() if id(hit[1]) in kept}
         return fitted
 
     def finished(self, session: Session, built: Context, budget: int) -> Context:
@@ -104,18 +113,26 @@ class Finishing:
         return Context(sent, built.total_tokens + extra, report)
 
     def fit_finished(
-        self, session: Session, budget: int, recalled: Recall, question: Question | None, room: int
+        self,
+        session: Session,
+        budget: int,
+        recalled: Recall,
+        question: Question | None,
+        room: int,
+        *,
+        sent: bool = True,
     ) -> Context:
         """The finished context of the largest room up to ``room`` that fits in ``budget``.
 
         ``room`` (the budget less the overshoot) is tried first and usually
         fits; bisection then finds the largest room below the budget that does.
+        The rooms tried are not sent: the one found is built again if it is.
         """
-        best, low, high = None, 0, budget - 1
+        best, best_room, low, high = None, 0, 0, budget - 1
         mid = min(max(room, 0), high)
         while low <= high:
             try:
-                built = self.build_window(session, mid, recalled, question)
+                built = self.build_window(session, mid, recalled, question, sent=False)
             except BudgetError:  # too little room for what must be kept: try more
                 low = mid + 1
             else:
@@ -123,10 +140,12 @@ class Finishing:
                 if attempt.total_tokens > budget:
                     high = mid - 1
                 else:
-                    best, low = attempt, mid + 1
+                    best, best_room, low = attempt, mid, mid + 1
             mid = (low + high) // 2
         if best is None:
             raise BudgetError(f"the finished context does not fit in {budget} tokens")
+        if sent:  # the same build, now as the one sent (``Window.build``'s hint)
+            self.build_window(session, best_room, recalled, question)
         return best
 
     def redacted(self, session: Session, built: Context, budget: int) -> Context:
@@ -160,7 +179,13 @@ class Finishing:
         return hit
 
     def build_window(
-        self, session: Session, budget: int, recalled: Recall, question: Question | None
+        self,
+        session: Session,
+        budget: int,
+        recalled: Recall,
+        question: Question | None,
+        *,
+        sent: bool = True,
     ) -> Context:
         """The window in ``budget`` less the recalled units, and they merged in.
 
@@ -170,13 +195,14 @@ class Finishing:
         """
         keep = recalled.keep if question is None else recalled.keep | {question[0].id}
         window, units = session.window, recalled.units
-        context = window.build(max_tokens=budget - recalled.tokens, keep=keep, added=units)
+        room = budget - recalled.tokens
+        context = window.build(max_tokens=room, keep=keep, added=units, sent=sent)
         built = self.merge(context, units, budget, recalled.carried)
         if question is None or sends(session.window, built, question):
             return built
         if recalled.units:
-            return self.build_window(session, budget, Recall(), question)
-        return with_question(session.window, budget, question[0], self.on_event)
+            return self.build_window(session, budget, Recall(), question, sent=sent)
+        return with_question(session.window, budget, question[0], self.on_event, sent=sent)
 
 
 def _one_system(messages: list[Message]) -> list[Message]:

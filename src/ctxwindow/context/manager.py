@@ -210,7 +210,12 @@ class ContextManager:
             return stored
 
     def build(
-        self, session_id: str, query: str | None = None, max_tokens: int | None = None
+        self,
+        session_id: str,
+        query: str | None = None,
+        max_tokens: int | None = None,
+        *,
+        sent: bool = True,
     ) -> Context:
         """The context to send now: window + recalled units, within the budget, with a report.
 
@@ -218,6 +223,9 @@ class ContextManager:
         context ends with it: whole if it fits, else compressed; if even
         compressed it cannot fit beside the system prompt (and what else is
         pinned), ``MessageTooLargeError`` (a ``BudgetError``) says by how much.
+        ``sent=False``: a context that is not sent (say, only counted); what
+        it leaves out is then no hint for the window's next step (see
+        ``Window.build``), so building it changes nothing.
         """
         with self.turn(session_id):
             session = self._session(session_id)
@@ -226,7 +234,7 @@ class ContextManager:
             found = self._candidates(session, query, budget)
             question = session.question[0].seq if session.question is not None else None
             recalled = self._core.recalled(session, budget, found, question)
-            return self._core.context(session, budget, recalled, session.question)
+            return self._core.context(session, budget, recalled, session.question, sent=sent)
 
     def preview(
         self, session_id: str, message: Mapping[str, Any], max_tokens: int | None = None
@@ -245,7 +253,7 @@ class ContextManager:
             room = budget - new.tokens
             found = self._candidates(session, text_of(new.message), room)
             recalled = self._core.recalled(session, room, found)
-            built = self._core.context(session, room, recalled, None)
+            built = self._core.context(session, room, recalled, None, sent=False)
             row = session.window.previewed_row(new, seq=session.last_seq + 1)
             return built.plus(row, new.message, budget=budget)
 

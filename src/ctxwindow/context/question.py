@@ -66,21 +66,26 @@ def held(window: Window, stored: Entry) -> Entry | None:
 
 
 def with_question(
-    window: Window, budget: int, question: Entry, on_event: EventHook | None = None
+    window: Window,
+    budget: int,
+    question: Entry,
+    on_event: EventHook | None = None,
+    *,
+    sent: bool = True,
 ) -> Context:
     """What is always sent, then ``question`` (compressed if it must be), within ``budget``.
 
     ``question`` is the turn as stored, not a form the window compressed
     already. Every other unit is left out: this is the context of a budget
-    that has room for nothing but the question.
+    that has room for nothing but the question. ``sent``: as ``Window.build``'s.
     """
-    always = window.build(max_tokens=window.pinned_tokens)
+    always = window.build(max_tokens=window.pinned_tokens, sent=sent)
     room = budget - always.total_tokens
     if question.tokens <= room:
-        sent = question
+        asked = question
     else:
-        sent = compressed(window, question, room, budget, on_event)
-    context = always.plus(_row(window, question, sent), sent.message, budget=budget)
+        asked = compressed(window, question, room, budget, on_event)
+    context = always.plus(_row(window, question, asked), asked.message, budget=budget)
     current = held(window, question)  # left out of ``always``, and counted out: not so
     if current is None:
         return context

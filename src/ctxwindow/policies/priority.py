@@ -362,6 +362,8 @@ class PriorityWindow(FoldingWindow):
         max_tokens: int | None = None,
         keep: Collection[str] = (),
         added: Sequence[Unit] = (),
+        *,
+        sent: bool = True,
     ) -> Context:
         """The context to send now, with its report.
 
@@ -371,13 +373,15 @@ class PriorityWindow(FoldingWindow):
         with ``low_water``: ``in_steps``), without compressing and without
         changing the window; units with an entry id
         in ``keep`` go last. ``added`` units (recalled ones, not in the
-        window) are put in by their seqs, on top of the budget.
+        window) are put in by their seqs, on top of the budget. ``sent=False``:
+        a context not sent, whose cut is no hint (see ``Window.build``).
         """
         if max_tokens is None and self.budget_hook is not None:
             max_tokens = int(self.budget_hook(request))
         budget = self._budget if max_tokens is None else min(max_tokens, self._budget)
         left = self._narrow(budget, keep, stepped=True)
-        self._left_out = sum(unit.size for unit in left)
+        if sent:
+            self._left_out = sum(unit.size for unit in left)
         return self._built(budget, left, added)
 
     def _built(self, budget: int, left: list[Unit], added: Sequence[Unit] = ()) -> Context:

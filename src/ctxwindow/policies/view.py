@@ -84,8 +84,10 @@ class WindowView(ABC):
         max_tokens: int | None = None,
         keep: Collection[str] = (),
         added: Sequence[Unit] = (),
+        *,
+        sent: bool = True,
     ) -> Context:
-        """The context to send now; read-only.
+        """The context to send now; read-only, but for a hint (``sent``).
 
         ``max_tokens`` narrows the budget for this call (in tokens, whatever
         the window's own unit): the oldest whole units are left out until the
@@ -96,6 +98,10 @@ class WindowView(ABC):
         ``added`` units (say, recalled ones, not in the window) are put in by
         their seqs, on top of ``max_tokens``. ``request`` is for windows with
         a budget hook (``PriorityWindow``).
+        What a narrowed build ``sent`` leaves out is what the window's own next
+        step takes if that is enough (``own_step_target``); pass
+        ``sent=False`` for a context that is not sent (a preview, a count, a
+        check), which then changes nothing.
         """
         tokens = self._kept.tokens
         budget = self._budget if self.budget_in_tokens else tokens
@@ -112,7 +118,8 @@ class WindowView(ABC):
                 raise BudgetError(
                     f"what the window must keep takes {tokens} tokens, over {max_tokens}"
                 )
-        self._left_out = sum(unit.size for unit in left) if self.budget_in_tokens else 0
+        if sent:
+            self._left_out = sum(unit.size for unit in left) if self.budget_in_tokens else 0
         messages = self._kept.messages_without(left, added) if left or added else self.messages()
         report = self._report(budget if max_tokens is None else max_tokens, left, tokens)
         extra = sum(map(unit_tokens, added))

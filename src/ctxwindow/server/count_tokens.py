@@ -87,7 +87,7 @@ async def _previewed(
         new = sum(tokenizer.message_tokens(message) for message in sent)
         if room - new < 1:
             raise exchange.over_budget(new, room, "messages")
-        built = await manager.build(sid, max_tokens=room - new)
+        built = await manager.build(sid, max_tokens=room - new, sent=False)
     except (CtxWindowError, ValueError) as exc:
         raise from_library(exc) from exc
     return built.total_tokens + new, built.report
