@@ -195,8 +195,8 @@ class Finishing:
         """
         keep = recalled.keep if question is None else recalled.keep | {question[0].id}
         window, units = session.window, recalled.units
-        room = budget - recalled.tokens
-        context = window.build(max_tokens=room, keep=keep, added=units, sent=sent)
+        room = budget - recalled.tokens  # the recalled turns' room is exact, the rest in steps
+        context = window.build(max_tokens=room, keep=keep, added=units, sent=sent, grid=budget)
         built = self.merge(context, units, budget, recalled.carried)
         if question is None or sends(session.window, built, question):
             return built

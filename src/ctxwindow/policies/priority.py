@@ -364,6 +364,7 @@ class PriorityWindow(FoldingWindow):
         added: Sequence[Unit] = (),
         *,
         sent: bool = True,
+        grid: int | None = None,
     ) -> Context:
         """The context to send now, with its report.
 
@@ -374,12 +375,13 @@ class PriorityWindow(FoldingWindow):
         changing the window; units with an entry id
         in ``keep`` go last. ``added`` units (recalled ones, not in the
         window) are put in by their seqs, on top of the budget. ``sent=False``:
-        a context not sent, whose cut is no hint (see ``Window.build``).
+        a context not sent, whose cut is no hint; ``grid``: the budget whose
+        steps the cut follows (see ``Window.build``).
         """
         if max_tokens is None and self.budget_hook is not None:
             max_tokens = int(self.budget_hook(request))
         budget = self._budget if max_tokens is None else min(max_tokens, self._budget)
-        left = self._narrow(budget, keep, stepped=True)
+        left = self._narrow(budget, keep, stepped=True, grid=grid)
         if sent:
             self._left_out = sum(unit.size for unit in left)
         return self._built(budget, left, added)
@@ -407,10 +409,17 @@ class PriorityWindow(FoldingWindow):
         built = self._built(budget, self._narrow(budget))
         return built.plus(self.previewed_row(entry), entry.message, budget=self._budget)
 
-    def _narrow(self, budget: int, keep: Collection[str] = (), stepped: bool = False) -> list[Unit]:
+    def _narrow(
+        self,
+        budget: int,
+        keep: Collection[str] = (),
+        stepped: bool = False,
+        grid: int | None = None,
+    ) -> list[Unit]:
         """The units a narrower budget leaves out, in eviction order (``keep`` last), never
         a call still waiting for its results (``BudgetError`` if the rest cannot fit); in
-        whole steps if ``stepped`` (a build's, not a preview's: that is what adding evicts)."""
+        whole steps if ``stepped`` (a build's, not a preview's: that is what adding evicts),
+        of ``grid`` if given, then what ``budget`` needs beyond them (``Window.build``)."""
         if self._kept.used <= budget:
             return []
         if budget < self._kept.pinned_used:
@@ -425,8 +434,10 @@ class PriorityWindow(FoldingWindow):
         order = keep_last([*(unit for unit in waiting if unit is not newest), newest], keep)
         excess = self._kept.used - budget
         if stepped:
+            on = budget if grid is None else min(grid, self._budget)
             most = sum(unit.size for unit in waiting) - newest.size
-            excess = in_steps(excess, budget - self.step_target(budget), most)
+            beyond = max(self._kept.used - on, 0)
+            excess = max(excess, in_steps(beyond, on - self.step_target(on), most))
         left = leave_out(order, excess, lambda unit: unit.size)
         kept = self._kept.used - sum(unit.size for unit in left)
         if kept > budget:  # a call waiting for its results stays, as in every window

@@ -86,6 +86,7 @@ class WindowView(ABC):
         added: Sequence[Unit] = (),
         *,
         sent: bool = True,
+        grid: int | None = None,
     ) -> Context:
         """The context to send now; read-only, but for a hint (``sent``).
 
@@ -98,6 +99,10 @@ class WindowView(ABC):
         ``added`` units (say, recalled ones, not in the window) are put in by
         their seqs, on top of ``max_tokens``. ``request`` is for windows with
         a budget hook (``PriorityWindow``).
+        ``grid``: the budget whose steps the cut follows, when ``max_tokens``
+        is it less a room that changes from call to call (recalled turns,
+        which take their room exactly): whole steps of ``grid``, then just
+        what ``max_tokens`` needs beyond them.
         What a narrowed build ``sent`` leaves out is what the window's own next
         step takes if that is enough (``own_step_target``); pass
         ``sent=False`` for a context that is not sent (a preview, a count, a
@@ -109,9 +114,12 @@ class WindowView(ABC):
             left: list[Unit] = []
         else:
             units = [u for u in self.units() if not (u.pinned or u.pending)]
-            step = max_tokens - self.step_target(max_tokens) if self.budget_in_tokens else 0
             most = sum(map(unit_tokens, units[:-1]))  # all but the newest
-            excess = in_steps(tokens - max_tokens, step, most)
+            excess = tokens - max_tokens
+            if self.budget_in_tokens:
+                on = max_tokens if grid is None else grid
+                stepped = in_steps(max(tokens - on, 0), on - self.step_target(on), most)
+                excess = max(excess, stepped)
             left = leave_out(keep_last(units, keep), excess, unit_tokens)
             tokens -= sum(unit_tokens(unit) for unit in left)
             if tokens > max_tokens:
