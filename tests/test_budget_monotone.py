@@ -56,13 +56,12 @@ def test_a_larger_budget_keeps_everything_a_smaller_one_kept(
 # The hybrid does not keep this property build by build, and says so (docs/priority.md): its
 # protected recent tail is a share of the budget and a compressed unit's size depends on the
 # budget, so the victim order can differ by one token of budget. Hypothesis found this one.
-COUNTEREXAMPLE = [("user", "parcel")] * 3 + [
-    ("user", "Lyon"),
-    ("user", "parcel parcel parcel parcel 订单 已发货 已发货 已发货 已发货 SF1234567890"),
-    ("user", "parcel " * 11 + "A-1042 A-1042 A-1042 A-1042"),
-    ("user", "parcel 已发货 SF1234567890"),
-    ("user", "已发货 已发货 SF1234567890 SF1234567890"),
-    ("user", "SF1234567890"),
+COUNTEREXAMPLE = [("user", "parcel")] * 12 + [
+    ("user", "parcel parcel parcel"),
+    ("user", "parcel parcel parcel parcel parcel parcel"),
+    ("user", "kettle"),
+    ("user", "parcel parcel parcel parcel"),
+    ("user", "Lyon " + "parcel " * 9 + "A-1042 订单 已发货 已发货"),
     ("user", "parcel"),
 ]
 
@@ -81,8 +80,8 @@ def present(messages: Turns, budget: int) -> set[int]:
 
 
 def test_the_hybrid_is_not_monotone_build_by_build() -> None:
-    """The documented limit, pinned: one more token of budget, and the hybrid evicts the
-    compressed sixth turn (28 tokens) rather than the fifth (27); with one token less the
-    compressed sixth is 27 tokens too, and the older fifth goes. When this changes, the
-    docs' limit and this test go."""
-    assert present(COUNTEREXAMPLE, 120) - present(COUNTEREXAMPLE, 121) == {6}
+    """The documented limit, pinned: one more token of budget, and the hybrid's recent tail
+    (a quarter of the budget) changes which of two older short turns goes: at 120 tokens
+    the context holds the 14th turn and not the 13th, at 121 the 13th and not the 14th.
+    When this changes, the docs' limit and this test go."""
+    assert present(COUNTEREXAMPLE, 120) - present(COUNTEREXAMPLE, 121) == {14}

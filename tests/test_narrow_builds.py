@@ -152,3 +152,25 @@ def test_room_for_recalled_turns_is_taken_exactly(
     if left:  # the last one left out (in the order of eviction) would not have fitted
         back = max(map(window.tokenizer.message_tokens, left))
         assert context.total_tokens + back > 700 - room
+
+
+def test_a_preview_with_recall_leaves_no_step_of_room_unused() -> None:
+    """The eval's question, through the manager in the cache mode: recalled turns take
+    their room, the window's newest turns the rest, down to less than one turn of it (a
+    step of the window's was left unused before ``grid``)."""
+    from ctxwindow.archive.sqlite import SQLiteArchive
+
+    manager = ContextManager(
+        "memory://", "gpt-4o", budget=1500, archive=SQLiteArchive(), reserve_output=0,
+        prefetch=False,
+    )  # fmt: skip
+    sizes = []
+    for i in range(80):
+        city = ["Lyon", "東京", "Kyoto", "Porto"][i % 4]
+        text = f"Turn {i}: the parcel {i} went to {city}. " + "Words. " * (i % 9)
+        manager.add("s", {"role": "user" if i % 2 == 0 else "assistant", "content": text})
+        sizes.append(manager.history("s")[-1].tokens)
+    for city in ["Lyon", "東京", "Kyoto"]:
+        context = manager.preview("s", {"role": "user", "content": f"Which parcel went to {city}?"})
+        assert context.report.recalled_entries > 0
+        assert 1500 - max(sizes) < context.total_tokens <= 1500

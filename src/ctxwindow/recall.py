@@ -15,8 +15,10 @@ candidates, best first, as long as they score at least ``min_share`` of the
 best match, take the budget less what every context keeps (the window's
 pinned messages and summary, and its newest ``recent_messages`` messages
 before the question, as many of them as fit in ``recent_share`` of the
-budget: BEAM's turns average 450 tokens, and four of them would leave
-nothing to recall at 2,048). Candidates the window holds are kept there (it leaves
+budget, half: the hybrid's window compresses a recent message above a
+quarter of the budget to an eighth, so four such fit; BEAM's turns average
+450 tokens, and four of them whole would leave nothing to recall at 2,048).
+Candidates the window holds are kept there (it leaves
 them out last); the others are recalled. What the candidates leave goes to
 the window's newest turns: a query that matches much of the past gets most
 of the budget for it; one that matches little, or nothing, leaves the window
@@ -53,7 +55,7 @@ class RecallPolicy:
     """Candidates below this share of the best hit's own score are not recalled."""
     recent_messages: int = 4
     """The newest messages before the question that every context keeps, whatever recall finds."""
-    recent_share: float = 0.25
+    recent_share: float = 0.5
     """The most of the budget those take together: fewer are kept when they take more."""
     short: int = 128
     """Units up to this many tokens compete by score alone; a longer one by its score per

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ctxwindow.policies import Folding, PriorityWindow, Window
+from ctxwindow.policies import Folding, Keeping, PriorityWindow, Window
 from ctxwindow.tokens.chat import ChatTokenizer
 from ctxwindow.tokens.defaults import default_models
 from ctxwindow.tokens.registry import ModelRegistry
@@ -32,6 +32,7 @@ COMPRESSORS = ("chain", "structured", "extractive", "truncate", "off")
 
 
 LOW_WATER = 0.85  # the hybrid's step: down to 85 % of the room beside what is pinned
+RECENT_MESSAGES = 4  # the newest messages the hybrid keeps, compressed if they must be
 
 
 def hybrid_policy(
@@ -61,6 +62,7 @@ def hybrid_policy(
             tokenizer.model,
             tokenizer=tokenizer,
             oversize="drop",
+            keeping=Keeping(recent_messages=RECENT_MESSAGES),
             folding=Folding(
                 compressor=_compressor(compressor, tokenizer),
                 compress_threshold=min(2000, budget // 4),

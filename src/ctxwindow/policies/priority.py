@@ -119,7 +119,12 @@ class PriorityWindow(FoldingWindow):
 
     def _start(self, log_size: int, system: str | None) -> None:
         """The state that needs the window's storage; then the system prompt."""
-        self._queue = VictimQueue(self._kept.units, lambda: self.reserve_recent)
+        self._queue = VictimQueue(
+            self._kept.units,
+            lambda: self.reserve_recent,
+            self.keeping.recent_messages,
+            lambda unit: self.compressor is not None and unit.size > self.compress_threshold,
+        )
         self._categories: dict[str, int] = {}  # kept tokens by budget category
         self._folds = Folds()  # evicted, not yet in the summary
         self._journal = Journal(log_size, ranked=True)
@@ -281,13 +286,15 @@ class PriorityWindow(FoldingWindow):
     # -- victims made smaller (policies/folding_window.py): the categories' totals ---------
 
     def _shrink(self, unit: Unit, excess: int) -> bool:
+        if unit is self._queue.lent:  # a recent unit: made smaller, kept among the newest
+            return self._compress(unit, self.compress_threshold // 2, self._cause)
         return self._compress(unit, unit.size - excess, self._cause)
 
     def _replace(self, unit: Unit, entries: list[Entry], size: int) -> None:
         self._count_category(unit, -1)
         super()._replace(unit, entries, size)
         self._count_category(unit, +1)
-        self._queue.push(unit)
+        self._queue.replaced(unit)
 
     def _set_summary(self, old: Unit | None, new: Unit) -> None:
         if old is not None:
@@ -300,7 +307,8 @@ class PriorityWindow(FoldingWindow):
     def _configuration(self) -> list[Any]:
         rules = checkpoint.fingerprint(list(self.rules))
         own = [
-            sorted(self.caps.items()), self._reserve_recent, self.compressor,
+            sorted(self.caps.items()), self._reserve_recent, self.keeping.recent_messages,
+            self.compressor,
             self.compress_threshold, self.summarizer, self.summary_tokens, self.fold_tokens,
             self.dedupe_small_talk, self.document_tokens, self.reserve_output, rules,
         ]  # fmt: skip

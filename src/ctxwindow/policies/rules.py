@@ -205,6 +205,10 @@ class Keeping:
       (categories: ``CATEGORIES``);
     - ``reserve_recent``: tokens of the newest units evicted last (None: a
       quarter of the budget, at most 2,000);
+    - ``recent_messages``: the units holding the newest this many messages
+      are evicted last too, whatever their tokens; and before any of those
+      goes, each above the compression threshold is compressed in place to
+      half the threshold, so the newest turns stay, smaller;
     - ``dedupe_small_talk``: keep only the latest greeting or acknowledgement;
     - ``document_tokens``: a user message this long is a ``document``.
 
@@ -220,6 +224,7 @@ class Keeping:
     rules: Sequence[Rule] = DEFAULT_RULES
     caps: Mapping[str, int] | None = None
     reserve_recent: int | None = None
+    recent_messages: int = 0
     dedupe_small_talk: bool = True
     document_tokens: int = 1000
 
@@ -228,6 +233,7 @@ class Keeping:
         object.__setattr__(self, "caps", MappingProxyType(_checked_caps(self.caps or {})))
         if self.reserve_recent is not None:
             check_count("reserve_recent", self.reserve_recent, least=0)
+        check_count("recent_messages", self.recent_messages, least=0)
         if not isinstance(self.dedupe_small_talk, bool):
             raise ValueError(
                 f"dedupe_small_talk must be True or False, got {self.dedupe_small_talk!r}"

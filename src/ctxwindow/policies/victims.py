@@ -1,7 +1,9 @@
 """How ``PriorityWindow`` chooses the unit to evict next.
 
-The newest units, up to ``reserve_recent`` tokens, wait in a protected tail
-and go last: oldest first, the latest user turn last of all. Older units sit
+The newest units, up to ``reserve_recent`` tokens and at least those holding
+the newest ``recent_messages`` messages, wait in a protected tail and go
+last: oldest first, the latest user turn last of all; but one the window can
+still compress goes first, and comes back to the tail compressed. Older units sit
 in a heap per budget category, keyed by (priority, minus tokens per unit of
 importance, seq): the lowest priority goes first, then the biggest, then the
 oldest. A unit whose priority changes is pushed again with a new version; a
@@ -26,14 +28,26 @@ class VictimQueue:
     """The order of eviction over the window's unpinned units.
 
     ``kept`` is the window's units by seq (a key whose unit is no longer there
-    is stale); ``reserve`` gives the tokens of the protected recent tail.
+    is stale); ``reserve`` gives the tokens of the protected recent tail, and
+    ``messages`` the newest messages it holds whatever their tokens;
+    ``compressible`` says whether the window could still make a unit smaller.
     """
 
-    def __init__(self, kept: Mapping[int, Unit], reserve: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        kept: Mapping[int, Unit],
+        reserve: Callable[[], int],
+        messages: int = 0,
+        compressible: Callable[[Unit], bool] = lambda unit: False,
+    ) -> None:
         self._kept = kept
         self._reserve = reserve
+        self._messages = messages
+        self._compressible = compressible
         self._recent: deque[Unit] = deque()  # the newest units, evicted last
         self._recent_tokens = 0
+        self._recent_messages = 0
+        self.lent: Unit | None = None  # taken from the tail to be compressed, to come back
         self._heaps: dict[str, list[HeapKey]] = {}
         self.latest_user: Unit | None = None  # raised to HIGH while it is the latest
 
@@ -44,35 +58,55 @@ class VictimQueue:
         if unit.entries[0].message["role"] == "user":
             self._raise_latest_user(unit)
         self._recent.append(unit)
-        self._recent_tokens += unit.size
+        self._counted(unit, +1)
         self._settle_recent()
 
     def grown(self, unit: Unit, delta: int) -> None:
         """A tool result made ``unit`` ``delta`` bigger."""
         if self._recent and unit is self._recent[-1]:
             self._recent_tokens += delta
+            self._recent_messages += 1
             self._settle_recent()
 
     def untrack_newest(self, unit: Unit) -> None:
         """Forget the newest unit, dropped whole (any heap key of it goes stale)."""
         if self._recent and self._recent[-1] is unit:
             self._recent.pop()
-            self._recent_tokens -= unit.size
+            self._counted(unit, -1)
 
     def discard(self, unit: Unit) -> None:
         """Forget a unit evicted without being taken (any heap key of it goes stale)."""
         if unit in self._recent:
             self._recent.remove(unit)
-            self._recent_tokens -= unit.size
+            self._counted(unit, -1)
+
+    def _counted(self, unit: Unit, sign: int) -> None:
+        """``unit`` came into the recent tail (+1) or left it (-1)."""
+        self._recent_tokens += sign * unit.size
+        self._recent_messages += sign * len(unit.entries)
 
     def removed(self, unit: Unit) -> None:
         """The window no longer keeps ``unit``."""
         if unit is self.latest_user:
             self.latest_user = None
+        if unit is self.lent:
+            self.lent = None
+
+    def replaced(self, unit: Unit) -> None:
+        """``unit`` was compressed in place: back to the recent tail if it was taken from
+        there (in its place by seq), else queued by its new size."""
+        if unit is not self.lent:
+            self.push(unit)
+            return
+        self.lent = None
+        at = next((i for i, other in enumerate(self._recent) if other.seq > unit.seq), None)
+        self._recent.insert(len(self._recent) if at is None else at, unit)
+        self._counted(unit, +1)
 
     def clear(self) -> None:
         self._recent.clear()
-        self._recent_tokens = 0
+        self._recent_tokens = self._recent_messages = 0
+        self.lent = None
         self._heaps.clear()
         self.latest_user = None
 
@@ -84,11 +118,14 @@ class VictimQueue:
             self.requeue(previous)
 
     def _settle_recent(self) -> None:
-        """Move units out of the protected recent tail once it holds the reserve without them."""
+        """Move units out of the protected recent tail once it holds the reserve, and the
+        newest ``messages`` messages, without them."""
         reserve = self._reserve()
         while len(self._recent) > 1 and self._recent_tokens - self._recent[0].size >= reserve:
+            if self._recent_messages - len(self._recent[0].entries) < self._messages:
+                break
             unit = self._recent.popleft()
-            self._recent_tokens -= unit.size
+            self._counted(unit, -1)
             self.push(unit)
 
     # -- the heaps -----------------------------------------------------------------------
@@ -124,14 +161,17 @@ class VictimQueue:
             heapq.heappop(self._heaps[unit.category])
             unit.version += 1
             return unit
-        # The recent reserve gives way only when nothing else is left, oldest
-        # first, the latest user turn last.
+        # The recent reserve gives way only when nothing else is left: first the
+        # units the window can still compress (lent, to come back smaller), then
+        # oldest first, the latest user turn last.
         candidates = [u for u in self._recent if u is not keep and category in (None, u.category)]
         if not candidates:
             return None
-        unit = next((u for u in candidates if u is not self.latest_user), candidates[0])
+        self.lent = next((u for u in candidates if self._compressible(u)), None)
+        oldest = next((u for u in candidates if u is not self.latest_user), candidates[0])
+        unit = self.lent or oldest
         self._recent.remove(unit)
-        self._recent_tokens -= unit.size
+        self._counted(unit, -1)
         return unit
 
     def order(self) -> Iterator[Unit]:

@@ -1,0 +1,111 @@
+"""The hybrid keeps the newest messages, compressed when they must be (issue 24, item 4).
+
+``Keeping(recent_messages=N)`` (the hybrid's is 4) keeps the units holding the
+newest N messages in the protected recent tail whatever their tokens, and
+before any of them is evicted, each above the compression threshold is
+compressed in place to half of it. BEAM's turns run to 1,000 tokens: at 2,048
+tokens the tail of a quarter of the budget held one of them, and the three
+before it were summarized away.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxwindow import Keeping, PriorityWindow, hybrid_policy
+from ctxwindow.context.policy import LOW_WATER
+from ctxwindow.tokens import chat_tokenizer
+
+TOKENIZER = chat_tokenizer("gpt-4o")
+WORDS = ["the parcel left Lyon", "订单已发货", "東京の倉庫", "🚚📦", "refund A-1042", "kettle"]
+
+lengths = st.lists(st.integers(1, 400), min_size=4, max_size=30)
+
+
+def text(i: int, words: int) -> str:
+    return f"turn {i}: " + " ".join(WORDS[(i + j) % len(WORDS)] for j in range(words))
+
+
+@given(lengths=lengths, budget=st.sampled_from([1024, 2048, 4096]))
+def test_the_newest_four_messages_stay_whole_or_compressed(lengths: list[int], budget: int) -> None:
+    """After every turn the hybrid's window holds its newest four messages (a message
+    above the threshold compressed to half of it, the newest whole) whenever they fit so
+    beside the rolling summary's room, in the room the window steps down to, at each turn
+    since the oldest of them was added (a newest message too large for that evicts
+    older ones, which do not come back)."""
+    window = hybrid_policy()(budget, TOKENIZER)
+    threshold = window.compress_threshold
+    sizes: list[int] = []
+    fitted: list[bool] = []
+    for i, words in enumerate(lengths):
+        entry = window.add("user" if i % 2 == 0 else "assistant", text(i, words))
+        assert entry is not None
+        sizes.append(entry.tokens)
+        older = [s if s <= threshold else threshold // 2 for s in sizes[-4:-1]]
+        fitted.append(sum(older) + sizes[-1] + budget // 8 <= LOW_WATER * budget)
+        if not all(fitted[-4:]):
+            continue  # they could not all stay: the oldest went first (not checked here)
+        held = {entry.seq for entry in window.entries()}
+        newest = set(range(max(0, i - 3), i + 1))  # the seqs of the newest four
+        assert newest <= held, (sizes[-4:], sorted(held)[-6:])
+
+
+def test_a_recent_message_too_large_is_compressed_not_summarized() -> None:
+    """Turns of about 700 tokens at a budget of 2,048: the newest four stay, the three
+    older compressed (each above a quarter of the budget), the newest whole."""
+    window = hybrid_policy()(2048, TOKENIZER)
+    for i in range(12):
+        window.add("user" if i % 2 == 0 else "assistant", text(i, 172))
+    newest = [e for e in window.entries() if e.seq >= 8]
+    assert [e.seq for e in newest] == [8, 9, 10, 11]
+    assert ["compressed" in e.metadata for e in newest] == [True, True, True, False]
+    assert all(e.tokens <= window.compress_threshold // 2 for e in newest[:3])
+
+
+def test_without_recent_messages_the_tail_is_tokens_only() -> None:
+    """The option is the hybrid's; a ``PriorityWindow`` without it keeps its recent tail
+    by tokens alone (a quarter of the budget), as before: older large turns go."""
+    window = PriorityWindow(2048, keeping=Keeping())
+    for i in range(12):
+        window.add("user" if i % 2 == 0 else "assistant", text(i, 172))
+    assert len([e for e in window.entries() if e.seq >= 8]) < 4
+
+
+def test_recent_messages_is_checked() -> None:
+    try:
+        Keeping(recent_messages=-1)
+    except ValueError as exc:
+        assert "recent_messages" in str(exc)
+    else:
+        raise AssertionError("a negative recent_messages was accepted")
+
+
+def preview_states(share: float) -> list[str | None]:
+    """The states, in a manager's preview at 2,048 tokens with recall, of the newest two
+    of 16 turns of about 700 tokens each."""
+    from ctxwindow import ContextManager
+    from ctxwindow.archive.sqlite import SQLiteArchive
+    from ctxwindow.recall import RecallPolicy
+
+    manager = ContextManager(
+        "memory://", "gpt-4o", budget=2048, archive=SQLiteArchive(), reserve_output=0,
+        prefetch=False, recall=RecallPolicy(recent_share=share),
+    )  # fmt: skip
+    ids = []
+    for i in range(16):
+        role = "user" if i % 2 == 0 else "assistant"
+        ids.append(manager.add("s", {"role": role, "content": text(i, 172)}).id)
+    context = manager.preview("s", {"role": "user", "content": "What about refund A-1042?"})
+    assert context.report.recalled_entries > 0 and context.total_tokens <= 2048
+    states = {d.id: d.state for d in context.report.decisions if d.in_context}
+    return [states.get(i) for i in ids[-2:]]
+
+
+def test_the_manager_keeps_recent_turns_compressed_beside_what_it_recalls() -> None:
+    """Through ``ContextManager`` with recall (the eval's and the service's path), the
+    newest messages before the question are sent as the window holds them (the older
+    compressed) beside the recalled turns, as many as fit in ``recent_share`` of the
+    budget. A recent message the window still holds whole counts whole: the window
+    compresses only when it must evict (docs/context.md)."""
+    assert preview_states(0.5) == ["compressed", "kept"]
