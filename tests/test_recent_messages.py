@@ -109,3 +109,23 @@ def test_the_manager_keeps_recent_turns_compressed_beside_what_it_recalls() -> N
     budget. A recent message the window still holds whole counts whole: the window
     compresses only when it must evict (docs/context.md)."""
     assert preview_states(0.5) == ["compressed", "kept"]
+
+
+def test_a_recent_message_that_cannot_be_compressed_goes_in_its_turn() -> None:
+    """An image of ~770 tokens among the newest messages at 2,048 (above the quarter, and
+    nothing to compress): the other long ones are compressed, then the oldest goes; the
+    image is not evicted ahead of it for failing to compress."""
+    image = {"role": "user", "content": [
+        {"type": "text", "text": "收据 📦"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/r.png", "detail": "high"}},
+    ]}  # fmt: skip
+    window = hybrid_policy()(2048, TOKENIZER)
+    oldest = window.add("assistant", text(0, 150))
+    kept = window.add(image)
+    assert oldest is not None and kept is not None
+    assert kept.tokens > window.compress_threshold
+    window.add("assistant", text(2, 150))
+    window.add("user", text(3, 150))
+    held = {e.seq: e for e in window.entries()}
+    assert kept.seq in held and oldest.seq not in held
+    assert "compressed" in held[2].metadata and 3 in held

@@ -287,7 +287,9 @@ class PriorityWindow(FoldingWindow):
 
     def _shrink(self, unit: Unit, excess: int) -> bool:
         if unit is self._queue.lent:  # a recent unit: made smaller, kept among the newest
-            return self._compress(unit, self.compress_threshold // 2, self._cause)
+            if not self._compress(unit, self.compress_threshold // 2, self._cause):
+                self._queue.not_compressed(unit)  # it goes in its turn, not before older ones
+            return True
         return self._compress(unit, unit.size - excess, self._cause)
 
     def _replace(self, unit: Unit, entries: list[Entry], size: int) -> None:

@@ -48,6 +48,7 @@ class VictimQueue:
         self._recent_tokens = 0
         self._recent_messages = 0
         self.lent: Unit | None = None  # taken from the tail to be compressed, to come back
+        self._tried: set[int] = set()  # seqs of recent units whose compression failed
         self._heaps: dict[str, list[HeapKey]] = {}
         self.latest_user: Unit | None = None  # raised to HIGH while it is the latest
 
@@ -91,6 +92,13 @@ class VictimQueue:
             self.latest_user = None
         if unit is self.lent:
             self.lent = None
+        self._tried.discard(unit.seq)
+
+    def not_compressed(self, unit: Unit) -> None:
+        """The lent ``unit`` could not be made smaller: back to the tail as it was, to go
+        in its turn (oldest first), not before older units."""
+        self._tried.add(unit.seq)
+        self.replaced(unit)
 
     def replaced(self, unit: Unit) -> None:
         """``unit`` was compressed in place: back to the recent tail if it was taken from
@@ -107,6 +115,7 @@ class VictimQueue:
         self._recent.clear()
         self._recent_tokens = self._recent_messages = 0
         self.lent = None
+        self._tried.clear()
         self._heaps.clear()
         self.latest_user = None
 
@@ -167,7 +176,8 @@ class VictimQueue:
         candidates = [u for u in self._recent if u is not keep and category in (None, u.category)]
         if not candidates:
             return None
-        self.lent = next((u for u in candidates if self._compressible(u)), None)
+        compressible = (u for u in candidates if u.seq not in self._tried and self._compressible(u))
+        self.lent = next(compressible, None)
         oldest = next((u for u in candidates if u is not self.latest_user), candidates[0])
         unit = self.lent or oldest
         self._recent.remove(unit)
