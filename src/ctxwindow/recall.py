@@ -35,6 +35,10 @@ from dataclasses import dataclass, field, replace
 
 from ctxwindow.messages import Unit
 
+RECENT_MESSAGES = 4
+"""The newest messages every context keeps (the recall's ``recent_messages``, the hybrid
+window's ``Keeping.recent_messages``)."""
+
 
 @dataclass(frozen=True)
 class RecallPolicy:
@@ -53,7 +57,7 @@ class RecallPolicy:
     """The share of a hit's score given to the turns 1, 2, 3... places away."""
     min_share: float = 0.1
     """Candidates below this share of the best hit's own score are not recalled."""
-    recent_messages: int = 4
+    recent_messages: int = RECENT_MESSAGES
     """The newest messages before the question that every context keeps, whatever recall finds."""
     recent_share: float = 0.5
     """The most of the budget those take together: fewer are kept when they take more."""

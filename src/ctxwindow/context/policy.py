@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ctxwindow.policies import Folding, Keeping, PriorityWindow, Window
+from ctxwindow.recall import RECENT_MESSAGES
 from ctxwindow.tokens.chat import ChatTokenizer
 from ctxwindow.tokens.defaults import default_models
 from ctxwindow.tokens.registry import ModelRegistry
@@ -32,7 +33,6 @@ COMPRESSORS = ("chain", "structured", "extractive", "truncate", "off")
 
 
 LOW_WATER = 0.85  # the hybrid's step: down to 85 % of the room beside what is pinned
-RECENT_MESSAGES = 4  # the newest messages the hybrid keeps, compressed if they must be
 
 
 def hybrid_policy(

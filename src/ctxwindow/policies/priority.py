@@ -42,7 +42,7 @@ from ctxwindow.policies.explain import Context, Report
 from ctxwindow.policies.folding import Folding, Folds
 from ctxwindow.policies.folding_window import FoldingWindow
 from ctxwindow.policies.journal import Journal
-from ctxwindow.policies.kept import in_steps, keep_last, leave_out, unit_tokens
+from ctxwindow.policies.kept import keep_last, leave_out, unit_tokens
 from ctxwindow.policies.rules import (
     Keeping,
     Priority,
@@ -444,10 +444,8 @@ class PriorityWindow(FoldingWindow):
         order = keep_last([*(unit for unit in waiting if unit is not newest), newest], keep)
         excess = self._kept.used - budget
         if stepped:
-            on = budget if grid is None else min(grid, self._budget)
             most = sum(unit.size for unit in waiting) - newest.size
-            beyond = max(self._kept.used - on, 0)
-            excess = max(excess, in_steps(beyond, on - self.step_target(on), most))
+            excess = self._narrowed_excess(self._kept.used, budget, grid, most)
         left = leave_out(order, excess, lambda unit: unit.size)
         kept = self._kept.used - sum(unit.size for unit in left)
         if kept > budget:  # a call waiting for its results stays, as in every window

@@ -117,9 +117,7 @@ class WindowView(ABC):
             most = sum(map(unit_tokens, units[:-1]))  # all but the newest
             excess = tokens - max_tokens
             if self.budget_in_tokens:
-                on = max_tokens if grid is None else grid
-                stepped = in_steps(max(tokens - on, 0), on - self.step_target(on), most)
-                excess = max(excess, stepped)
+                excess = self._narrowed_excess(tokens, max_tokens, grid, most)
             left = leave_out(keep_last(units, keep), excess, unit_tokens)
             tokens -= sum(unit_tokens(unit) for unit in left)
             if tokens > max_tokens:
@@ -133,6 +131,14 @@ class WindowView(ABC):
         extra = sum(map(unit_tokens, added))
         stable = self.stable_prefix(messages, left, added)
         return Context(messages, tokens + extra, report).with_stable(stable, self.last_step)
+
+    def _narrowed_excess(self, used: int, budget: int, grid: int | None, most: int) -> int:
+        """What a build narrowed to ``budget`` leaves out of ``used`` tokens: whole steps of
+        ``grid`` (``budget`` if None; at most the window's; ``in_steps``, never past ``most``
+        for the rounding), then just what ``budget`` needs beyond them."""
+        on = budget if grid is None else min(grid, self._budget)
+        stepped = in_steps(max(used - on, 0), on - self.step_target(on), most)
+        return max(used - budget, stepped)
 
     def preview(self, role_or_message: str | Mapping[str, Any], content: Any = None) -> Context:
         """The context this window would hold if the message were added now; read-only.
