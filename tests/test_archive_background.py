@@ -58,9 +58,9 @@ class GatedArchive(SQLiteArchive):
             raise StoreError("the archive's disk is full")
         return super().index(session_id, batch, user_id=user_id, through=through)
 
-    def search(self, *args: Any, **kwargs: Any) -> Any:
+    def scores(self, *args: Any, **kwargs: Any) -> Any:  # recall's search
         self.searches += 1
-        return super().search(*args, **kwargs)
+        return super().scores(*args, **kwargs)
 
     def indexed(self) -> list[int]:
         return sorted(seq for _, seqs, _ in self.calls for seq in seqs)

@@ -37,6 +37,7 @@ def test_a_hit_shares_its_score_with_its_neighbours() -> None:
         {"recent_messages": -1},
         {"recent_share": 1.5},
         {"spread": (2.0,)},
+        {"max_depth": 10},  # below depth
     ],
 )
 def test_a_policy_out_of_range_is_refused(bad: dict[str, Any]) -> None:
@@ -85,6 +86,42 @@ def test_a_query_asks_for_enough_hits_to_fill_its_room() -> None:
     policy = RecallPolicy(depth=50, tokens_per_hit=20)
     assert policy.depth_for(512) == 50  # never fewer than depth
     assert policy.depth_for(8192) == 409
+    assert policy.depth_for(96_000) == policy.max_depth == 512  # bounded, whatever the room
+
+
+class ReadCounting(SQLiteArchive):
+    """Counts the archived entries a search's caller reads (``at``) or a search decodes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read = 0
+
+    def _at(self, session_id: str, seqs: list[int]) -> list[str]:
+        found = super()._at(session_id, seqs)
+        self.read += len(found)
+        return found
+
+    def _load(self, keys: Any) -> dict[int, tuple[str, str]]:
+        found = super()._load(keys)
+        self.read += len(found)
+        return found
+
+
+def test_a_query_reads_only_the_turns_no_query_before_it_read() -> None:
+    """A large room asks for the most hits (``max_depth``); what one query reads fits the
+    session's cache, so the next query that finds the same turns reads none again."""
+    archive = ReadCounting()
+    cm = ContextManager(MemoryStore(), budget=16_000, archive=archive, prefetch=False)
+    for i in range(2500):
+        said = "a parcel left the depot" if i % 4 == 0 else f"invoice {i} is paid"
+        cm.add("s", {"role": "user", "content": f"order {i}: {said}"})
+        cm.add("s", {"role": "assistant", "content": f"noted, order {i}"})
+    cm.drain()
+    cm.build("s", query="where is the parcel from the depot")
+    first = archive.read
+    assert first >= RecallPolicy().max_depth  # a deep query: every hit and its neighbours
+    cm.build("s", query="which parcel left the depot")
+    assert archive.read == first  # the same turns found: all cached, none read again
 
 
 def test_the_floor_is_a_share_of_the_best_hit_not_of_a_lifted_neighbour() -> None:

@@ -53,6 +53,13 @@ class RecallPolicy:
     """The fewest archive hits a query asks for."""
     tokens_per_hit: int = 20
     """A query asks for one hit per this many tokens of room too (``depth_for``)."""
+    max_depth: int = 512
+    """The most hits a query asks for, whatever the room: a search, and what recall does
+    with its hits, cost no more at a budget of 128,000 tokens than at 10,240 (a service's
+    default budget, 3/4 of gpt-4o's window, asked for 4,800, and its session's cache of
+    decoded turns, ``CACHED_UNITS``, could not hold what one query read: every query read
+    and decoded them all again). Rooms up to 10,240 tokens (every LoCoMo budget measured)
+    are not changed by it."""
     spread: tuple[float, ...] = (0.5, 0.25, 0.125)
     """The share of a hit's score given to the turns 1, 2, 3... places away."""
     min_share: float = 0.1
@@ -71,6 +78,8 @@ class RecallPolicy:
                 f"depth, tokens_per_hit and short must be at least 1, got {self.depth}, "
                 f"{self.tokens_per_hit}, {self.short}"
             )
+        if self.max_depth < self.depth:
+            raise ValueError(f"max_depth must be at least depth, got {self.max_depth}")
         if self.recent_messages < 0:
             raise ValueError(f"recent_messages must be 0 or more, got {self.recent_messages}")
         if any(not 0 <= share <= 1 for share in (*self.spread, self.min_share, self.recent_share)):
@@ -97,7 +106,7 @@ class RecallPolicy:
 
     def depth_for(self, room: int) -> int:
         """How many hits a query with ``room`` tokens to fill asks the archive for."""
-        return max(self.depth, room // self.tokens_per_hit)
+        return min(self.max_depth, max(self.depth, room // self.tokens_per_hit))
 
     def floor(self, hits: Mapping[int, float]) -> float:
         """The least score a candidate needs: ``min_share`` of the best hit's own score

@@ -97,6 +97,17 @@ class Ranked:
     score: float
 
 
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """A row as a search ranks it: its score and where each ranking put it (``Hit``'s)."""
+
+    key: int
+    seq: int
+    score: float
+    lexical: int | None
+    dense: int | None
+
+
 class Archive(ABC):
     """Evicted entries, searchable by words (always) and by meaning (with an embedder)."""
 
@@ -175,29 +186,48 @@ class Archive(ABC):
         the other hits are measured on (a share of the best). Only for one
         session's search: other sessions' seqs say nothing of this one's order.
         """
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
         if before is not None and user_id is not None:
             raise ValueError("before applies to one session's search, not with user_id")
-        scope = Scope(check_session_id(session_id), user_id)
+        ranked = self._ranked(Scope(check_session_id(session_id), user_id), query, k, before)
+        rows = self._load([row.key for row in ranked])
+        return [
+            Hit(
+                entry_from_json(rows[row.key][1]),
+                row.score,
+                row.lexical,
+                row.dense,
+                rows[row.key][0],
+            )
+            for row in ranked
+            if row.key in rows  # forgotten between ranking and loading
+        ]
+
+    def scores(
+        self, session_id: str, query: str, *, k: int = 5, before: int | None = None
+    ) -> list[tuple[int, float]]:
+        """``(seq, score)`` of the session's ``k`` best entries for ``query``, as ``search``
+        ranks them, without reading the entries: a caller that holds some of them already
+        reads the others with ``at`` (recall does, for the turns it has not cached)."""
+        ranked = self._ranked(Scope(check_session_id(session_id)), query, k, before)
+        return [(row.seq, row.score) for row in ranked]
+
+    def _ranked(self, scope: Scope, query: str, k: int, before: int | None) -> list[Fused]:
+        """The ``k`` best rows of ``scope`` for ``query`` (said before ``before``), best first."""
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
         depth = max(k, self.depth)
         terms = query_terms(query)
         budget = self.reads_per_hit * depth  # postings a search may read (archive.ranking)
         later = 0 if before is None else LATER
         lexical = self._lexical(scope, terms, depth + later, budget) if terms else []
         lexical = _said_before(lexical, before)[:depth]
-        ranked: list[tuple[int, float, int | None, int | None]]
         if self.embedder is None:
-            ranked = [(row.key, row.score, rank, None) for rank, row in enumerate(lexical[:k], 1)]
-        else:
-            dense, floor = self._dense(scope, query, depth, before) if query.strip() else ([], 0.0)
-            ranked = fuse_scores(lexical, dense, k, self.dense_weight, floor)
-        rows = self._load([key for key, *_ in ranked])
-        return [
-            Hit(entry_from_json(rows[key][1]), score, lexical_rank, dense_rank, rows[key][0])
-            for key, score, lexical_rank, dense_rank in ranked
-            if key in rows  # forgotten between ranking and loading
-        ]
+            return [
+                Fused(row.key, row.seq, row.score, rank, None)
+                for rank, row in enumerate(lexical[:k], 1)
+            ]
+        dense, floor = self._dense(scope, query, depth, before) if query.strip() else ([], 0.0)
+        return fuse(lexical, dense, k, self.dense_weight, floor)
 
     def at(self, session_id: str, seqs: Iterable[int]) -> list[Entry]:
         """The session's archived entries at these seqs, in order (absent ones left out)."""
@@ -344,6 +374,19 @@ def fuse_scores(
             fused[row.key] = fused.get(row.key, 0.0) + weight * share
     best = sorted(fused, key=lambda key: (-fused[key], seq[key], key))[:k]
     return [(key, fused[key], lexical_rank.get(key), dense_rank.get(key)) for key in best]
+
+
+def fuse(
+    lexical: Sequence[Ranked], dense: Sequence[Ranked], k: int, dense_weight: float, floor: float
+) -> list[Fused]:
+    """``fuse_scores`` with each row's seq."""
+    seq = {row.key: row.seq for row in (*lexical, *dense)}
+    return [
+        Fused(key, seq[key], score, lexical_rank, dense_rank)
+        for key, score, lexical_rank, dense_rank in fuse_scores(
+            lexical, dense, k, dense_weight, floor
+        )
+    ]
 
 
 # How many entries at or after ``before`` a lexical search asks for beside its depth: the

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from ctxwindow.archive.base import Archive
 from ctxwindow.context.contracts import ArchiveLike, CoreSettings, EventHook
@@ -55,32 +54,38 @@ class Recalling:
                 return text_of(entry.message)
         return ""
 
-    def search(self, session: Session, query: str, depth: int) -> list[Any]:
+    def search(
+        self, session: Session, query: str, depth: int
+    ) -> tuple[dict[int, float], list[Entry]]:
         """The archive's ``depth`` best hits for ``query`` among the turns said before the
-        session's question: archived as it is asked, the question matches itself best and
-        would set the scale every other hit is measured on (and take a candidate's place)."""
+        session's question (archived as it is asked, the question matches itself best and
+        would set the scale every other hit is measured on, and take a candidate's place):
+        ``seq -> score``, and the entries the search read (none from an ``Archive``, which
+        ranks without reading: ``scored`` says which entries to read)."""
         archive = self.archive
         assert archive is not None
-        if session.question is None:
-            return list(archive.search(session.id, query, k=depth))
-        before = session.question[0].seq
-        if isinstance(archive, Archive):  # leaves it out before ranking and fusion
-            return archive.search(session.id, query, k=depth, before=before)
-        hits = archive.search(session.id, query, k=depth)
-        return [hit for hit in hits if hit.entry.seq < before]
+        before = None if session.question is None else session.question[0].seq
+        if isinstance(archive, Archive):  # leaves them out before ranking and fusion
+            return dict(archive.scores(session.id, query, k=depth, before=before)), []
+        hits = [
+            hit
+            for hit in archive.search(session.id, query, k=depth)
+            if before is None or hit.entry.seq < before
+        ]
+        return {hit.entry.seq: hit.score for hit in hits}, [hit.entry for hit in hits]
 
     def scored(
-        self, session: Session, hits: Sequence[Any]
+        self, session: Session, own: Mapping[int, float], read: Sequence[Entry]
     ) -> tuple[dict[int, float], float, list[int]]:
-        """Each hit's and neighbour's score by seq, the least score recalled, and the seqs
-        to read from the archive.
+        """Each hit's and neighbour's score by seq (``own``: the hits' scores), the least
+        score recalled, and the seqs to read from the archive.
 
-        Only neighbours that could come back are read: a unit scores as its best
-        entry, and nothing below ``RecallPolicy.floor`` is recalled.
+        Only entries that could come back are read, and none the session has cached
+        or the search has ``read``: a unit scores as its best entry, and nothing below
+        ``RecallPolicy.floor`` is recalled.
         """
-        own = {hit.entry.seq: hit.score for hit in hits}
         scores, floor = self.recall.scores(own), self.recall.floor(own)
-        found = set(own)
+        found = {entry.seq for entry in read}
         return (
             scores,
             floor,
@@ -91,11 +96,9 @@ class Recalling:
             ],
         )
 
-    def uncached(
-        self, session: Session, hits: Sequence[Any], around: Sequence[Entry]
-    ) -> list[Entry]:
-        """The entries found whose unit the session has not cached yet."""
-        return [e for e in (*(hit.entry for hit in hits), *around) if e.seq not in session.units]
+    def uncached(self, session: Session, *read: Sequence[Entry]) -> list[Entry]:
+        """The entries read whose unit the session has not cached yet."""
+        return [e for entries in read for e in entries if e.seq not in session.units]
 
     def cache(self, session: Session, unit: Unit) -> None:
         """Keep a whole archived unit for later queries (entries are never rewritten)."""

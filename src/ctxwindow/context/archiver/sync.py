@@ -129,11 +129,11 @@ class Archiver:
         if whole:
             self._archive(session.id)
         started = time.perf_counter()
-        hits = run_blocking(core.search, session, query, depth)
-        scores, floor, missing = core.scored(session, hits)
-        around = run_blocking(archive.at, session.id, missing)
+        own, found = run_blocking(core.search, session, query, depth)
+        scores, floor, missing = core.scored(session, own, found)
+        read = run_blocking(archive.at, session.id, missing)
         core.searched(started)
-        for entry in core.uncached(session, hits, around):
+        for entry in core.uncached(session, found, read):
             core.cache(session, self._whole_unit(session.id, entry))
         ranked = core.ranked(session, scores, floor)
         session.recall = (key, ranked) if whole else None  # kept only if it saw every turn
