@@ -5,33 +5,40 @@ answers at once) and ``python -m ctxwindow.server`` forwarding to it. Linux
 only: CPU time is read from ``/proc``. Three parts, in one run:
 
 1. CPU per request. For each store (a SQLite file, Redis, PostgreSQL), with
-   the archive off and on, M sequential non-streamed chat completions
-   (gpt-4o), each a new ~15-word user turn: without a session (stateless:
-   the same 10-message history each time, plus the new turn) and on sessions
-   of 10, 2,000 and 20,000 stored messages. CPU = utime + stime of every
-   process in the service's process group (its workers too), read from
-   ``/proc/<pid>/stat`` before and after the batch, divided by M; the same
-   for the fake upstream's process. Each batch follows a few unmeasured
-   warm-up requests. The table puts the two side by side, with their ratio
-   and the ratio to the 10-message session of the same store and archive.
+   the archive off, on searched by words alone (``words``) and on as by
+   default (words and meaning, ``on``), M sequential non-streamed chat
+   completions (gpt-4o), each a new ~15-word user turn: without a session
+   (stateless: the same 10-message history each time, plus the new turn) and
+   on sessions of 10, 2,000 and 20,000 stored messages (``on``: the
+   ``--embedder-sizes``). CPU = utime + stime of every process in the
+   service's process group (its workers too), read from ``/proc/<pid>/stat``
+   before and after the batch, divided by M; the same for the fake
+   upstream's process. Each batch follows a few unmeasured warm-up requests.
+   The table sets each row beside the floor's at the same size (``on``: the
+   embedding floor's) and beside the 10-message row of the same setting.
 2. Cold session: the first request on the largest session, sent to a
    service process that has never loaded it (wall time and service CPU).
    That process has answered a stateless request and the smaller sessions
    first, so what is measured is the session's load, not the process's.
 3. Load: 20 concurrent sessions x 10 turns straight to the fake upstream,
-   then through the minimal proxy (``FLOOR_PROXY``, also measured in part 1:
-   the least a Python proxy on this stack costs), then through the service
-   (SQLite store; one process, then ``--workers 2``).
+   then through the floor proxies, then through the service (SQLite store;
+   archive by words, the defaults, the defaults with ``--workers 2``).
+
+The floor (``FLOOR_PROXY``, measured first, at every size): a plain stateful
+proxy that reads the newest 20 stored messages in one indexed query, appends
+the new turn, forwards both and stores the reply; the embedding floor also
+embeds each message it stores with the service's default embedder.
 
 Per store, one service process (archive off) prefills the sessions through
 the sessions API, in batches of 500: alternating user/assistant texts of
 20-60 words, some Chinese or Japanese, from a seeded ``random.Random``, never
-the same text twice. Fresh processes then serve the same sessions: archive
-off, archive on (its worker indexes the whole session in the background after
-the first request, which does not wait for it), archive
-on again (it finds the session indexed). The first request each of them
-sends to the largest session is a cold one. Session ids are new in every run
-(Redis db 11, PostgreSQL database ``test``) and are deleted at the end.
+the same text twice. Fresh processes then serve the same sessions, each
+archive setting with an archive file of its own: off, words, on (the
+worker indexes the whole session in the background after the first
+request, which does not wait for it), then words and on again (they find
+the session indexed). The first request each of them sends to the largest
+session is a cold one. Session ids are new in every run (Redis db 11,
+PostgreSQL database ``test``) and are deleted at the end.
 
 Nothing here asserts a time: the targets print PASS or MISS.
 """
@@ -42,11 +49,13 @@ import argparse
 import asyncio
 import contextlib
 import datetime
+import json
 import os
 import platform
 import random
 import signal
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -77,7 +86,9 @@ SERVER_URLS = {
     "redis": "redis://127.0.0.1:6379/11",
     "postgresql": "postgresql://127.0.0.1:5432/test",
 }
-TARGETS = {"stateless": 1.0, "session": 2.0, "sizes": 1.3, "throughput": 0.70, "cold": 0.3}
+TARGETS = {"stateless": 1.5, "session": 2.0, "sizes": 1.3, "throughput": 0.70, "cold": 0.3}
+"""Service / floor CPU per request (stateless, session), the largest session / 10 messages,
+the service's throughput / the floor's, seconds for a cold session's first request."""
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 FAKE_UPSTREAM = r"""
@@ -103,44 +114,73 @@ app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]), R
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
 """
 
+FLOOR_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS m (session TEXT, seq INTEGER, body BLOB, vector BLOB,"
+    " PRIMARY KEY (session, seq)) WITHOUT ROWID"
+)
+FLOOR_HISTORY = 20  # stored messages the floor forwards before the new turn
+
 FLOOR_PROXY = r"""
 import sqlite3, sys, orjson, httpx, uvicorn
-from ctxwindow.tokens import chat_tokenizer
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-tokenizer = chat_tokenizer("gpt-4o")  # ctxwindow's offline o200k_base counter
-db = sqlite3.connect(sys.argv[3], check_same_thread=False)
+port, upstream_url, path, schema, history, embed = sys.argv[1:]
+db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
 db.execute("PRAGMA journal_mode=WAL")
 db.execute("PRAGMA synchronous=NORMAL")
-db.execute("CREATE TABLE IF NOT EXISTS m (session TEXT, seq INTEGER, tokens INTEGER, body TEXT)")
-client = httpx.AsyncClient(base_url=sys.argv[2], timeout=60)
+db.execute(schema)
+client = httpx.AsyncClient(base_url=upstream_url, timeout=60)
+if embed == "yes":  # the same model as the service's archive, each stored message embedded once
+    from ctxwindow.archive.embedders import default_embedder
+    embedder = default_embedder()
 
-def keep(session, message):
-    tokens = tokenizer.message_tokens(message)
-    with db:
-        db.execute("INSERT INTO m VALUES (?, 0, ?, ?)", (session, tokens, orjson.dumps(message)))
+def vectors(messages):
+    if embed != "yes":
+        return [None] * len(messages)
+    return [orjson.dumps(v) for v in embedder.embed_passages([m["content"] for m in messages])]
+
+def append(session, messages):
+    # the newest stored messages in one indexed query, then the new ones after them
+    rows = db.execute("SELECT seq, body FROM m WHERE session = ? ORDER BY seq DESC LIMIT ?",
+                      (session, int(history))).fetchall()
+    last = rows[0][0] if rows else 0
+    db.execute("BEGIN")
+    db.executemany("INSERT INTO m VALUES (?, ?, ?, ?)", [
+        (session, last + i, orjson.dumps(m), v)
+        for i, (m, v) in enumerate(zip(messages, vectors(messages)), 1)
+    ])
+    db.execute("COMMIT")
+    return [orjson.loads(body) for _, body in reversed(rows)], last + len(messages)
+
+def store(session, seq, message):
+    db.execute("INSERT INTO m VALUES (?, ?, ?, ?)",
+               (session, seq, orjson.dumps(message), vectors([message])[0]))
 
 async def chat(request):
     body = orjson.loads(await request.body())
     session = request.headers.get("x-session-id")
     if session is not None:
-        keep(session, body["messages"][-1])
+        stored, last = append(session, body["messages"])
+        body["messages"] = stored + body["messages"]
     upstream = await client.post("/chat/completions", content=orjson.dumps(body),
                                  headers={"content-type": "application/json"})
     if session is not None:
-        keep(session, orjson.loads(upstream.content)["choices"][0]["message"])
+        store(session, last + 1, orjson.loads(upstream.content)["choices"][0]["message"])
     return Response(upstream.content, media_type="application/json")
 
 async def up(request):
     return JSONResponse({})
 
 app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"]), Route("/", up)])
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+uvicorn.run(app, host="127.0.0.1", port=int(port), log_level="warning")
 """
-"""The floor: the least a Python proxy does per request (uvicorn + Starlette, orjson,
-httpx to the upstream; with a session, count and insert both messages in SQLite)."""
+"""The floor: the least a stateful Python proxy does per request (uvicorn + Starlette, orjson,
+httpx to the upstream; with a session: read the newest ``FLOOR_HISTORY`` stored messages in one
+indexed query, append the new turn, forward both, store the reply; no budget, no counting, no
+archive). ``embed=yes``: each stored message also embedded once, by the service's default
+embedder (the least recall by meaning costs)."""
 
 
 # -- workload ------------------------------------------------------------------------
@@ -265,18 +305,58 @@ def upstream_process(port: int) -> contextlib.AbstractContextManager[Process]:
 
 
 @contextlib.contextmanager
-def floor_process(upstream: Process) -> Iterator[Process]:
-    """``FLOOR_PROXY`` in front of ``upstream``, its SQLite file in a temporary folder."""
+def floor_process(
+    upstream: Process,
+    sessions: dict[str, list[dict[str, str]]] | None = None,
+    *,
+    embed: bool = False,
+) -> Iterator[Process]:
+    """``FLOOR_PROXY`` in front of ``upstream``, its SQLite file in a temporary folder, the
+    ``sessions`` (id -> messages) written into it before it starts."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="bench-floor-") as folder:
-        args = [sys.executable, "-c", FLOOR_PROXY, str(port), f"{upstream.url}/v1",
-                str(Path(folder) / "floor.db")]  # fmt: skip
+        path = Path(folder) / "floor.db"
+        with contextlib.closing(sqlite3.connect(path)) as db, db:
+            db.execute(FLOOR_SCHEMA)
+            db.executemany(
+                "INSERT INTO m VALUES (?, ?, ?, NULL)",
+                [
+                    (session, seq, json.dumps(message))
+                    for session, messages in (sessions or {}).items()
+                    for seq, message in enumerate(messages, 1)
+                ],
+            )
+        args = [sys.executable, "-c", FLOOR_PROXY, str(port), f"{upstream.url}/v1", str(path),
+                FLOOR_SCHEMA, str(FLOOR_HISTORY), "yes" if embed else "no"]  # fmt: skip
         with running(args, port, "/", {}, Path(folder) / "floor.log") as proxy:
             yield proxy
 
 
+@dataclass(frozen=True)
+class Setting:
+    """How a service is configured: its archive and its embedder."""
+
+    label: str
+    archive: bool
+    embedder: bool
+
+    def env(self, folder: Path) -> dict[str, str]:
+        if not self.archive:
+            return {"CTXWINDOW_ARCHIVE": "off"}
+        # an archive file per setting, so that one does not inherit another's index
+        env = {"CTXWINDOW_ARCHIVE": str(folder / f"archive-{self.label}.db")}
+        return env if self.embedder else {**env, "CTXWINDOW_EMBEDDER": "off"}
+
+
+OFF = Setting("off", archive=False, embedder=False)
+WORDS = Setting("words", archive=True, embedder=False)
+DEFAULTS = Setting("on", archive=True, embedder=True)
+"""The archive settings measured: off; on, searched by words alone; on as by default (words and
+meaning, the packaged embedder)."""
+
+
 def service_process(
-    upstream: Process, store: str, folder: Path, *, archive: bool = True, workers: int = 1
+    upstream: Process, store: str, folder: Path, setting: Setting = DEFAULTS, *, workers: int = 1
 ) -> contextlib.AbstractContextManager[Process]:
     """``python -m ctxwindow.server`` over ``store``; its output goes to ``folder``/service.log."""
     port = free_port()
@@ -284,9 +364,11 @@ def service_process(
         sys.executable, "-m", "ctxwindow.server", "--port", str(port), "--upstream",
         f"{upstream.url}/v1", "--store", store, "--workers", str(workers),
     ]  # fmt: skip
-    env = {"CTXWINDOW_DATA_DIR": str(folder), "CTXWINDOW_MAX_MESSAGES_PER_SESSION": "100000"}
-    if not archive:
-        env["CTXWINDOW_ARCHIVE"] = "off"
+    env = {
+        "CTXWINDOW_DATA_DIR": str(folder),
+        "CTXWINDOW_MAX_MESSAGES_PER_SESSION": "100000",
+        **setting.env(folder),
+    }
     return running(args, port, "/healthz", env, folder / "service.log")
 
 
@@ -341,7 +423,7 @@ class Run:
             raise ServiceError(f"{response.status_code} from POST {url}: {response.text[:500]}")
         return seconds
 
-    def backlog(self, service: Process, seconds: float = 300.0) -> float | None:
+    def backlog(self, service: Process, seconds: float = 1800.0) -> float | None:
         """Wait until the service's archive has nothing queued (``ctxwindow_archive_queued``
         is 0); the largest backlog seen, None if there was none (or no archive)."""
         deadline, seen = time.monotonic() + seconds, 0.0
@@ -406,8 +488,8 @@ def delete(run: Run, service: Process, session: str) -> None:
 
 @dataclass
 class Row:
-    store: str
-    archive: str
+    store: str  # "floor" for the floor proxy
+    archive: str  # a Setting's label; the floor's: "-", or "embed" (it embeds what it stores)
     size: int | None  # None: stateless
     batch: Batch
 
@@ -428,8 +510,22 @@ class Cold:
 @dataclass
 class Results:
     sizes: tuple[int, ...]
+    embedder_sizes: tuple[int, ...]  # the sizes the default embedder is measured at
     rows: list[Row] = field(default_factory=list)
     colds: list[Cold] = field(default_factory=list)
+
+    def sizes_of(self, setting: Setting) -> tuple[int, ...]:
+        return self.embedder_sizes if setting.embedder else self.sizes
+
+    def floor(self, row: Row) -> Row | None:
+        """The floor's row to set ``row`` beside: the same size, embedding if ``row``'s
+        service embeds (stateless: the plain floor's)."""
+        embeds = row.archive == DEFAULTS.label and row.size is not None
+        archive = "embed" if embeds else "-"
+        return next(
+            (r for r in self.rows if (r.store, r.archive, r.size) == ("floor", archive, row.size)),
+            None,
+        )
 
 
 @dataclass
@@ -449,43 +545,47 @@ class StoreBench:
     def __call__(self) -> None:
         try:
             self._prefill()
-            self._served("off", archive=False)
-            self._served("on", archive=True)
+            for setting in (OFF, WORDS, DEFAULTS):
+                self._served(setting)
             self._indexed()
         finally:
             self._delete()
 
-    def service(self, archive: bool) -> contextlib.AbstractContextManager[Process]:
-        return service_process(self.run.upstream, self.url, self.folder, archive=archive)
+    def service(self, setting: Setting) -> contextlib.AbstractContextManager[Process]:
+        return service_process(self.run.upstream, self.url, self.folder, setting)
 
     def _prefill(self) -> None:
         start = time.perf_counter()
-        with self.service(archive=False) as service:
+        with self.service(OFF) as service:
             for size, session in self.sessions.items():
                 prefill(self.run, service, session, size)
         seconds = time.perf_counter() - start
         note(f"{self.store}: prefilled {sum(self.results.sizes):,} messages in {seconds:.1f} s")
 
-    def _served(self, archive_label: str, archive: bool) -> None:
+    def _served(self, setting: Setting) -> None:
         """Stateless, then each session: its first request (cold for the largest), a batch."""
         history = self.run.texts.messages(STATELESS_HISTORY)
-        with self.service(archive) as service:
-            self._row(archive_label, None, batch(self.run, service, None, history))
-            for size, session in self.sessions.items():
-                self._first(service, size, session, archive_label)
-                self._row(archive_label, size, batch(self.run, service, session, []))
+        sizes = self.results.sizes_of(setting)
+        with self.service(setting) as service:
+            self._row(setting.label, None, batch(self.run, service, None, history))
+            for size in sizes:
+                session = self.sessions[size]
+                self._first(service, size, session, setting.label, cold=size == max(sizes))
+                self._row(setting.label, size, batch(self.run, service, session, []))
 
     def _indexed(self) -> None:
-        """A fresh process with the archive on, which finds the sessions indexed: cold again."""
-        with self.service(archive=True) as service:
-            self.run.chat(service, None, [])
-            for size, session in self.sessions.items():
-                self._first(service, size, session, "on, indexed")
+        """Fresh processes whose archive holds the sessions (indexed by the runs before): the
+        first request on the largest session, cold again."""
+        for setting in (WORDS, DEFAULTS):
+            largest = max(self.results.sizes_of(setting))
+            with self.service(setting) as service:
+                self.run.chat(service, None, [])
+                self._first(service, largest, self.sessions[largest], f"{setting.label}, indexed")
 
     def _delete(self) -> None:
         """Delete the sessions through a fresh service (archive on: its entries go too)."""
         try:
-            with self.service(archive=True) as service:
+            with self.service(WORDS) as service:
                 for session in self.sessions.values():
                     delete(self.run, service, session)
         except (RuntimeError, httpx.HTTPError) as exc:
@@ -497,7 +597,9 @@ class StoreBench:
         shown = size_label(size)
         note(f"{self.store}, archive {archive_label}, {shown}: {measured.service_ms:.2f} ms")
 
-    def _first(self, service: Process, size: int, session: str, archive_label: str) -> None:
+    def _first(
+        self, service: Process, size: int, session: str, archive_label: str, cold: bool = True
+    ) -> None:
         """The session's first request; then, outside what is measured, wait until the
         archive has indexed what the session queued (in the background)."""
         cpu = service.cpu()
@@ -505,21 +607,36 @@ class StoreBench:
         wall = self.run.chat(service, session, [])
         cpu = service.cpu() - cpu
         backlog = self.run.backlog(service)
-        if size == max(self.results.sizes):
+        if cold:
             caught_up = None if backlog is None else time.perf_counter() - started
             self.results.colds.append(Cold(self.store, archive_label, size, wall, cpu, caught_up))
             note(f"{self.store}, archive {archive_label}: cold {size:,} in {wall:.2f} s")
 
 
-def bench_stores(run: Run, stores: list[str], sizes: tuple[int, ...]) -> Results:
-    """Parts 1 and 2 for each store that answers; a store stops at its first error."""
-    results = Results(sizes)
-    with floor_process(run.upstream) as proxy:
+def bench_floor(run: Run, results: Results) -> None:
+    """The floor proxy at every size, its sessions written in before it starts; then the
+    floor that embeds what it stores, at the default embedder's sizes."""
+    texts = Texts(SEED + 1)
+    sessions = {size: f"floor-{run.run_id}-{size}" for size in results.sizes}
+    stored = {sessions[size]: texts.messages(size) for size in results.sizes}
+    with floor_process(run.upstream, stored) as proxy:
         history = run.texts.messages(STATELESS_HISTORY)
         results.rows.append(Row("floor", "-", None, batch(run, proxy, None, history)))
-        session = f"floor-{run.run_id}"
-        results.rows.append(Row("floor", "-", 10, batch(run, proxy, session, [])))
-        note("floor proxy measured")
+        for size, session in sessions.items():
+            results.rows.append(Row("floor", "-", size, batch(run, proxy, session, [])))
+    note("floor proxy measured")
+    with floor_process(run.upstream, stored, embed=True) as proxy:
+        for size in results.embedder_sizes:
+            results.rows.append(Row("floor", "embed", size, batch(run, proxy, sessions[size], [])))
+    note("floor proxy with the embedder measured")
+
+
+def bench_stores(
+    run: Run, stores: list[str], sizes: tuple[int, ...], embedder_sizes: tuple[int, ...]
+) -> Results:
+    """Parts 1 and 2 for each store that answers; a store stops at its first error."""
+    results = Results(sizes, embedder_sizes)
+    bench_floor(run, results)
     for store in stores:
         with tempfile.TemporaryDirectory(prefix=f"bench-{store}-") as folder:
             url = store_url(store, Path(folder))
@@ -538,33 +655,41 @@ def size_label(size: int | None) -> str:
     return "stateless" if size is None else f"{size:,} msgs"
 
 
-def print_cpu(rows: list[Row], requests: int) -> None:
+def print_cpu(results: Results, requests: int) -> None:
     rule(f"1. CPU per request, {requests} sequential requests per row (+{WARMUP} warm-up)")
-    print("   service = utime+stime of the service's processes; upstream = the fake upstream's;")
-    print("   'floor' = a minimal proxy in the service's place (uvicorn + Starlette + orjson +")
-    print("   httpx; with a session it counts and inserts both messages in SQLite, nothing more)")
-    print("   x 10 msgs = service CPU / the 10-message row of the same store and archive")
+    print("   service = utime+stime of the service's processes, every thread (its archive's")
+    print("   worker too); upstream = the fake upstream's. 'floor' = a plain proxy in the")
+    print("   service's place (uvicorn + Starlette + orjson + httpx; with a session it reads the")
+    print(f"   newest {FLOOR_HISTORY} stored messages in one indexed SQLite query, appends the new")
+    print("   turn, forwards both, stores the reply); 'embed' = the floor that also embeds each")
+    print("   message it stores with the service's default embedder, once.")
+    print("   archive: off; 'words' = on, searched by words alone (embedder off); 'on' = the")
+    print("   defaults (words and meaning). / floor = service CPU / the floor's at that size")
+    print("   ('on': the embedding floor's); x 10 msgs = / the 10-message row of that setting")
     print(
         f"   {'store':<11} {'archive':<8} {'session':<11} {'service':>9} {'upstream':>9}"
-        f" {'svc/up':>7} {'x 10 msgs':>9} {'wall p50':>9}"
+        f" {'/ floor':>8} {'x 10 msgs':>9} {'wall p50':>9}"
     )
+    rows = results.rows
     base = {(r.store, r.archive): r.batch.service_ms for r in rows if r.size == 10}
     for row in rows:
         b, ten = row.batch, base.get((row.store, row.archive), 0.0)
         versus = ratio(b.service_ms, ten) if row.size is not None and ten else ""
+        floor = results.floor(row) if row.store != "floor" else None
+        over = ratio(b.service_ms, floor.batch.service_ms) if floor is not None else ""
         print(
             f"   {row.store:<11} {row.archive:<8} {size_label(row.size):<11}"
             f" {b.service_ms:>6.2f} ms {b.upstream_ms:>6.2f} ms"
-            f" {ratio(b.service_ms, b.upstream_ms):>7} {versus:>9} {b.wall_ms:>6.2f} ms"
+            f" {over:>8} {versus:>9} {b.wall_ms:>6.2f} ms"
         )
 
 
 def print_cold(colds: list[Cold]) -> None:
     rule("2. Cold session: the first request on a session the service process never loaded")
-    print("   'on' = the archive starts empty: the worker indexes the session in the background")
-    print("   while the first search uses what is indexed ('archive caught up': wall from the")
-    print("   request's start until nothing is queued, polled on /metrics; not the request's);")
-    print("   'on, indexed' = a fresh process whose archive already holds the session")
+    print("   'words', 'on' = the archive starts empty: the worker indexes the session in the")
+    print("   background while the first search uses what is indexed ('archive caught up': wall")
+    print("   from the request's start until nothing is queued, polled on /metrics; not the")
+    print("   request's); ', indexed' = a fresh process whose archive already holds the session")
     print(
         f"   {'store':<11} {'archive':<12} {'session':<12} {'wall':>9} {'service CPU':>12}"
         f" {'archive caught up':>18}"
@@ -636,45 +761,52 @@ def load(run: Run, target: Process, service: Process | None, label: str) -> Load
 @dataclass
 class LoadResults:
     direct: Load
-    served: dict[int, Load]  # by number of workers
-    floor: Load | None = None  # through FLOOR_PROXY
+    floor: Load  # through FLOOR_PROXY
+    floor_embed: Load  # through FLOOR_PROXY embedding what it stores
+    served: dict[str, Load]  # by label: "words", "on", "on, --workers 2"
 
 
 def bench_load(run: Run) -> LoadResults:
-    """Direct, then through a service of 1 and of 2 workers; one that fails is left out."""
+    """Direct, through the floors, then through the service (archive by words; defaults; the
+    defaults with 2 workers); one that fails is left out."""
     direct = load(run, run.upstream, None, f"d-{run.run_id}")
     with floor_process(run.upstream) as proxy:
         floor = load(run, proxy, proxy, f"f-{run.run_id}")
-    served: dict[int, Load] = {}
-    for workers in (1, 2):
+    with floor_process(run.upstream, embed=True) as proxy:
+        floor_embed = load(run, proxy, proxy, f"fe-{run.run_id}")
+    served: dict[str, Load] = {}
+    for setting, workers in ((WORDS, 1), (DEFAULTS, 1), (DEFAULTS, 2)):
+        label = setting.label + (f", --workers {workers}" if workers > 1 else "")
         with tempfile.TemporaryDirectory(prefix="bench-load-") as folder:
             url = store_url("sqlite", Path(folder))
             try:
-                with service_process(run.upstream, url, Path(folder), workers=workers) as service:
-                    served[workers] = load(run, service, service, f"s{workers}-{run.run_id}")
+                with service_process(
+                    run.upstream, url, Path(folder), setting, workers=workers
+                ) as service:
+                    served[label] = load(run, service, service, f"s{len(served)}-{run.run_id}")
             except (RuntimeError, httpx.HTTPError) as exc:
-                run.problem(f"load, --workers {workers}: stopped: {exc}")
-    return LoadResults(direct, served, floor)
+                run.problem(f"load, archive {label}: stopped: {exc}")
+    return LoadResults(direct, floor, floor_embed, served)
 
 
 def print_load(results: LoadResults) -> None:
     rule(f"3. Load: {SESSIONS} concurrent sessions x {TURNS} turns, loopback, SQLite store")
-    print("   CPU/req = CPU time of the service's processes (or the upstream's) / requests")
+    print("   CPU/req = CPU time of the service's processes (or the upstream's) / requests;")
+    print("   / floor = throughput / the floor's ('on': the embedding floor's)")
     print(
         f"   {'':<38} {'throughput':>12} {'p50':>9} {'p99':>9} {'svc CPU/req':>12}"
         f" {'up CPU/req':>11}"
     )
     show_load("fake upstream directly", results.direct)
-    if results.floor is not None:
-        show_load("through the minimal proxy (the floor)", results.floor)
-        print(f"     throughput floor/direct {results.floor.rate / results.direct.rate:.0%}")
-    for workers, through in results.served.items():
-        label = "through ctxwindow serve" + (f" (--workers {workers})" if workers > 1 else "")
-        show_load(label, through)
+    show_load("through the floor proxy", results.floor)
+    show_load("through the floor proxy, embedding", results.floor_embed)
+    for label, through in results.served.items():
+        show_load(f"through ctxwindow serve, archive {label}", through)
+        floor = results.floor if label == WORDS.label else results.floor_embed
+        added = through.p50 - results.direct.p50, through.p99 - results.direct.p99
         print(
-            f"     throughput service/direct {through.rate / results.direct.rate:.0%};"
-            f" added p50 {through.p50 - results.direct.p50:.2f} ms,"
-            f" p99 {through.p99 - results.direct.p99:.2f} ms"
+            f"     / floor {through.rate / floor.rate:.0%};"
+            f" added p50 {added[0]:.2f} ms, p99 {added[1]:.2f} ms"
         )
 
 
@@ -715,25 +847,39 @@ def size_ratios(rows: list[Row]) -> list[Worst]:
     ]
 
 
+def over_floor(results: Results, rows: list[Row]) -> list[Worst]:
+    """Each row's service CPU / its floor's (``Results.floor``)."""
+    return [
+        (row.batch.service_ms / floor.batch.service_ms, row.label())
+        for row in rows
+        if (floor := results.floor(row)) is not None and floor.batch.service_ms > 0
+    ]
+
+
 def print_targets(results: Results, load_results: LoadResults) -> None:
-    rule("Summary (targets)")
-    colds = results.colds
-    rows = [r for r in results.rows if r.store != "floor"]
-    stateless = [(r.batch.service_ms, r.label()) for r in rows if r.size is None]
-    session = [(r.batch.service_ms, r.label()) for r in rows if r.size and r.archive == "on"]
-    show_target(stateless, "stateless", "service CPU/request without a session", "<= 1 ms")
-    show_target(session, "session", "service CPU/request with a session, archive on", "<= 2 ms")
-    show_target(size_ratios(rows), "sizes", "service CPU/request, a size / 10 messages", "<= 1.3x")
-    if 1 in load_results.served:
-        share = load_results.served[1].rate / load_results.direct.rate
-        verdict = "PASS" if share >= TARGETS["throughput"] else "MISS"
-        print(f"   {verdict}  throughput through the service (1 process) / direct: {share:.0%}"
-              " (target >= 70%)")  # fmt: skip
-    else:
-        print("   n/a   throughput through the service (1 process) / direct: not measured")
-    cold = [(c.wall_s, f"{c.store}, archive {c.archive}") for c in colds]
-    largest = f"{max(results.sizes):,}"
-    show_target(cold, "cold", f"cold {largest}-message session, first request", "<= 0.3 s")
+    rule("Summary (targets: the SQLite store; / floor as in part 1)")
+    rows = [r for r in results.rows if r.store == "sqlite"]
+    stateless = over_floor(results, [r for r in rows if r.size is None])
+    show_target(stateless, "stateless", "service / floor CPU per request, stateless", "<= 1.5x")
+    for setting, floor_name in ((WORDS, "floor"), (DEFAULTS, "embedding floor")):
+        mine = [r for r in rows if r.archive == setting.label and r.size is not None]
+        label = f"archive {setting.label}: service / {floor_name} CPU per request, with a session"
+        show_target(over_floor(results, mine), "session", label, "<= 2x")
+        most = max((r.size or 0 for r in mine), default=0)
+        grown = [w for w in size_ratios(mine) if w[1].endswith(f" {most:,} msgs")]
+        label = f"archive {setting.label}: the session of {most:,} / of 10 messages"
+        show_target(grown, "sizes", label, "<= 1.3x")
+    floors = {WORDS.label: load_results.floor, DEFAULTS.label: load_results.floor_embed}
+    for label, floor in floors.items():
+        if label in load_results.served:
+            share = load_results.served[label].rate / floor.rate
+            verdict = "PASS" if share >= TARGETS["throughput"] else "MISS"
+            print(f"   {verdict}  archive {label}: throughput through the service (1 process) /"
+                  f" the floor's: {share:.0%} (target >= 70%)")  # fmt: skip
+        else:
+            print(f"   n/a   archive {label}: throughput through the service: not measured")
+    colds = [(c.wall_s, f"{c.store}, archive {c.archive}") for c in results.colds]
+    show_target(colds, "cold", "cold session (the largest), first request", "<= 0.3 s")
 
 
 def show_target(measured: list[Worst], key: str, label: str, goal: str) -> None:
@@ -756,6 +902,11 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--stores", help=f"comma-separated, of {','.join(STORES)} (default all)")
     parser.add_argument("--sizes", help="comma-separated session sizes (default 10,2000,20000)")
     parser.add_argument(
+        "--embedder-sizes",
+        help="comma-separated session sizes the default embedder is measured at, of --sizes"
+        " (default those up to 2,000: indexing 20,000 messages with it takes ~15 min here)",
+    )
+    parser.add_argument(
         "--requests", type=int, help=f"measured requests a row (default {REQUESTS})"
     )
     parser.add_argument(
@@ -769,6 +920,12 @@ def arguments() -> argparse.Namespace:
         parser.error(f"unknown store(s) {', '.join(sorted(unknown))}: use {', '.join(STORES)}")
     sizes = split(args.sizes, int) if args.sizes else [10, 2_000] if quick else [*SIZES]
     args.sizes = tuple(sorted(set(sizes)))
+    if args.embedder_sizes:
+        args.embedder_sizes = tuple(sorted(set(split(args.embedder_sizes, int))))
+        if not set(args.embedder_sizes) <= set(args.sizes):
+            parser.error("--embedder-sizes must be some of --sizes")
+    else:
+        args.embedder_sizes = tuple(size for size in args.sizes if size <= 2_000) or args.sizes[:1]
     args.requests = args.requests or (30 if quick else REQUESTS)
     return args
 
@@ -785,6 +942,8 @@ def header(args: argparse.Namespace) -> None:
     print(f"checkout  {revision()}")
     sizes = ", ".join(f"{size:,}" for size in args.sizes)
     print(f"stores    {', '.join(args.stores)}; sessions of {sizes} messages")
+    embedded = ", ".join(f"{size:,}" for size in args.embedder_sizes)
+    print(f"embedder  the default archive (words and meaning) at {embedded} messages")
     print(f"workload  seed {SEED}; {args.requests} measured requests a row; model {MODEL}")
 
 
@@ -808,8 +967,8 @@ def main() -> None:
     began = time.perf_counter()
     with upstream_process(free_port()) as upstream, httpx.Client(timeout=120.0) as client:
         run = Run(client, upstream, Texts(SEED), args.requests)
-        results = bench_stores(run, args.stores, args.sizes)
-        print_cpu(results.rows, args.requests)
+        results = bench_stores(run, args.stores, args.sizes, args.embedder_sizes)
+        print_cpu(results, args.requests)
         print_cold(results.colds)
         load_results = bench_load(run)
         print_load(load_results)
