@@ -82,7 +82,6 @@ def examples(tally: Tally, errors: list[str]) -> list[str]:
     lines = [f"  invalid  {n:>5} x {first[rule]}" for rule, n in rules.most_common()]
     for kind, found in (
         ("left behind", tally.leaked),
-        ("late", tally.late),
         ("refused", tally.unexpected),
     ):
         if found:

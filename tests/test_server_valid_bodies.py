@@ -26,7 +26,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.service_programs import PROTOCOLS, SCHEMA, programs
+from tests.support.service_programs import PROTOCOLS, SCHEMA, Program, Request, Said, programs
 from tests.support.service_runs import (
     PATHS,
     SETTINGS,
@@ -176,3 +176,28 @@ def test_reasoning_items_sent_by_the_client_are_refused() -> None:
         answer = served.http.post(PATHS["responses"], json=body, headers={"X-Session-Id": "s"})
         assert answer.status_code == 400 and answer.json()["error"]["param"] == "input.1.type"
         assert not served.fake.requests and stored(served, "s") == []
+
+
+def test_a_question_the_build_refuses_after_storing_it_is_taken_back_out() -> None:
+    """A result of several thousand tokens and a question at a 43-token budget: admission
+    lets the turn in (it fits compressed), but adding it grows the rolling summary past
+    the room, and the build refuses it after it was stored. The turn is taken back out
+    (``exchange.withdraw``): the refusal stores nothing, and the client's retry without
+    the budget, whose result answers a call that still waits, is answered (it was
+    refused as "does not answer a waiting call", the first attempt's result stored)."""
+    said = Said("hello")
+    result = ("订单 A-1042 已发货。 " * 15 + " ") * 12
+    program = Program(
+        protocol="responses", system=None, tools=True, prelude=None, naming="header",
+        requests=(
+            Request(said=said), Request(said=said, calls=1), Request(results=("hello",), calls=1),
+            Request(results=("",), calls=2), Request(results=("hello", "hello")),
+            Request(said=said, calls=1), Request(results=("hello",), calls=1),
+            Request(results=(result,), said=said, budget=43), Request(said=said),
+        ),
+    )  # fmt: skip
+    with serving("responses", "hybrid_recall") as served:
+        tally = Tally()
+        served.run(program, tally)
+    assert tally.clean, shown(tally)
+    assert tally.refused == {"context_length_exceeded": 1}  # the budget's, then answered

@@ -180,9 +180,6 @@ class Tally:
     invalid: list[tuple[Program, Body, list[validate.Violation]]] = field(default_factory=list)
     unexpected: list[tuple[Program, int, str]] = field(default_factory=list)
     leaked: list[tuple[Program, int, str]] = field(default_factory=list)  # refused, not clean
-    # Known limit, counted apart (benchmarks/README.md): the build refused a turn admission
-    # let in, because adding it grew the rolling summary past what admission saw.
-    late: list[tuple[Program, int, str]] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -239,11 +236,8 @@ class Run:
         tally.requests += 1
         assert answer.status_code < 500, answer.text
         if answer.status_code >= 400:
-            if len(fake.requests) != sent:
+            if len(fake.requests) != sent or self.stored() != before:
                 self.tally.leaked.append((self.program, answer.status_code, answer.text))
-            elif self.stored() != before:  # nothing sent, the turn stored: see ``late``
-                target = tally.late if late(answer.text) else tally.leaked
-                target.append((self.program, answer.status_code, answer.text))
             self.refused(answer, budget)
             return False
         assert len(fake.requests) == sent + 1
@@ -310,10 +304,3 @@ def serving(protocol: str, policy: str) -> Iterator[Service]:
     settings = Settings(store="memory://", upstream="http://upstream.test/v1", **SETTINGS[policy])
     with TestClient(create_app(settings, upstream_transport=fake.transport())) as http:
         yield Service(protocol, http, fake, small="budget_ratio" in SETTINGS[policy])
-
-
-def late(text: str) -> bool:
-    """Whether a refusal is the build's, after storing, for want of room (``Tally.late``)."""
-    return "context_length_exceeded" in text and (
-        "never evicted" in text or "the question (the newest user message)" in text
-    )

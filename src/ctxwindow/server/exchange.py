@@ -15,6 +15,7 @@ through, checked against the budget (``stateless``), and nothing is stored.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -32,6 +33,8 @@ from ctxwindow.server.protocols.base import Adapter
 from ctxwindow.server.service import Service
 from ctxwindow.server.sse import relay_response
 from ctxwindow.server.streams import HeldStream
+
+logger = logging.getLogger("ctxwindow.server")
 
 
 async def serve(service: Service, adapter: Adapter, tenant: str) -> Response:
@@ -68,16 +71,23 @@ async def converse(
     A retry (the same ``Idempotency-Key`` and body) stores nothing again, and
     is answered from the store if the reply was stored, refused (409) if the
     session moved on since its turn (``answered``); the key with another body
-    is a 422, checked first.
+    is a 422, checked first. A build that refuses the turn after it was stored
+    (admission let it in, but adding it grew the rolling summary past the room)
+    takes it back out (``withdraw``): a refused request leaves nothing stored.
     """
+    newest = await manager.last_seq(sid)
     try:
         turn = await store_turns(service, manager, sid, adapter.turns, key, adapter.body, budget)
     except APIError as exc:
         raise adapter.named(exc) from exc
     if (stored := await answered(service, manager, sid, key, turn)) is not None:
         return adapter.replay(stored)
-    context = await build(manager, sid, budget)
-    adapter.check(context, budget)
+    try:
+        context = await build(manager, sid, budget)
+        adapter.check(context, budget)
+    except APIError:
+        await withdraw(manager, sid, newest)
+        raise
     evicted, recalled = service.metrics.observe_context(context.report, context.total_tokens)
     ours = context.total_tokens + adapter.extra
     headers = context_headers(service, adapter.model, ours, evicted, recalled)
@@ -235,6 +245,19 @@ async def store_turns(
         )  # fmt: skip
     except CtxWindowError as exc:
         raise from_library(exc) from exc
+
+
+async def withdraw(manager: AsyncContextManager, sid: str, newest: int) -> None:
+    """Remove what this request stored after seq ``newest`` (the session held throughout).
+
+    The window is reloaded and the archive indexes the session again (``truncate``): a
+    rare path, a question within a few tokens of the room. Should the store fail, the
+    turn stays, unanswered, and the refusal still goes out.
+    """
+    try:
+        await manager.truncate(sid, newest)
+    except CtxWindowError:
+        logger.exception("could not remove the refused turn of session %r", sid)
 
 
 async def answered(
