@@ -26,17 +26,23 @@ reached).
 from __future__ import annotations
 
 import re
+import threading
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
 from ctxwindow.archive.embedders import Embedder
 from ctxwindow.archive.text import entry_text, index_text, query_terms
-from ctxwindow.archive.vectors import StoredVector, dense_floor, similarities, unit
+from ctxwindow.archive.vectors import Matrix, StoredVector, unit
 from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import check_session_id, entry_from_json, entry_to_json
+
+MATRIX_ROWS = 200_000
+"""Vectors the archive keeps in memory between searches, over every session (~300 MB at
+384 dimensions); past it, the sessions searched longest ago are read again next time."""
 
 TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
 
@@ -131,6 +137,8 @@ class Archive(ABC):
         self.dense_weight = dense_weight
         self.depth = depth
         self.reads_per_hit = reads_per_hit
+        self._matrices: OrderedDict[str, Matrix] = OrderedDict()  # by session, oldest first
+        self._matrices_lock = threading.Lock()
 
     def index(
         self,
@@ -158,7 +166,10 @@ class Archive(ABC):
             if stored.get(entry.id) != (json, user_id)
         ]
         if changed or through is not None:
-            self._write(session_id, user_id, self._documents(changed, stored), through)
+            documents = self._documents(changed, stored)
+            self._write(session_id, user_id, documents, through)
+            if any(document.replaces for document in documents):
+                self._forget_vectors(session_id)  # rows changed in place
         return len(changed)
 
     def indexed_through(self, session_id: str) -> int:
@@ -242,7 +253,9 @@ class Archive(ABC):
     def forget(self, session_id: str) -> int:
         """Remove everything archived for the session, watermark included; returns how many
         entries were removed."""
-        return self._forget(check_session_id(session_id))
+        removed = self._forget(check_session_id(session_id))
+        self._forget_vectors(session_id)
+        return removed
 
     def close(self) -> None:  # noqa: B027 - archives without resources need nothing
         """Release connections and files."""
@@ -287,18 +300,51 @@ class Archive(ABC):
         embed = getattr(self.embedder, "embed_queries", self.embedder.embed)
         embedded = embed([query])
         _check_embeddings(self.embedder, embedded, 1)
-        rows = self._vectors(scope)
-        if before is not None:
-            rows = [row for row in rows if row[1] < before]
-        scores = similarities(unit(embedded[0]), [vector for _, _, vector in rows])
-        floor = dense_floor(scores, self.min_similarity)
-        ranked = [
-            Ranked(key, seq, score)
-            for (key, seq, _), score in zip(rows, scores, strict=True)
-            if score >= floor
-        ]
-        ranked.sort(key=lambda row: (-row.score, row.seq, row.key))
-        return ranked[:depth], floor
+        with self._matrices_lock:
+            matrix = self._matrix(scope)
+            best, floor = matrix.best(unit(embedded[0]), depth, before, self.min_similarity)
+        return [Ranked(key, seq, score) for key, seq, score in best], floor
+
+    def _matrix(self, scope: Scope) -> Matrix:
+        """The scope's vectors: a session's kept in memory between searches (up to
+        ``MATRIX_ROWS`` over all sessions) and brought up to date with the rows added since
+        (``_vector_mark``), or read whole when rows went or the backend keeps no mark.
+
+        Keys only grow, and a writer's rows commit in key order, so the rows above the
+        highest key a matrix has checked are all it lacks, unless rows went (fewer than it
+        holds, or more found than the mark counts: read whole). A row another process
+        replaces in place (same entry, other text) keeps its former vector here until
+        this process indexes or forgets the session, or the matrix is dropped.
+        """
+        assert self.embedder is not None
+        mark = self._vector_mark(scope.session_id) if scope.user_id is None else None
+        if mark is None:
+            whole = Matrix(self.embedder.dim)
+            whole.add([(key, seq, vector) for key, seq, vector in self._vectors(scope)])
+            return whole
+        rows, newest = mark
+        dim = self.embedder.dim
+        kept = self._matrices
+        matrix: Matrix | None = kept.pop(scope.session_id) if scope.session_id in kept else None
+        if matrix is None or matrix.dim != dim or rows < matrix.rows:
+            matrix = Matrix(dim)
+        if matrix.rows != rows or matrix.checked < newest:
+            matrix.add(self._vectors_after(scope.session_id, matrix.checked), newest)
+        if matrix.rows != rows:  # rows went and came, or came meanwhile: read whole
+            matrix = Matrix(dim)
+            matrix.add(self._vectors_after(scope.session_id, 0), newest)
+            if matrix.rows != rows:
+                return matrix  # not kept: the next search reads it again
+        self._matrices[scope.session_id] = matrix
+        while sum(len(m) for m in self._matrices.values()) > MATRIX_ROWS:
+            self._matrices.pop(next(iter(self._matrices)))
+        return matrix
+
+    def _forget_vectors(self, session_id: str) -> None:
+        """The session's rows changed in place or went: its matrix is read again next time."""
+        with self._matrices_lock:
+            if session_id in self._matrices:
+                del self._matrices[session_id]
 
     # What a backend supplies.
 
@@ -325,6 +371,18 @@ class Archive(ABC):
     @abstractmethod
     def _vectors(self, scope: Scope) -> list[tuple[int, int, StoredVector]]:
         """``(key, seq, vector)`` for every row of the scope that has a vector."""
+
+    def _vector_mark(self, session_id: str) -> tuple[int, int] | None:
+        """How many rows the session has and the archive's highest key, read cheaply; None
+        (the default) keeps no matrix: every search reads the vectors (``_vectors``)."""
+        return None
+
+    def _vectors_after(
+        self, session_id: str, key: int
+    ) -> list[tuple[int, int, StoredVector | None]]:
+        """``(key, seq, vector or None)`` of every row of the session above ``key``, in key
+        order (with ``_vector_mark``)."""
+        raise NotImplementedError
 
     @abstractmethod
     def _load(self, keys: Sequence[int]) -> dict[int, tuple[str, str]]:

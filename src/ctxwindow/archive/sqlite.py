@@ -231,6 +231,28 @@ class SQLiteArchive(Archive):
             ).fetchall()
         return [(key, seq, vector) for key, seq, vector in rows]
 
+    def _vector_mark(self, session_id: str) -> tuple[int, int] | None:
+        t = self._table
+        with self._errors("read the archive"):
+            row = self._db.execute(
+                f"SELECT rows FROM {t}_sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            (newest,) = self._db.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()
+        return (0 if row is None else int(row[0])), int(newest)
+
+    def _vectors_after(
+        self, session_id: str, key: int
+    ) -> list[tuple[int, int, StoredVector | None]]:
+        t = self._table
+        # From the start: by the session's index; past a key: along the keys from there (the
+        # rows added to the archive since), ``+session_id`` keeping the planner off the index.
+        where = "session_id = ?" if key == 0 else "id > ? AND +session_id = ?"
+        with self._errors("read the archive's vectors"):
+            return self._db.execute(
+                f"SELECT id, seq, vector FROM {t} WHERE {where} ORDER BY id",
+                (session_id,) if key == 0 else (key, session_id),
+            ).fetchall()
+
     def _load(self, keys: Sequence[int]) -> dict[int, tuple[str, str]]:
         found: dict[int, tuple[str, str]] = {}
         with self._errors("read the archive"):
