@@ -40,8 +40,8 @@ from ctxwindow.errors import StoreError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import check_session_id, entry_from_json, entry_to_json
 
-MATRIX_ROWS = 200_000
-"""Vectors the archive keeps in memory between searches, over every session (~300 MB at
+MATRIX_ROWS = 100_000
+"""Vectors the archive keeps in memory between searches, over every session (~150 MB at
 384 dimensions); past it, the sessions searched longest ago are read again next time."""
 
 TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,47}")
