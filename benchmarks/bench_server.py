@@ -13,9 +13,11 @@ only: CPU time is read from ``/proc``. Three parts, in one run:
    ``--embedder-sizes``). CPU = utime + stime of every process in the
    service's process group (its workers too), read from ``/proc/<pid>/stat``
    before and after the batch, divided by M; the same for the fake
-   upstream's process. Each batch follows a few unmeasured warm-up requests.
-   The table sets each row beside the floor's at the same size (``on``: the
-   embedding floor's) and beside the 10-message row of the same setting.
+   upstream's process. "After" is once the archive has nothing queued: the
+   indexing its worker does after the requests is theirs. Each batch follows
+   a few unmeasured warm-up requests. The table sets each row beside the
+   floor's at the same size (``on``: the embedding floor's) and beside the
+   10-message row of the same setting.
 2. Cold session: the first request on the largest session, sent to a
    service process that has never loaded it (wall time and service CPU).
    That process has answered a stateless request and the smaller sessions
@@ -428,7 +430,8 @@ class Run:
         is 0); the largest backlog seen, None if there was none (or no archive)."""
         deadline, seen = time.monotonic() + seconds, 0.0
         while True:
-            text = self.client.get(f"{service.url}/metrics").text
+            answer = self.client.get(f"{service.url}/metrics")
+            text = answer.text if answer.status_code == 200 else ""  # the floor has none
             line = next(
                 (x for x in text.splitlines() if x.startswith("ctxwindow_archive_queued ")), ""
             )
@@ -455,11 +458,15 @@ class Batch:
 
 
 def batch(run: Run, service: Process, session: str | None, history: list[Any]) -> Batch:
-    """WARMUP requests, then ``run.requests`` measured ones, sequential."""
+    """WARMUP requests, then ``run.requests`` measured ones, sequential. The archive's
+    indexing of their turns, which its worker may do after them, is charged to them: the
+    CPU is read once nothing is queued (before the batch too)."""
     for _ in range(WARMUP):
         run.chat(service, session, history)
+    run.backlog(service)
     service_cpu, upstream_cpu = service.cpu(), run.upstream.cpu()
     walls = [run.chat(service, session, history) for _ in range(run.requests)]
+    run.backlog(service)
     n = run.requests
     return Batch(
         (service.cpu() - service_cpu) * 1000 / n,
@@ -729,15 +736,14 @@ async def conversation(
             errors.append(f"{response.status_code} {response.text[:300]}")
 
 
-async def concurrent(url: str, label: str, errors: list[str]) -> tuple[float, list[float]]:
+async def concurrent(url: str, label: str, errors: list[str]) -> list[float]:
+    """SESSIONS conversations at once against ``url``: the latency of every request, ms."""
     latencies: list[float] = []
     async with httpx.AsyncClient(timeout=120.0) as client:
-        start = time.perf_counter()
         await asyncio.gather(
             *(conversation(client, url, f"{label}-{i}", latencies, errors) for i in range(SESSIONS))
         )
-        elapsed = time.perf_counter() - start
-    return len(latencies) / elapsed, latencies
+    return latencies
 
 
 def load(run: Run, target: Process, service: Process | None, label: str) -> Load:
@@ -745,7 +751,11 @@ def load(run: Run, target: Process, service: Process | None, label: str) -> Load
     service_cpu = service.cpu() if service is not None else 0.0
     upstream_cpu = run.upstream.cpu()
     errors: list[str] = []
-    rate, latencies = asyncio.run(concurrent(f"{target.url}/v1/chat/completions", label, errors))
+    start = time.perf_counter()
+    latencies = asyncio.run(concurrent(f"{target.url}/v1/chat/completions", label, errors))
+    if service is not None:
+        run.backlog(service)  # the archive's indexing of the turns is part of serving them
+    rate = len(latencies) / (time.perf_counter() - start)
     if errors:
         run.problem(f"load {label}: {len(errors)} errors, the first: {errors[0]}")
     n = len(latencies)

@@ -204,7 +204,9 @@ class AsyncContextManager:
             self._archiver.later(session)
             await self._checkpoint(session)
             if self.prefetch and (asked := [e for e in stored if e.message["role"] == "user"]):
-                await self._candidates(session, text_of(asked[-1].message), self.budget)
+                # at the budget of the build that sends the batch next: it finds them cached
+                room = self.budget if budget is None else budget
+                await self._candidates(session, text_of(asked[-1].message), room)
             return stored
 
     async def build(

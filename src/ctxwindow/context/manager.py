@@ -206,7 +206,9 @@ class ContextManager:
             self._archiver.later(session)
             self._checkpoint(session)
             if self.prefetch and (asked := [e for e in stored if e.message["role"] == "user"]):
-                self._candidates(session, text_of(asked[-1].message), self.budget)
+                # at the budget of the build that sends the batch next: it finds them cached
+                room = self.budget if budget is None else budget
+                self._candidates(session, text_of(asked[-1].message), room)
             return stored
 
     def build(
