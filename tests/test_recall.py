@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from ctxwindow import ContextManager, Entry, PriorityWindow, TokenWindow, count_tokens
 from ctxwindow.archive.sqlite import SQLiteArchive
+from ctxwindow.context.session import CACHED_UNITS
 from ctxwindow.messages import Unit
 from ctxwindow.policies import Keeping
 from ctxwindow.recall import RecallPolicy, rank_units
@@ -105,6 +106,13 @@ class ReadCounting(SQLiteArchive):
         found = super()._load(keys)
         self.read += len(found)
         return found
+
+
+def test_what_one_query_reads_fits_the_sessions_cache() -> None:
+    """Its hits and their neighbours, ``max_depth`` x (1 + 2 x the spread), fit
+    ``CACHED_UNITS``: caching them never drops a turn the same query cached or used."""
+    policy = RecallPolicy()
+    assert policy.max_depth * (1 + 2 * len(policy.spread)) <= CACHED_UNITS
 
 
 def test_a_query_reads_only_the_turns_no_query_before_it_read() -> None:

@@ -85,27 +85,33 @@ class Recalling:
         ``RecallPolicy.floor`` is recalled.
         """
         scores, floor = self.recall.scores(own), self.recall.floor(own)
-        found = {entry.seq for entry in read}
-        return (
-            scores,
-            floor,
-            [
-                seq
-                for seq, score in scores.items()
-                if score >= floor and seq not in found and seq not in session.units
-            ],
-        )
+        found, cached = {entry.seq for entry in read}, session.units
+        missing = []
+        for seq, score in scores.items():
+            if score < floor or seq in found:
+                continue
+            if seq in cached:
+                cached.move_to_end(seq)  # used again: the last to go (``cache``)
+            else:
+                missing.append(seq)
+        return scores, floor, missing
 
     def uncached(self, session: Session, *read: Sequence[Entry]) -> list[Entry]:
         """The entries read whose unit the session has not cached yet."""
         return [e for entries in read for e in entries if e.seq not in session.units]
 
     def cache(self, session: Session, unit: Unit) -> None:
-        """Keep a whole archived unit for later queries (entries are never rewritten)."""
-        if len(session.units) >= CACHED_UNITS:
-            session.units.clear()
-        if is_whole(unit):  # a call still waiting for results is read again later
-            session.units.update((entry.seq, unit) for entry in unit.entries)
+        """Keep a whole archived unit for later queries (entries are never rewritten); past
+        ``CACHED_UNITS`` the entries used longest ago go (never this query's: it reads
+        fewer, ``RecallPolicy.max_depth``)."""
+        if not is_whole(unit):  # a call still waiting for results is read again later
+            return
+        cached = session.units
+        for entry in unit.entries:
+            cached[entry.seq] = unit
+            cached.move_to_end(entry.seq)
+        while len(cached) > CACHED_UNITS:
+            cached.popitem(last=False)
 
     def ranked(
         self, session: Session, scores: Mapping[int, float], floor: float

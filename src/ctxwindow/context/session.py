@@ -25,7 +25,8 @@ class Session:
         self.replayed_after = 0
         # The candidates found for a query, (score, unit) best first (prefetched or reused).
         self.recall: tuple[str, list[tuple[float, Unit]]] | None = None
-        self.units: dict[int, Unit] = {}  # whole archived units read for recall, by store seq
+        # Whole archived units read for recall, by store seq, the least recently used first.
+        self.units: OrderedDict[int, Unit] = OrderedDict()
         self.unarchived: list[Entry] = []  # seen by the window, not yet queued for the archive
         self.whole = True  # nothing has left the window yet (told by its on_evict)
         self.question: Question | None = None  # the newest user turn, while nothing answers it
@@ -80,7 +81,9 @@ class HotSessions:
 
 
 AROUND = 32  # stored entries read around a recalled tool message to find its unit
-CACHED_UNITS = 4096  # archived units a session keeps decoded for its next queries
+CACHED_UNITS = 4096
+"""Archived entries a session keeps decoded, in their units, for its next queries: what one
+query reads at most (``RecallPolicy.max_depth`` hits and their neighbours) fits."""
 
 
 def waiting_after(pending: frozenset[str], message: Message) -> frozenset[str]:
