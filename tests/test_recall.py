@@ -86,8 +86,9 @@ def test_the_room_leaves_the_pinned_part_and_the_newest_messages() -> None:
 def test_a_query_asks_for_enough_hits_to_fill_its_room() -> None:
     policy = RecallPolicy(depth=50, tokens_per_hit=20)
     assert policy.depth_for(512) == 50  # never fewer than depth
-    assert policy.depth_for(8192) == 409
-    assert policy.depth_for(96_000) == policy.max_depth == 512  # bounded, whatever the room
+    assert policy.depth_for(4096) == 204
+    assert policy.depth_for(96_000) == policy.max_depth == 256  # bounded, whatever the room
+    assert RecallPolicy(max_depth=1000).depth_for(8192) == 409
 
 
 class ReadCounting(SQLiteArchive):
