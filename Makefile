@@ -57,6 +57,7 @@ bench: $(VENV)/.bench
 	$(BIN)/python benchmarks/bench_priority.py
 	$(BIN)/python benchmarks/bench_stores.py
 	$(BIN)/python benchmarks/bench_server.py
+	$(BIN)/python benchmarks/bench_upstream.py
 	$(BIN)/python benchmarks/bench_cold.py
 	$(BIN)/python benchmarks/bench_summary.py
 	$(BIN)/python benchmarks/bench_recall.py
