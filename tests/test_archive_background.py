@@ -438,3 +438,19 @@ def test_drain_waits_for_the_batch_the_worker_is_indexing() -> None:
     finally:
         archive.gate.set()
         manager.close()
+
+
+def test_a_batch_being_indexed_still_counts_as_queued() -> None:
+    """``queued`` (the service's ``ctxwindow_archive_queued``) is 0 only once the worker's
+    batch is indexed, not when it was taken off the queue: a drain that waits for 0 waits
+    for the indexing too."""
+    archive = GatedArchive()
+    archive.gate.clear()
+    cm = ContextManager(MemoryStore(), budget=300, archive=archive, prefetch=False)
+    cm.add("s", {"role": "user", "content": "where is parcel 猫-7?"})
+    assert archive.entered.wait(10), "the worker never took its batch"
+    assert cm.queued == 1  # taken off the queue, not indexed yet
+    archive.gate.set()
+    wait_until(lambda: cm.queued == 0, "the worker indexed its batch")
+    assert archive.indexed() == [1]
+    cm.close()

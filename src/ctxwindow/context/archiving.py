@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from ctxwindow.context.contracts import ArchiveLike, watermarked
 from ctxwindow.messages import Entry
@@ -81,6 +82,29 @@ class Turns:
         on, unless the manager is quiet before."""
         with self._lock:
             self._backlog_at = time.monotonic() + BUSY_EVERY
+
+
+class Indexing:
+    """How many entries, taken off the queue, are being indexed now; safe across threads
+    (the sync manager's worker and its callers index different sessions at once)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @contextmanager
+    def of(self, batch: Sequence[Entry]) -> Iterator[None]:
+        """Count ``batch`` while it is indexed."""
+        with self._lock:
+            self._count += len(batch)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._count -= len(batch)
 
 
 class ArchiveQueue:

@@ -129,8 +129,9 @@ class ContextManager:
 
     @property
     def queued(self) -> int:
-        """Turns waiting for the archive (0 without one): indexed soon, in the background."""
-        return len(self._archiver.queue)
+        """Turns waiting for the archive, or being indexed now (0 without one): indexed soon,
+        in the background."""
+        return len(self._archiver.queue) + len(self._archiver.indexing)
 
     @property
     def budget(self) -> int:

@@ -22,6 +22,7 @@ from ctxwindow.context.archiving import (
     BACKLOG_BATCH,
     BATCH,
     ArchiveQueue,
+    Indexing,
     Turns,
     index_batch,
     indexed_through,
@@ -47,6 +48,7 @@ class Archiver:
         self.store = store
         self._core = core
         self.queue = ArchiveQueue()
+        self.indexing = Indexing()  # entries taken off the queue, being indexed now
         self.turns = Turns()  # under way: backlogs are read slowly meanwhile
         self._archiving = SessionLocks()  # a session's batches, one at a time
         self._worker = Worker(self._archive_next, "ctxwindow-archive")
@@ -161,7 +163,8 @@ class Archiver:
                     await self._archive_stored(session_id, *span, size)
                 elif batch := self.queue.take(session_id):
                     try:
-                        await run_blocking(index_batch, archive, session_id, batch)
+                        with self.indexing.of(batch):
+                            await run_blocking(index_batch, archive, session_id, batch)
                     except BaseException:
                         self.queue.put_back(session_id, batch)
                         raise
@@ -183,7 +186,8 @@ class Archiver:
             batch = [entry for entry in page if entry.message["role"] != "system"]
             last = page[-1].seq if page else through  # none: truncated meanwhile
             if batch:
-                await run_blocking(index_batch, archive, session_id, batch, last)
+                with self.indexing.of(batch):
+                    await run_blocking(index_batch, archive, session_id, batch, last)
         except BaseException:
             self.queue.hold(session_id)
             raise

@@ -24,6 +24,7 @@ from ctxwindow.context.archiving import (
     BACKLOG_BATCH,
     BATCH,
     ArchiveQueue,
+    Indexing,
     Turns,
     index_batch,
     indexed_through,
@@ -49,6 +50,7 @@ class Archiver:
         self.store = store
         self._core = core
         self.queue = ArchiveQueue()
+        self.indexing = Indexing()  # entries taken off the queue, being indexed now
         self.turns = Turns()  # under way: backlogs are read slowly meanwhile
         self._archiving = SessionLocks()  # a session's batches, one at a time
         self._worker = Worker(self._archive_next, "ctxwindow-archive")
@@ -163,7 +165,8 @@ class Archiver:
                     self._archive_stored(session_id, *span, size)
                 elif batch := self.queue.take(session_id):
                     try:
-                        run_blocking(index_batch, archive, session_id, batch)
+                        with self.indexing.of(batch):
+                            run_blocking(index_batch, archive, session_id, batch)
                     except BaseException:
                         self.queue.put_back(session_id, batch)
                         raise
@@ -185,7 +188,8 @@ class Archiver:
             batch = [entry for entry in page if entry.message["role"] != "system"]
             last = page[-1].seq if page else through  # none: truncated meanwhile
             if batch:
-                run_blocking(index_batch, archive, session_id, batch, last)
+                with self.indexing.of(batch):
+                    run_blocking(index_batch, archive, session_id, batch, last)
         except BaseException:
             self.queue.hold(session_id)
             raise
