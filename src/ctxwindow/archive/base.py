@@ -12,6 +12,9 @@ An archive keeps whole entries per session and finds them by a query:
   the best ``k`` entries of the session, or, with ``user_id``, of the session
   and every session indexed under that user; with ``before``, only the
   session's entries said before that seq.
+- ``scores(session_id, query, *, k=5, before=None) -> list[(seq, score)]``: one
+  session's ranking as ``search`` makes it, without reading the entries (recall
+  reads those it has not cached with ``at``).
 - ``at(session_id, seqs) -> list[Entry]``: the session's archived entries at
   these sequence numbers, in order (the neighbours of a hit, for recall).
 - ``forget(session_id) -> int`` (entries and watermark), ``close()`` and
