@@ -75,8 +75,8 @@ async def converse(
     (admission let it in, but adding it grew the rolling summary past the room)
     takes it back out (``withdraw``): a refused request leaves nothing stored.
     """
-    newest = await manager.last_seq(sid)
     try:
+        newest = await last_seq(manager, sid)
         turn = await store_turns(service, manager, sid, adapter.turns, key, adapter.body, budget)
     except APIError as exc:
         raise adapter.named(exc) from exc
@@ -243,6 +243,14 @@ async def store_turns(
             max_messages=service.settings.max_messages_per_session,
             request_hash=request_hash(asked) if key else None, max_tokens=budget,
         )  # fmt: skip
+    except CtxWindowError as exc:
+        raise from_library(exc) from exc
+
+
+async def last_seq(manager: AsyncContextManager, sid: str) -> int:
+    """The session's newest seq before the request stores anything (its first read)."""
+    try:
+        return await manager.last_seq(sid)
     except CtxWindowError as exc:
         raise from_library(exc) from exc
 
