@@ -20,6 +20,7 @@ The app runs in-process on a SQLite store, the upstream is real HTTP
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,11 +81,19 @@ def anthropic_sdk(http: TestClient, sid: str) -> anthropic.Anthropic:
     )  # fmt: skip
 
 
-def errors_after_end(http: TestClient) -> float:
-    for line in http.get("/metrics").text.splitlines():
-        if line.startswith('ctxwindow_upstream_errors_total{kind="after_end"}'):
-            return float(line.split()[-1])
-    return 0.0
+def errors_after_end(http: TestClient, seconds: float = 5.0) -> float:
+    """``ctxwindow_upstream_errors_total{kind="after_end"}`` once counted: the relay sees the
+    upstream's bad close after the client has read the last event, so on a busy machine the
+    count comes a moment after the stream ended (it failed once when checked at once)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        counted = 0.0
+        for line in http.get("/metrics").text.splitlines():
+            if line.startswith('ctxwindow_upstream_errors_total{kind="after_end"}'):
+                counted = float(line.split()[-1])
+        if counted or time.monotonic() > deadline:
+            return counted
+        time.sleep(0.02)
 
 
 # -- a stream closed badly after its last event --------------------------------------------
