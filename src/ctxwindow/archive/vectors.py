@@ -69,37 +69,6 @@ def unpack(blob: bytes) -> array[float]:
     return unpacked
 
 
-def similarities(query: Vector, stored: Sequence[StoredVector]) -> list[float]:
-    """The dot product of ``query`` with each stored vector (cosine for unit vectors).
-
-    A stored vector whose size differs from the query's (written by another
-    embedder) gets ``-inf``: it never ranks.
-    """
-    scores = [float("-inf")] * len(stored)
-    fitting = [i for i, vector in enumerate(stored) if _size(vector) == len(query)]
-    if not fitting:
-        return scores
-    try:
-        numpy: Any = importlib.import_module("numpy")
-    except ImportError:
-        products = [_dot(query, _as_floats(stored[i])) for i in fitting]
-    else:
-        products = _products_numpy(numpy, query, [stored[i] for i in fitting])
-    for i, product in zip(fitting, products, strict=True):
-        scores[i] = product
-    return scores
-
-
-def _products_numpy(numpy: Any, query: Vector, stored: list[StoredVector]) -> list[float]:
-    if all(isinstance(vector, bytes) for vector in stored):
-        blob = b"".join(vector for vector in stored if isinstance(vector, bytes))
-        matrix = numpy.frombuffer(blob, dtype="<f4").reshape(len(stored), len(query))
-    else:
-        matrix = numpy.asarray([_as_floats(vector) for vector in stored], dtype=numpy.float32)
-    products: list[float] = (matrix @ numpy.asarray(query, dtype=numpy.float32)).tolist()
-    return products
-
-
 def _size(vector: StoredVector) -> int:
     return len(vector) // 4 if isinstance(vector, bytes) else len(vector)
 
