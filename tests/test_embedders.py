@@ -213,6 +213,44 @@ def test_threads_take_turns(e5: E5SmallEmbedder) -> None:
     assert all(cosine(vector, expected) > 0.999 for vector in results)
 
 
+def _engine_threads(embedder: E5SmallEmbedder) -> int:
+    """The calling thread's OpenMP count in the engine's own OpenMP (what a call would use)."""
+    return int(embedder._model._lib.omp_get_max_threads())
+
+
+@needs_dense
+def test_each_call_uses_the_threads_asked_for_and_the_vectors_do_not_change() -> None:
+    embedder = E5SmallEmbedder()
+    texts = ["The parcel ships on Monday.", "荷物は月曜日に届きます 📦"]
+    every_core = embedder.embed_passages(texts)
+    default = _engine_threads(embedder)
+    embedder.threads = 1
+    seen: list[int] = []
+
+    def work() -> None:  # another thread: the count is set for the thread making the call
+        seen.append(len(embedder.embed_passages(texts)))
+        seen.append(_engine_threads(embedder))
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    assert seen == [2, 1]
+    one = embedder.embed_passages(texts)
+    assert _engine_threads(embedder) == 1
+    for a, b in zip(every_core, one, strict=True):
+        assert cosine(a, b) > 0.9999
+    embedder.threads = None  # back to OpenMP's default at the next call
+    embedder.embed_queries(["when does it ship?"])
+    assert _engine_threads(embedder) == default
+
+
+@needs_dense
+@pytest.mark.parametrize("threads", [0, -1, True])
+def test_threads_below_one_are_refused(threads: int) -> None:
+    with pytest.raises(ValueError, match="threads must be at least 1"):
+        E5SmallEmbedder(threads=threads)
+
+
 @needs_dense
 def test_text_the_c_engine_could_not_take_is_embedded(e5: E5SmallEmbedder) -> None:
     clean = e5.embed(["the parcel ships on Monday"])[0]

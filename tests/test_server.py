@@ -18,7 +18,7 @@ import openai
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from pydantic import SecretStr
+from pydantic import SecretStr, ValidationError
 
 from ctxwindow import count_tokens
 from ctxwindow.server import Settings, create_app
@@ -723,6 +723,22 @@ def test_the_default_archive_recalls_by_meaning_unless_told_not_to(
     said = "Our wedding took place in Kyoto last June, under the maple trees."
     recalled = any(m["role"] == "user" and m["content"] == said for m in upstream.last)
     assert recalled == (embedder == "default")
+
+
+@pytest.mark.parametrize(("threads", "per_call"), [(1, 1), (2, 2), (0, None)])
+def test_the_archive_embeds_with_the_threads_set(
+    upstream: FakeUpstream, tmp_path: Any, threads: int, per_call: int | None
+) -> None:
+    """``embedder_threads``: the cores one embedding call may use (0: OpenMP's default)."""
+    from ctxwindow.archive.embedders import default_embedder
+
+    settings = Settings(data_dir=tmp_path, upstream="http://u.test/v1", embedder_threads=threads)
+    app = create_app(settings, upstream_transport=upstream.transport())
+    with TestClient(app):
+        embedder = default_embedder()
+        assert getattr(embedder, "threads", "missing") == per_call
+    with pytest.raises(ValidationError, match="embedder_threads"):
+        Settings(data_dir=tmp_path, upstream="http://u.test/v1", embedder_threads=-1)
 
 
 def test_a_streamed_tool_call_is_stored_whole() -> None:

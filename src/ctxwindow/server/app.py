@@ -54,7 +54,9 @@ def create_app(
     """
     owned = None
     if archive is None and (path := settings.archive_path()) is not None:
-        archive = owned = open_archive(path, dense=settings.embedder == "default")
+        archive = owned = open_archive(
+            path, dense=settings.embedder == "default", threads=settings.embedder_threads
+        )
     if redactor is None:
         redactor = _default_redactor(settings)
     service = Service(
@@ -137,13 +139,16 @@ def _operator(service: Service) -> Callable[..., Awaitable[None]]:
     return operator
 
 
-def open_archive(where: str, *, dense: bool = True) -> Any:
+def open_archive(where: str, *, dense: bool = True, threads: int = 0) -> Any:
     """A PostgreSQL archive for a ``postgresql://`` URL (shared by every machine), else a
     SQLite archive in that file (shared by the processes of one machine); with ``dense``,
-    searched by meaning too when the packaged embedder is installed (``default_embedder``)."""
+    searched by meaning too when the packaged embedder is installed (``default_embedder``),
+    ``threads`` cores a call (0: every core)."""
     from ctxwindow.archive.embedders import default_embedder
 
     embedder = default_embedder() if dense else None
+    if embedder is not None and hasattr(embedder, "threads"):
+        embedder.threads = threads or None
     if where.startswith(("postgresql://", "postgres://")):
         from ctxwindow.archive.postgres import PostgresArchive
 

@@ -104,6 +104,9 @@ class Settings(BaseSettings):
     # cosine (multilingual-e5-small, the `dense` extra that `server` brings)
     # with BM25 when it is installed, else words alone; "off": words alone.
     embedder: Literal["default", "off"] = "default"
+    # Cores one embedding call may use (a request's question, the archive's batch);
+    # 0: every core. One costs the least CPU where requests share the cores.
+    embedder_threads: int = Field(default=1, ge=0)
     api_keys: dict[str, str] = {}  # API key -> tenant; empty: no auth, loopback only
     # With api_keys, GET /metrics needs one of them too, unless this opens it
     # (a scraper on a network of its own). /healthz and /readyz stay open.
