@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -725,20 +726,28 @@ def test_the_default_archive_recalls_by_meaning_unless_told_not_to(
     assert recalled == (embedder == "default")
 
 
-@pytest.mark.parametrize(("threads", "per_call"), [(1, 1), (2, 2), (0, None)])
+@pytest.mark.parametrize("threads", [1, 2])
 def test_the_archive_embeds_with_the_threads_set(
-    upstream: FakeUpstream, tmp_path: Any, threads: int, per_call: int | None
+    upstream: FakeUpstream, tmp_path: Any, threads: int
 ) -> None:
-    """``embedder_threads``: the cores one embedding call may use (0: OpenMP's default)."""
+    """``embedder_threads``: the cores one embedding call may use."""
     from ctxwindow.archive.embedders import default_embedder
 
     settings = Settings(data_dir=tmp_path, upstream="http://u.test/v1", embedder_threads=threads)
     app = create_app(settings, upstream_transport=upstream.transport())
     with TestClient(app):
-        embedder = default_embedder()
-        assert getattr(embedder, "threads", "missing") == per_call
+        assert getattr(default_embedder(), "threads", "missing") == threads
     with pytest.raises(ValidationError, match="embedder_threads"):
         Settings(data_dir=tmp_path, upstream="http://u.test/v1", embedder_threads=-1)
+
+
+def test_by_default_the_workers_share_the_cores_out_for_embedding(tmp_path: Any) -> None:
+    cores = len(os.sched_getaffinity(0))
+    for workers in (1, 2, cores, 2 * cores + 1):
+        settings = Settings(data_dir=tmp_path, upstream="http://u.test/v1", workers=workers)
+        assert settings.embedding_threads() == max(1, cores // workers)
+    one = Settings(data_dir=tmp_path, upstream="http://u.test/v1", workers=3, embedder_threads=1)
+    assert one.embedding_threads() == 1
 
 
 def test_a_streamed_tool_call_is_stored_whole() -> None:

@@ -161,12 +161,13 @@ class E5SmallEmbedder:
     compiler.
 
     ``threads`` is the cores one call may use (None: OpenMP's default, every
-    core or ``OMP_NUM_THREADS``); it can be changed between calls. Where calls
-    share the CPU with other work, one is cheaper: in ``ctxwindow serve`` on 2
-    cores, each request embedding with one thread took 112 ms of CPU where two
-    took 200 ms (the two threads of a call wait on each other whenever the
-    event loop holds a core), and a request's wall time fell too. A batch
-    embedded with nothing else running (the eval) is faster with every core.
+    core or ``OMP_NUM_THREADS``); it can be changed between calls. On 2 cores
+    a short text alone costs about 15 % more CPU with both than with one, for
+    about half the wall time; through ``ctxwindow serve`` (2,000 stored
+    messages) a request took the same CPU either way (108 ms) and 90 ms of
+    wall with two, 113 with one. Several processes embedding on the same
+    cores (the service's workers) should share them out: each thread more than
+    the machine has waits for a core.
     """
 
     name = "multilingual-e5-small-q4"

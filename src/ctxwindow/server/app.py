@@ -55,7 +55,7 @@ def create_app(
     owned = None
     if archive is None and (path := settings.archive_path()) is not None:
         archive = owned = open_archive(
-            path, dense=settings.embedder == "default", threads=settings.embedder_threads
+            path, dense=settings.embedder == "default", threads=settings.embedding_threads()
         )
     if redactor is None:
         redactor = _default_redactor(settings)

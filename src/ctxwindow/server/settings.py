@@ -105,8 +105,8 @@ class Settings(BaseSettings):
     # with BM25 when it is installed, else words alone; "off": words alone.
     embedder: Literal["default", "off"] = "default"
     # Cores one embedding call may use (a request's question, the archive's batch);
-    # 0: every core. One costs the least CPU where requests share the cores.
-    embedder_threads: int = Field(default=1, ge=0)
+    # 0: the machine's cores shared out among the workers (at least one each).
+    embedder_threads: int = Field(default=0, ge=0)
     api_keys: dict[str, str] = {}  # API key -> tenant; empty: no auth, loopback only
     # With api_keys, GET /metrics needs one of them too, unless this opens it
     # (a scraper on a network of its own). /healthz and /readyz stay open.
@@ -248,6 +248,14 @@ class Settings(BaseSettings):
                 " a SQLite file, Redis or PostgreSQL"
             )
         return self
+
+    def embedding_threads(self) -> int:
+        """The cores one embedding call may use: ``embedder_threads``, or for 0 the
+        machine's cores (those this process may run on) over ``workers``, at least 1."""
+        if self.embedder_threads:
+            return self.embedder_threads
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        return max(1, (cores or os.cpu_count() or 1) // self.workers)
 
     def for_workers(self) -> str:
         """These settings as JSON for worker processes (the upstream key included)."""
