@@ -10,7 +10,10 @@ after any mix of writes, in this archive or in another one on the same file
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxwindow import Entry
-from ctxwindow.archive import base, vectors
+from ctxwindow.archive import Archive, PostgresArchive, base, vectors
 from ctxwindow.archive.sqlite import SQLiteArchive
 from ctxwindow.archive.vectors import Matrix, pack
+from tests.support.archives import drop_tables
 
 WORDS = ["parcel", "depot", "invoice", "猫", "寿司", "🚚", "refund", "Leeds"]
 
@@ -39,7 +43,28 @@ def archive_at(path: Path) -> SQLiteArchive:
     return SQLiteArchive(str(path), embedder=HashEmbedder())
 
 
-def ranked(archive: SQLiteArchive, session: str, query: str, before: int | None) -> list[Any]:
+Opener = Callable[[], Archive]
+
+
+@contextlib.contextmanager
+def shared_storage(
+    backend: str, tmp_path: Path, name: str, request: pytest.FixtureRequest
+) -> Iterator[Opener]:
+    """Opens archives on one SQLite file or one PostgreSQL table (dropped afterwards): each
+    archive opened is another process's view of the same rows."""
+    if backend == "sqlite":
+        path = tmp_path / f"{name}.db"
+        yield lambda: archive_at(path)
+        return
+    url = request.getfixturevalue("postgres_url")
+    table = f"ctxwindow_archive_test_{uuid.uuid4().hex[:12]}"
+    try:
+        yield lambda: PostgresArchive(url, table=table, embedder=HashEmbedder())
+    finally:
+        drop_tables([table])
+
+
+def ranked(archive: Archive, session: str, query: str, before: int | None) -> list[Any]:
     hits = archive.search(session, query, k=6, before=before)
     return [(h.entry.id, round(h.score, 9), h.lexical_rank, h.dense_rank) for h in hits]
 
@@ -62,11 +87,19 @@ operations = st.lists(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(steps=operations)
-def test_a_search_ranks_as_one_that_read_every_vector(tmp_path: Path, steps: list[Any]) -> None:
-    """Writes by this archive or another on the file (``other``), forgets, searches in any
-    order: each search equals a fresh archive's, which reads every vector."""
-    path = tmp_path / f"{hashlib.sha256(repr(steps).encode()).hexdigest()[:12]}.db"
-    mine, other = archive_at(path), archive_at(path)
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_search_ranks_as_one_that_read_every_vector(
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str, steps: list[Any]
+) -> None:
+    """Writes by this archive or another on the same rows (``other``), forgets, searches in
+    any order: each search equals a fresh archive's, which reads every vector."""
+    name = hashlib.sha256(repr(steps).encode()).hexdigest()[:12]
+    with shared_storage(backend, tmp_path, name, request) as open_archive:
+        check_steps(open_archive, steps)
+
+
+def check_steps(archive_at: Opener, steps: list[Any]) -> None:
+    mine, other = archive_at(), archive_at()
     seqs = {"a": 0, "b": 0}
     try:
         for kind, session, arg, more in steps:
@@ -81,10 +114,10 @@ def test_a_search_ranks_as_one_that_read_every_vector(tmp_path: Path, steps: lis
             elif kind == "forget":
                 (other if arg else mine).forget(session)
             else:
-                with archive_at(path) as fresh:
+                with archive_at() as fresh:
                     assert ranked(mine, session, arg, more) == ranked(fresh, session, arg, more)
         for session in "ab":
-            with archive_at(path) as fresh:
+            with archive_at() as fresh:
                 assert ranked(mine, session, "parcel 猫", None) == ranked(
                     fresh, session, "parcel 猫", None
                 )
@@ -93,17 +126,26 @@ def test_a_search_ranks_as_one_that_read_every_vector(tmp_path: Path, steps: lis
         other.close()
 
 
-def test_a_session_searched_again_reads_only_what_was_added(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_session_searched_again_reads_only_what_was_added(
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str
+) -> None:
     """The second search reads no vector again; one entry added: that row alone."""
     read: list[int] = []
+    with shared_storage(backend, tmp_path, "a", request) as open_archive, open_archive() as archive:
+        reading = archive._vectors_after
 
-    class Counting(SQLiteArchive):
-        def _vectors_after(self, session_id: str, key: int) -> list[Any]:
-            rows = super()._vectors_after(session_id, key)
+        def counted(session_id: str, key: int) -> list[Any]:
+            rows = reading(session_id, key)
             read.append(len(rows))
             return rows
 
-    archive = Counting(str(tmp_path / "a.db"), embedder=HashEmbedder())
+        archive._vectors_after = counted  # type: ignore[method-assign]
+        searched_again(archive)
+    assert read == [50, 1]  # the whole session once, then the one row added
+
+
+def searched_again(archive: Archive) -> None:
     archive.index(
         "s", [Entry({"role": "user", "content": f"parcel {i}"}, 3, i + 1) for i in range(50)]
     )
@@ -111,7 +153,6 @@ def test_a_session_searched_again_reads_only_what_was_added(tmp_path: Path) -> N
     archive.search("s", "parcel refund")
     archive.index("s", [Entry({"role": "user", "content": "depot 🚚"}, 3, 51)])
     archive.search("s", "depot")
-    assert read == [50, 1]  # the whole session once, then the one row added
 
 
 def test_the_vectors_kept_stay_under_their_bound(

@@ -65,10 +65,10 @@ def make_archive(request: pytest.FixtureRequest) -> Iterator[MakeArchive]:
     for archive in made:
         archive.close()
     if tables:
-        _drop_tables(tables)
+        drop_tables(tables)
 
 
-def _drop_tables(tables: list[str]) -> None:
+def drop_tables(tables: list[str]) -> None:
     """Drop each archive's tables: its entries, watermarks and index."""
     import psycopg
     from psycopg import sql

@@ -313,9 +313,11 @@ class Archive(ABC):
         ``MATRIX_ROWS`` over all sessions) and brought up to date with the rows added since
         (``_vector_mark``), or read whole when rows went or the backend keeps no mark.
 
-        Keys only grow, and a writer's rows commit in key order, so the rows above the
-        highest key a matrix has checked are all it lacks, unless rows went (fewer than it
-        holds, or more found than the mark counts: read whole). A row another process
+        Keys only grow, so the rows above the highest key a matrix has checked are all it
+        lacks, unless rows went, or a row below that key committed after it was checked
+        (PostgreSQL's writers of other sessions take keys from the same sequence): then the
+        session's row count differs from what the matrix holds, and it is read whole. A row
+        another process
         replaces in place (same entry, other text) keeps its former vector here until
         this process indexes or forgets the session, or the matrix is dropped.
         """

@@ -241,6 +241,31 @@ class PostgresArchive(Archive):
             )
             return [(key, seq, vector) for key, seq, vector in cur.fetchall()]
 
+    def _vector_mark(self, session_id: str) -> tuple[int, int] | None:
+        with self._cursor("read the archive") as cur:
+            cur.execute(
+                self._sql(
+                    "SELECT (SELECT rows FROM {s} WHERE session_id = %s),"
+                    " (SELECT coalesce(max(id), 0) FROM {t})"
+                ),
+                (session_id,),
+            )
+            rows, newest = cur.fetchone()
+        return (0 if rows is None else int(rows)), int(newest)
+
+    def _vectors_after(
+        self, session_id: str, key: int
+    ) -> list[tuple[int, int, StoredVector | None]]:
+        # Keys come from one sequence: a write that took a key below the mark may commit
+        # after it; the session's row count then differs and the matrix is read whole.
+        where = "session_id = %s" if key == 0 else "id > %s AND session_id = %s"
+        with self._cursor("read the archive's vectors") as cur:
+            cur.execute(
+                self._sql(f"SELECT id, seq, vector FROM {{t}} WHERE {where} ORDER BY id"),
+                (session_id,) if key == 0 else (key, session_id),
+            )
+            return [(key, seq, vector) for key, seq, vector in cur.fetchall()]
+
     def _load(self, keys: Sequence[int]) -> dict[int, tuple[str, str]]:
         with self._cursor("read the archive") as cur:
             cur.execute(
