@@ -741,13 +741,16 @@ def test_the_archive_embeds_with_the_threads_set(
         Settings(data_dir=tmp_path, upstream="http://u.test/v1", embedder_threads=-1)
 
 
-def test_by_default_the_workers_share_the_cores_out_for_embedding(tmp_path: Any) -> None:
+def test_threads_0_shares_the_cores_out_among_the_workers_for_embedding(tmp_path: Any) -> None:
     cores = len(os.sched_getaffinity(0))
     for workers in (1, 2, cores, 2 * cores + 1):
-        settings = Settings(data_dir=tmp_path, upstream="http://u.test/v1", workers=workers)
+        settings = Settings(
+            data_dir=tmp_path, upstream="http://u.test/v1", workers=workers, embedder_threads=0
+        )
         assert settings.embedding_threads() == max(1, cores // workers)
     one = Settings(data_dir=tmp_path, upstream="http://u.test/v1", workers=3, embedder_threads=1)
     assert one.embedding_threads() == 1
+    assert Settings(data_dir=tmp_path, upstream="http://u.test/v1").embedding_threads() == 1
 
 
 def test_a_streamed_tool_call_is_stored_whole() -> None:

@@ -106,7 +106,8 @@ class Settings(BaseSettings):
     embedder: Literal["default", "off"] = "default"
     # Cores one embedding call may use (a request's question, the archive's batch);
     # 0: the machine's cores shared out among the workers (at least one each).
-    embedder_threads: int = Field(default=0, ge=0)
+    # One costs the least CPU; more answer a question a little sooner (docs/server.md).
+    embedder_threads: int = Field(default=1, ge=0)
     api_keys: dict[str, str] = {}  # API key -> tenant; empty: no auth, loopback only
     # With api_keys, GET /metrics needs one of them too, unless this opens it
     # (a scraper on a network of its own). /healthz and /readyz stay open.
