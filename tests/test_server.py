@@ -733,10 +733,16 @@ def test_the_archive_embeds_with_the_threads_set(
     """``embedder_threads``: the cores one embedding call may use."""
     from ctxwindow.archive.embedders import default_embedder
 
+    shared = default_embedder()
+    before = getattr(shared, "threads", None)
     settings = Settings(data_dir=tmp_path, upstream="http://u.test/v1", embedder_threads=threads)
     app = create_app(settings, upstream_transport=upstream.transport())
-    with TestClient(app):
-        assert getattr(default_embedder(), "threads", "missing") == threads
+    try:
+        with TestClient(app):
+            assert getattr(default_embedder(), "threads", "missing") == threads
+    finally:
+        if hasattr(shared, "threads"):
+            shared.threads = before  # the process's one embedder, shared with other tests
     with pytest.raises(ValidationError, match="embedder_threads"):
         Settings(data_dir=tmp_path, upstream="http://u.test/v1", embedder_threads=-1)
 
