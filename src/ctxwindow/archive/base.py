@@ -317,9 +317,8 @@ class Archive(ABC):
         lacks, unless rows went, or a row below that key committed after it was checked
         (PostgreSQL's writers of other sessions take keys from the same sequence): then the
         session's row count differs from what the matrix holds, and it is read whole. A row
-        another process
-        replaces in place (same entry, other text) keeps its former vector here until
-        this process indexes or forgets the session, or the matrix is dropped.
+        another process replaces in place (same entry, other text) keeps its former vector
+        here until this process indexes or forgets the session, or the matrix is dropped.
         """
         assert self.embedder is not None
         mark = self._vector_mark(scope.session_id) if scope.user_id is None else None

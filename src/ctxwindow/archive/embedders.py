@@ -163,11 +163,13 @@ class E5SmallEmbedder:
     ``threads`` is the cores one call may use (None: OpenMP's default, every
     core or ``OMP_NUM_THREADS``); it can be changed between calls. On 2 cores
     a short text alone costs about 15 % more CPU with both than with one, for
-    about half the wall time; through ``ctxwindow serve`` (2,000 stored
-    messages) a request took the same CPU either way (108 ms) and 90 ms of
-    wall with two, 113 with one. Several processes embedding on the same
-    cores (the service's workers) should share them out: each thread more than
-    the machine has waits for a core.
+    about half the wall time. Through ``ctxwindow serve``, where the archive's
+    worker embeds beside the requests, one thread cost 44-45 ms of CPU a
+    request at 10 stored messages against 51-57 ms with two, and the same
+    108 ms at 2,000 (where two answered 23 ms sooner): the service embeds
+    with one (its ``embedder_threads``). Several processes embedding on the
+    same cores should share them out: each thread more than the machine has
+    waits for a core.
     """
 
     name = "multilingual-e5-small-q4"
