@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -204,3 +205,36 @@ def test_vectors_of_another_size_never_rank() -> None:
     assert (len(matrix), matrix.rows) == (1, 3)
     assert [key for key, _, _ in matrix.best([1.0, 0.0], 5, None, 0.0)[0]] == [1]
     assert vectors.Matrix(2).best([1.0, 0.0], 5, None, 0.0) == ([], 0.0)
+
+
+def test_a_session_forgotten_elsewhere_and_archived_again_is_not_ranked_on_its_former_vectors(
+    tmp_path: Path,
+) -> None:
+    """Another process forgets the session, this one archives as many new turns: without
+    keys that only grow, SQLite gave them the former keys and the matrix kept the former
+    vectors (found by the property test above)."""
+    path = tmp_path / "a.db"
+    with archive_at(path) as mine, archive_at(path) as other:
+        other.index("a", [Entry({"role": "user", "content": "猫"}, 3, 1, id="a1")])
+        mine.search("a", "猫")
+        other.forget("a")
+        mine.index("a", [Entry({"role": "user", "content": "parcel depot"}, 3, 2, id="a2")])
+        with archive_at(path) as fresh:
+            assert ranked(fresh, "a", "parcel depot", None)[0][3] == 1  # by meaning too
+            assert ranked(mine, "a", "parcel depot", None) == ranked(
+                fresh, "a", "parcel depot", None
+            )
+
+
+def test_a_table_made_before_keys_only_grew_keeps_no_matrix(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:  # the table as archives made it before AUTOINCREMENT
+        db.execute(
+            "CREATE TABLE ctxwindow_archive (id INTEGER PRIMARY KEY, session_id TEXT NOT NULL,"
+            " entry_id TEXT NOT NULL, user_id TEXT, seq INTEGER NOT NULL, entry TEXT NOT NULL,"
+            " vector BLOB, terms TEXT, length INTEGER, UNIQUE (session_id, entry_id))"
+        )
+    with archive_at(path) as archive:
+        archive.index("a", [Entry({"role": "user", "content": "parcel 猫"}, 3, 1, id="a1")])
+        assert [h.entry.id for h in archive.search("a", "猫")] == ["a1"]
+        assert archive._matrices == {}

@@ -102,7 +102,8 @@ class SQLiteArchive(Archive):
         with self._transaction():
             self._db.execute(
                 f"CREATE TABLE IF NOT EXISTS {t} ("
-                " id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, entry_id TEXT NOT NULL,"
+                " id INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL,"
+                " entry_id TEXT NOT NULL,"
                 " user_id TEXT, seq INTEGER NOT NULL, entry TEXT NOT NULL, vector BLOB,"
                 " terms TEXT, length INTEGER, UNIQUE (session_id, entry_id))"
             )
@@ -110,6 +111,14 @@ class SQLiteArchive(Archive):
             for column in ("terms TEXT", "length INTEGER"):  # absent before postings
                 if column.split()[0] not in columns:
                     self._db.execute(f"ALTER TABLE {t} ADD COLUMN {column}")
+            # Without AUTOINCREMENT (a table made before it), SQLite gives the keys of rows
+            # deleted at the top to the next rows: a session forgotten and archived again by
+            # another process could keep its key range and row count, and a matrix its former
+            # vectors. Such a table keeps no matrix (``_vector_mark``): vectors read per search.
+            (made,) = self._db.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (t,)
+            ).fetchone()
+            self._keys_grow = "AUTOINCREMENT" in made.upper()
             self._db.execute(f"CREATE INDEX IF NOT EXISTS {t}_user ON {t} (user_id)")
             self._db.execute(f"CREATE INDEX IF NOT EXISTS {t}_seq ON {t} (session_id, seq)")
             self._postings.create_tables()
@@ -163,6 +172,9 @@ class SQLiteArchive(Archive):
         existing = self._existing(session_id, [doc.entry_id for doc in documents])
         self._postings.unindex(sid, list(existing.values()))
         (last,) = self._db.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()
+        if self._keys_grow:  # never a key of rows deleted since (AUTOINCREMENT's record)
+            recorded = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (t,))
+            last = max([last, *(seq for (seq,) in recorded)])
         updates: list[tuple[object, ...]] = []
         inserts: list[tuple[object, ...]] = []
         rows: list[Counted] = []
@@ -232,6 +244,8 @@ class SQLiteArchive(Archive):
         return [(key, seq, vector) for key, seq, vector in rows]
 
     def _vector_mark(self, session_id: str) -> tuple[int, int] | None:
+        if not self._keys_grow:
+            return None
         t = self._table
         with self._errors("read the archive"):
             row = self._db.execute(
