@@ -203,14 +203,17 @@ def small_disk(where: Path, size: str = "4m") -> Iterator[Path]:
 
 
 def fill(disk: Path) -> Path:
-    """Write a file until the disk is full; the file (delete it to make room)."""
+    """Write a file until the disk is full; the file (delete it to make room).
+
+    Unbuffered: a buffered file that took part of its last block would try the
+    rest again when closed, and fail there.
+    """
     filler = disk / "filler"
     block = b"\0" * 65536
-    with open(filler, "wb") as out:
+    with open(filler, "wb", buffering=0) as out:
         try:
             while True:
                 out.write(block)
-                out.flush()
         except OSError as exc:
             assert exc.errno == errno.ENOSPC, exc
     return filler
