@@ -26,9 +26,10 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 #   browser  a test that uses the ``browser`` fixture (tests/support/browser.py);
 #   servers  a test that uses a server's fixture (``postgres_url``; the fault suite's private
 #            ``private_redis``, ``private_postgres``), or whose name or parameters name Redis or
-#            PostgreSQL (the store cases ``redis-sync``, ``postgresql-async``, ``test_redis_...``).
+#            PostgreSQL (the store cases ``redis-sync``, ``postgresql-async``, ``pgbouncer-sync``,
+#            ``test_redis_...``).
 SERVER_FIXTURES = {"postgres_url", "private_redis", "private_postgres", "postgres_template"}
-NAMES_A_SERVER = re.compile(r"redis|postgres", re.IGNORECASE)
+NAMES_A_SERVER = re.compile(r"redis|postgres|pgbouncer", re.IGNORECASE)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1121,7 +1121,7 @@ def test_a_holder_killed_with_sigkill_does_not_keep_the_session(case: Case, tmp_
     """SQLite and PostgreSQL free the session at once; Redis when the lease (1 s here) ends."""
     shared(case)
     sid = case.sid()
-    lease = ["--lock-ttl", "1"] if case.kind == "redis" else []
+    lease = ["--lock-ttl", "1"] if case.kind in ("redis", "redis-cluster") else []
     with spawn_locker(case, sid, tmp_path / "unused", "--hold", *lease) as holder:
         assert holder.stdout is not None and holder.stdin is not None
         assert holder.stdout.readline() == "ready\n", holder.communicate()[1]

@@ -1,11 +1,13 @@
 """The stores under test: every kind and flavour behind one sync API, and the shared servers.
 
 ``case`` (a fixture: import it into a test module) gives one store of each kind
-(memory, sqlite, redis, postgresql, tiered) in both flavours; async stores are
-driven through ``Blocking``, one event loop per test. Redis and PostgreSQL come
-from ``CTXWINDOW_TEST_REDIS_URL`` / ``CTXWINDOW_TEST_POSTGRES_URL`` and are
-skipped when unreachable, unless ``CTXWINDOW_REQUIRE_SERVERS=1`` (CI), which
-turns the skip into a failure (``require_server``).
+(memory, sqlite, redis, postgresql, tiered, redis-cluster) in both
+flavours; async stores are driven through ``Blocking``, one event loop per test.
+Redis and PostgreSQL come from ``CTXWINDOW_TEST_REDIS_URL`` /
+``CTXWINDOW_TEST_POSTGRES_URL``; the cluster is started by the
+tests (``redis_cluster``). They are skipped when unreachable, unless
+``CTXWINDOW_REQUIRE_SERVERS=1`` (CI), which turns the skip into a failure
+(``require_server``, ``no_server``).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ SERVERS = {
     "postgresql": ("PostgreSQL", POSTGRES_URL, "ctxwindow.stores.postgres", 5432),
 }
 
-KINDS = ("memory", "sqlite", "redis", "postgresql", "tiered")
+KINDS = ("memory", "sqlite", "redis", "postgresql", "tiered", "redis-cluster")
 FLAVOURS = ("sync", "async")
 
 
@@ -89,6 +91,16 @@ def no_server(reason: str) -> None:
     if REQUIRE_SERVERS:
         pytest.fail(f"{reason} (CTXWINDOW_REQUIRE_SERVERS=1)")
     pytest.skip(reason)
+
+
+def server_url(kind: str) -> str:
+    """The URL of the server store of ``kind``: a shared server, or one the tests start
+    (a Redis Cluster) once per process."""
+    if kind == "redis-cluster":
+        from tests.support.redis_cluster import cluster_url
+
+        return cluster_url()
+    return require_server(kind)
 
 
 def tiered_class(flavour: str) -> Any:
@@ -196,7 +208,7 @@ def build(kind: str, flavour: str, tmp_path: Path, loop: asyncio.AbstractEventLo
     if kind == "memory":
         return (MemoryStore() if flavour == "sync" else AsyncMemoryStore()), None, None
     path = tmp_path / "store.db"
-    url = sqlite_url(path) if kind in ("sqlite", "tiered") else require_server(kind)
+    url = sqlite_url(path) if kind in ("sqlite", "tiered") else server_url(kind)
     if kind == "tiered":
         cls = tiered_class(flavour)
         durable = SQLiteStore(path) if flavour == "sync" else AsyncSQLiteStore(path)

@@ -36,7 +36,7 @@ from ctxwindow.stores.base import redact_url
 from ctxwindow.tokens.registry import ModelRegistry, is_glob, read_config_file
 
 LOOPBACK_NAMES = ("localhost",)
-REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
 
 
 class Settings(BaseSettings):

@@ -74,7 +74,8 @@ return 1
 
 
 class RedisLimiter:
-    """The same limit counted in Redis: shared by every process using ``url``.
+    """The same limit counted in Redis: shared by every process using ``url`` (one server,
+    or a Redis Cluster: ``redis+cluster://…``).
 
     If Redis cannot be reached the request is admitted (and a warning logged):
     the limit protects the upstream, it must not take the service down.
@@ -85,8 +86,11 @@ class RedisLimiter:
     ) -> None:
         import redis.asyncio
 
+        from ctxwindow.stores.redis.common import make_client, parse_url
+
         self.url, self.limit, self.window, self.prefix = url, limit, window, prefix
-        self._client: Any = redis.asyncio.Redis.from_url(url, socket_timeout=2.0)
+        # One key a tenant: a Redis Cluster takes it as it is.
+        self._client: Any = make_client(redis.asyncio, parse_url(url), {"socket_timeout": 2.0})
         self._script = self._client.register_script(_ADMIT)
 
     async def admit(self, tenant: str) -> bool:

@@ -4,7 +4,8 @@ SQLite URLs follow SQLAlchemy's spelling: ``sqlite:///sessions.db`` is a path
 relative to the working directory, ``sqlite:////var/lib/app/sessions.db`` (four
 slashes) an absolute one, ``sqlite:///:memory:`` an in-memory database. Query
 parameters ``synchronous=NORMAL|FULL`` and ``busy_timeout=SECONDS`` configure it.
-Redis (``redis://``, ``rediss://``, ``unix://``) and PostgreSQL (``postgresql://``,
+Redis (``redis://``, ``rediss://``, ``unix://``; a Redis Cluster:
+``redis+cluster://host:port,host:port``) and PostgreSQL (``postgresql://``,
 ``postgres://``) URLs go to their stores unchanged; those stores need an extra
 (the ``redis`` extra, the ``postgres`` extra). With
 ``create=False`` a SQLite file that does not exist is an error, not a new
@@ -36,12 +37,24 @@ from ctxwindow.stores.base import AsyncStore, Store
 from ctxwindow.stores.memory import AsyncMemoryStore, MemoryStore
 from ctxwindow.stores.sqlite import AsyncSQLiteStore, SQLiteStore
 
-SCHEMES = ("memory", "sqlite", "redis", "rediss", "unix", "postgresql", "postgres")
+SCHEMES = (
+    "memory",
+    "sqlite",
+    "redis",
+    "rediss",
+    "unix",
+    "redis+cluster",
+    "rediss+cluster",
+    "postgresql",
+    "postgres",
+)
 # scheme -> (module and extra, sync class); the async class is "Async" + the sync one
 _BACKENDS = {
     "redis": ("redis", "RedisStore"),
     "rediss": ("redis", "RedisStore"),
     "unix": ("redis", "RedisStore"),  # redis-py's spelling of a Unix socket
+    "redis+cluster": ("redis", "RedisStore"),
+    "rediss+cluster": ("redis", "RedisStore"),
     "postgresql": ("postgres", "PostgresStore"),
     "postgres": ("postgres", "PostgresStore"),
 }

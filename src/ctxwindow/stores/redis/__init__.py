@@ -25,6 +25,33 @@ truncate to 0 remove it. Ids whose entries vanished on their own (expired,
 evicted) are dropped by the listing that meets them and, with a ``ttl``, by
 writes sampling the index.
 
+On a Redis Cluster (``redis+cluster://host:port,host:port``: the client finds
+the other nodes, follows MOVED and ASK, and reads the map of the slots again
+after a failover) every key of a session carries the hash tag ``{s:<session>}``
+(``P:{s:<session>}:e`` and so on, the lease too), so each script touches one
+slot, whatever braces the id holds. The index of session ids is then
+``INDEX_SHARDS`` (16) sorted sets ``P:sessions:{ix:<n>}`` spread over the
+cluster, a session's set picked by a hash of its id; a page of ``sessions()``
+reads the next ``limit`` ids of each, merges them and checks that their entries
+exist, so paging stays exact. A script cannot keep that index (it is in
+another slot): the store does, beside it. The first append of a session puts
+the id in its set before anything is written (the script refuses to create a
+session until told the id is indexed) and again after (a delete in another
+process may have taken it out meanwhile); a delete or a truncate to 0 takes it
+out, then puts it back if the session was written again in between. So a
+session with entries is always listed; an id whose entries are gone is dropped
+by the listing that meets it, and with a ``ttl``, the first append of a session
+drops the dead among three random ids of its set.
+
+``?wait_replicas=N`` (on one server or a cluster): an append is acknowledged
+only once N replicas have it. The script and a ``WAIT`` go in one pipeline,
+on one connection to the session's primary; fewer replicas within half the
+timeout is a ``StoreUnavailableError`` (the entries may be kept: retry with
+the same idempotency key, whose replay waits for them again). Without it an
+acknowledged append is in the primary's memory only until replication sends
+it, asynchronously: a primary that dies first loses it, and its promoted
+replica never had it.
+
 A truncate is one script too: it cuts the list, drops the ids of the entries it
 removes, the idempotency keys covering any of them and a checkpoint past the
 cut, so no other client ever sees it half done.
@@ -62,7 +89,7 @@ generated from ``aio`` by ``tools/unasync.py``).
 """
 
 from ctxwindow.stores.redis.aio import AsyncRedisStore
-from ctxwindow.stores.redis.common import INSTALL_HINT, SCHEMES
+from ctxwindow.stores.redis.common import INDEX_SHARDS, INSTALL_HINT, SCHEMES
 from ctxwindow.stores.redis.sync import RedisStore
 
-__all__ = ["INSTALL_HINT", "SCHEMES", "AsyncRedisStore", "RedisStore"]
+__all__ = ["INDEX_SHARDS", "INSTALL_HINT", "SCHEMES", "AsyncRedisStore", "RedisStore"]

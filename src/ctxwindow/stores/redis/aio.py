@@ -30,12 +30,16 @@ from ctxwindow.stores.base import (
 )
 from ctxwindow.stores.redis.common import (
     EARLIER_PAGE,
+    NOT_INDEXED,
+    REDIRECTIONS,
     RELEASE_RETRY,
     Layout,
     Orphans,
     Scripts,
     earlier_page,
     load_redis,
+    make_client,
+    merged_page,
 )
 
 if TYPE_CHECKING:
@@ -45,6 +49,9 @@ if TYPE_CHECKING:
 class AsyncRedisStore(AsyncStore):
     """Sessions in Redis; ``ttl`` (seconds) makes it a cache whose sessions expire when idle.
 
+    ``url`` names one server (``redis://``, ``rediss://``, ``unix://``) or a
+    Redis Cluster (``redis+cluster://host:port,host:port``); with
+    ``?wait_replicas=N`` an append returns only once N replicas have it.
     ``lock_ttl`` is the lease of a session lock, in seconds: how long a holder
     that died keeps the session locked (see ``ctxwindow.stores.redis``).
     ``timeout`` bounds every call (connecting, then each command), in seconds.
@@ -69,9 +76,15 @@ class AsyncRedisStore(AsyncStore):
         self.url = self._layout.url
         self.prefix, self.ttl, self.read_only = prefix, ttl, read_only
         lib = load_redis()
-        options = self._layout.client_options(timeout, lib.asyncio.retry.Retry)
-        self._client: redis.asyncio.Redis = lib.asyncio.Redis.from_url(url, **options)
+        target = self._layout.target
+        self._options = self._layout.client_options(timeout, lib.asyncio.retry.Retry)
+        with self._layout.errors("connect"):  # a sync cluster client reads the map now
+            self._client: Any = make_client(lib.asyncio, target, self._options)
         self._scripts = Scripts(self._client)
+        # With wait_replicas on a cluster: a client of each primary, so that a write and
+        # its WAIT go on one connection (see ``_written``); refreshed after a failure.
+        self._primaries: dict[str, redis.asyncio.Redis] = {}
+        self._stale = False
         self._orphans = Orphans(self._layout.url)
         self._releaser = Background(self._release_orphans, RELEASE_RETRY, "ctxwindow-redis-release")
         self._leased: dict[str, tuple[str, str]] = {}  # key -> (token, session): held now
@@ -93,8 +106,16 @@ class AsyncRedisStore(AsyncStore):
         keys = self._layout.indexed_keys(session_id)
         args = self._layout.fill_args(session_id, entries)
         with self._layout.errors(f"fill session {session_id!r}"):
-            length = await self._scripts.fill(keys=keys, args=args)
-        return int(length) >= 0
+            length = int(await self._scripts.fill(keys=keys, args=args))
+            if length == -NOT_INDEXED:
+                await self._index(session_id)
+                args = self._layout.may_create(args)
+                length = int(await self._scripts.fill(keys=keys, args=args))
+                if length > 0:
+                    await self._created(session_id)
+            elif length == -3 and self._layout.cluster:  # dropped a stale copy
+                await self._unindex(session_id)
+        return length >= 0
 
     # -- the primitives (arguments checked by the base) -------------------------------
 
@@ -104,8 +125,84 @@ class AsyncRedisStore(AsyncStore):
         keys = self._layout.indexed_keys(session_id)
         args = self._layout.append_args(session_id, entries, idempotency_key)
         with self._layout.errors(f"append to session {session_id!r}"):
-            reply = await self._scripts.append(keys=keys, args=args)
+            reply = await self._written(keys, args)
+            if int(reply[0]) == NOT_INDEXED:  # a new session, on a cluster: indexed first
+                await self._index(session_id)
+                args = self._layout.may_create(args)
+                reply = await self._written(keys, args)
+                if int(reply[0]) == 1 and int(reply[1]) == 1:
+                    await self._created(session_id)
         return self._layout.appended(session_id, args, reply)
+
+    async def _written(self, keys: list[str], args: list[Any]) -> Any:
+        """The reply of ``APPEND``; with ``wait_replicas``, once that many replicas have it.
+
+        The script and ``WAIT`` go in one pipeline, on one connection to the
+        session's primary (``WAIT`` counts the writes of its own connection).
+        A primary that moved the slot away answers MOVED before running
+        anything: the cluster's map is read again and the write sent there.
+        """
+        wanted = self._layout.target.wait_replicas
+        if wanted == 0:
+            return await self._scripts.append(keys=keys, args=args)
+        errors = load_redis().exceptions
+        for _ in range(REDIRECTIONS):
+            pipe = (await self._primary_of(keys[0])).pipeline(transaction=False)
+            await self._scripts.append(keys=keys, args=args, client=pipe)
+            pipe.wait(wanted, self._layout.wait_ms)
+            try:
+                reply, acknowledged = await pipe.execute()
+            except errors.AskError:  # MovedError too
+                self._stale = True
+                continue
+            except (errors.ConnectionError, errors.TimeoutError):
+                self._stale = True
+                raise
+            if int(reply[0]) != NOT_INDEXED:  # else nothing was written
+                self._layout.check_replicas(int(acknowledged), wanted)
+            return reply
+        raise errors.TryAgainError(f"the slot of {keys[0]!r} kept moving")
+
+    async def _primary_of(self, key: str) -> Any:
+        """The client of the primary that holds ``key`` (the store's own on one server)."""
+        if not self._layout.cluster:
+            return self._client
+        if self._stale:
+            self._stale = False
+            await self._client.nodes_manager.initialize()
+        node = self._client.get_node_from_key(key)
+        client = self._primaries.get(node.name)
+        if client is None:
+            lib = load_redis()
+            options = {**self._layout.target.options, **self._options}
+            client = lib.asyncio.Redis(host=node.host, port=node.port, **options)
+            self._primaries[node.name] = client
+        return client
+
+    # -- a cluster's index of session ids: kept beside the scripts ---------------------
+
+    async def _index(self, session_id: str) -> None:
+        await self._client.zadd(self._layout.shard_key(session_id), {session_id: 0})
+
+    async def _created(self, session_id: str) -> None:
+        """After a write that created a session: index it again (a delete's ``_unindex``
+        may have just taken it out) and, with a ttl, drop dead ids near it."""
+        await self._index(session_id)
+        if self.ttl is None:
+            return
+        shard = self._layout.shard_key(session_id)
+        for member in await self._client.zrandmember(shard, 3) or []:
+            other = member.decode("utf-8")
+            if not await self._client.exists(self._layout.entries_key(other)):
+                await self._unindex(other)
+
+    async def _unindex(self, session_id: str) -> None:
+        """Take a session that was removed out of the index, and put it back if it was
+        written again meanwhile (an append indexes it before it writes, and again after)."""
+        shard = self._layout.shard_key(session_id)
+        await self._client.zrem(shard, session_id)
+        if await self._client.exists(self._layout.entries_key(session_id)):
+            await self._index(session_id)
 
     async def _load(self, session_id: str, after: int, limit: int | None) -> list[Entry]:
         stop = -1 if limit is None else after + limit - 1  # LRANGE's stop is inclusive
@@ -128,16 +225,23 @@ class AsyncRedisStore(AsyncStore):
     async def _delete(self, session_id: str) -> bool:
         keys = self._layout.indexed_keys(session_id)
         with self._layout.errors(f"delete session {session_id!r}"):
-            return int(await self._scripts.delete(keys=keys, args=[session_id])) > 0
+            had = int(await self._scripts.delete(keys=keys, args=[session_id]))
+            if self._layout.cluster:
+                await self._unindex(session_id)
+        return had > 0
 
     async def _truncate(self, session_id: str, after: int) -> list[Entry]:
         keys = self._layout.indexed_keys(session_id)
         args = [self._layout.ttl_ms, after, session_id]
         with self._layout.errors(f"truncate session {session_id!r}"):
             docs = await self._scripts.truncate(keys=keys, args=args)
+            if docs and after == 0 and self._layout.cluster:
+                await self._unindex(session_id)
         return [entry_from_json(doc) for doc in docs]
 
     async def _sessions(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        if self._layout.cluster:
+            return await self._sharded(prefix, after, limit)
         keys = [self._layout.index_key, self._layout.indexed_marker]
         args = self._layout.page_args(prefix, after, limit, tidy=not self.read_only)
         with self._layout.errors("list sessions"):
@@ -148,6 +252,31 @@ class AsyncRedisStore(AsyncStore):
                 await self._build_index()
                 page = await self._scripts.sessions(keys=keys, args=args)
         return [session_id.decode("utf-8") for session_id in page]
+
+    async def _sharded(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
+        """A page of a cluster's sessions: the first ``limit`` ids of every shard, merged and
+        cut, without those whose entries are gone (dropped from the index on the way)."""
+        low, high = self._layout.bounds(prefix, after)
+        page: list[str] = []
+        with self._layout.errors("list sessions"):
+            while limit is None or len(page) < limit:
+                want = None if limit is None else limit - len(page)
+                pipe = self._client.pipeline(transaction=False)
+                for shard in self._layout.shard_keys:
+                    pipe.zrangebylex(shard, low, high, None if want is None else 0, want)
+                batch = merged_page(await pipe.execute(), want)
+                if not batch:
+                    break
+                pipe = self._client.pipeline(transaction=False)
+                for session_id in batch:
+                    pipe.exists(self._layout.entries_key(session_id))
+                for session_id, alive in zip(batch, await pipe.execute(), strict=True):
+                    if alive:
+                        page.append(session_id)
+                    elif not self.read_only:
+                        await self._unindex(session_id)
+                low = b"(" + batch[-1].encode()
+        return page
 
     async def _scanned(self, prefix: str, after: str | None, limit: int | None) -> list[str]:
         """A page of sessions found by ``SCAN`` (all of them read, then sorted): the list of
@@ -219,6 +348,10 @@ class AsyncRedisStore(AsyncStore):
         try:
             with self._layout.errors("health check"):
                 persistence = await self._client.info("persistence")
+                if self._layout.cluster:
+                    persistence = self._layout.cluster_health(
+                        persistence, await self._client.cluster_info()
+                    )
         except StoreError as exc:
             return self._layout.health(started, exc)
         return self._layout.health(started, persistence)
@@ -231,6 +364,8 @@ class AsyncRedisStore(AsyncStore):
             with contextlib.suppress(StoreError):  # else the lease expires by its ttl
                 await self._drop_lease(key, token, session_id)
         self._layout.closed = True
+        for client in self._primaries.values():
+            await client.aclose()
         await self._client.aclose()
 
     # -- the lock across processes: a lease renewed while the block runs --------------

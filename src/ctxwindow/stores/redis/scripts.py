@@ -12,14 +12,16 @@ from typing import Any
 # A cache's sessions expire without a word to the index of session ids: each write of a
 # store with a ttl drops the members, among three random ones, whose entries are gone,
 # which keeps the dead at about a third of the index at worst. (The keys it reads are not
-# in KEYS: a cluster would refuse that, as it refuses a session's keys, which carry no
-# hash tag.)
+# in KEYS, which only one server allows: on a cluster, KEYS holds the session's keys
+# alone, all in the slot of its hash tag, and the store keeps the index itself.)
 PRUNE = """
 if ttl > 0 then
   for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ttl) end
-  local head = string.sub(entries, 1, #entries - #session)
-  for _, member in ipairs(redis.call('ZRANDMEMBER', KEYS[5], 3)) do
-    if redis.call('EXISTS', head .. member) == 0 then redis.call('ZREM', KEYS[5], member) end
+  if KEYS[5] then
+    local head = string.sub(entries, 1, #entries - #session)
+    for _, member in ipairs(redis.call('ZRANDMEMBER', KEYS[5], 3)) do
+      if redis.call('EXISTS', head .. member) == 0 then redis.call('ZREM', KEYS[5], member) end
+    end
   end
 end
 """
@@ -30,66 +32,75 @@ def pruning(script: str) -> str:
     return script.replace("-- PRUNE\n", PRUNE)
 
 
-# KEYS: the session's keys and the index of session ids (see ``common.Layout.indexed_keys``).
+# KEYS: the session's keys and, on one server, the index of session ids (see
+# ``common.Layout.indexed_keys``). ARGV: ttl, idempotency key, session id, whether the
+# call may create the session (on a cluster, not before the store put it in the index:
+# the reply is then {2} and nothing is written), then an id and a body per entry.
 APPEND = pruning("""
 local entries, ids, keys = KEYS[1], KEYS[2], KEYS[3]
 local ttl, key, session = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 if key ~= '' then
   local done = redis.call('HGET', keys, key)
   if done then
+    -- written again, as it is: a WAIT after a retry then waits for the first call's write
+    redis.call('HSET', keys, key, done)
     local first, last = string.match(done, '^(%d+):(%d+)$')
     local reply = redis.call('LRANGE', entries, tonumber(first) - 1, tonumber(last) - 1)
     table.insert(reply, 1, 0)
     return reply
   end
 end
+local first = redis.call('LLEN', entries) + 1
+if first == 1 and ARGV[4] == '0' then return {2} end
 local seen = {}
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   if seen[ARGV[i]] or redis.call('HEXISTS', ids, ARGV[i]) == 1 then return {-1, ARGV[i]} end
   seen[ARGV[i]] = true
 end
-local first = redis.call('LLEN', entries) + 1
 if first == 1 and tonumber(redis.call('HGET', KEYS[4], 'seq') or '0') > 0 then
   redis.call('DEL', KEYS[4])  -- the checkpoint of entries that expired or were evicted
 end
 local seq = first
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   redis.call('RPUSH', entries, '{"seq":' .. seq .. ',' .. ARGV[i + 1])
   redis.call('HSET', ids, ARGV[i], seq)
   seq = seq + 1
 end
 if key ~= '' then redis.call('HSET', keys, key, first .. ':' .. (seq - 1)) end
-if first == 1 then redis.call('ZADD', KEYS[5], 0, session) end
+if first == 1 and KEYS[5] then redis.call('ZADD', KEYS[5], 0, session) end
 -- PRUNE
 return {1, first}
 """)
 
 # A cache fill: the entries carry the durable store's sequence numbers and
-# continue (or overlap) the list; a gap would misplace them, so it is refused. An
+# continue (or overlap) the list; a gap would misplace them, so it is refused (-1). An
 # overlapping entry must be the one held at its seq: another one means the copy is of
-# entries the durable store has since removed (truncated, deleted), and it is dropped.
+# entries the durable store has since removed (truncated, deleted), and it is dropped
+# (-3). ARGV as APPEND's, with the first seq in place of the idempotency key: -2 is
+# APPEND's {2}.
 FILL = pruning("""
 local entries, ids = KEYS[1], KEYS[2]
 local ttl, seq, session = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local length = redis.call('LLEN', entries)
 if seq > length + 1 then return -1 end
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   if seq <= length and tonumber(redis.call('HGET', ids, ARGV[i]) or '0') ~= seq then
     redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
-    redis.call('ZREM', KEYS[5], session)
-    return -1
+    if KEYS[5] then redis.call('ZREM', KEYS[5], session) end
+    return -3
   end
   seq = seq + 1
 end
+if length == 0 and ARGV[4] == '0' then return -2 end
 seq = tonumber(ARGV[2])
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   if seq > length then
     redis.call('RPUSH', entries, ARGV[i + 1])
     redis.call('HSET', ids, ARGV[i], seq)
   end
   seq = seq + 1
 end
-if length == 0 then redis.call('ZADD', KEYS[5], 0, session) end
+if length == 0 and KEYS[5] then redis.call('ZADD', KEYS[5], 0, session) end
 -- PRUNE
 return redis.call('LLEN', entries)
 """)
@@ -111,7 +122,7 @@ return redis.call('LRANGE', KEYS[1], tonumber(first) - 1, tonumber(last) - 1)
 DELETE = """
 local had = redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 redis.call('DEL', KEYS[4])
-redis.call('ZREM', KEYS[5], ARGV[1])
+if KEYS[5] then redis.call('ZREM', KEYS[5], ARGV[1]) end
 return had
 """
 
@@ -136,7 +147,7 @@ if tonumber(redis.call('HGET', KEYS[4], 'seq') or '-1') > after then
 end
 if after == 0 then
   redis.call('DEL', entries)
-  redis.call('ZREM', KEYS[5], session)
+  if KEYS[5] then redis.call('ZREM', KEYS[5], session) end
 else
   redis.call('LTRIM', entries, 0, after - 1)
 end
