@@ -595,8 +595,8 @@ def test_a_path_for_a_url_gets_the_url_to_write(tmp_path: Path) -> None:
     one_line_error(
         *run("list", "--store", "sessions.db"),
         "unknown store URL 'sessions.db': the supported schemes are memory://, sqlite://,"
-        " redis://, rediss://, unix://, postgresql://, postgres://; for a SQLite file write"
-        " 'sqlite:///sessions.db'",
+        " redis://, rediss://, unix://, redis+cluster://, rediss+cluster://, postgresql://,"
+        " postgres://; for a SQLite file write 'sqlite:///sessions.db'",
     )
     one_line_error(*run("list", "--store", "/srv/会话.db"), "write 'sqlite:////srv/会话.db'")
 
