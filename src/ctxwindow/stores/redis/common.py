@@ -104,8 +104,7 @@ def parse_url(url: str) -> Target:
     if rest:
         names = ", ".join(sorted({name for name, _ in rest}))
         raise ValueError(
-            f"{redact_url(url)!r}: a cluster URL takes no parameter but wait_replicas"
-            f" (got {names})"
+            f"{redact_url(url)!r}: a cluster URL takes no parameter but wait_replicas (got {names})"
         )
     return Target(True, head, *_cluster_nodes(head, scheme), wait_replicas)
 
@@ -127,24 +126,18 @@ def _wait_replicas(text: str, url: str) -> int:
     return int(text)
 
 
-def _cluster_nodes(
-    head: str, scheme: str
-) -> tuple[tuple[tuple[str, int], ...], dict[str, Any]]:
+def _cluster_nodes(head: str, scheme: str) -> tuple[tuple[tuple[str, int], ...], dict[str, Any]]:
     """The seed nodes and connection options of ``redis+cluster://…`` (without its query)."""
     rest = head[len(scheme) + 3 :]
     userinfo, _, hosts = rest.rpartition("@")
     hosts, _, path = hosts.partition("/")
     if path not in ("", "0"):
-        raise ValueError(
-            f"{redact_url(head)!r}: a Redis Cluster has database 0 only, not {path!r}"
-        )
+        raise ValueError(f"{redact_url(head)!r}: a Redis Cluster has database 0 only, not {path!r}")
     nodes = []
     for address in hosts.split(","):
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
-            raise ValueError(
-                f"{redact_url(head)!r}: each node is host:port, got {address!r}"
-            )
+            raise ValueError(f"{redact_url(head)!r}: each node is host:port, got {address!r}")
         nodes.append((host.strip("[]"), int(port)))
     options: dict[str, Any] = {"ssl": scheme == "rediss+cluster"}
     if userinfo:
