@@ -63,7 +63,7 @@ def test_apt_waits_for_the_dpkg_lock_instead_of_failing(
     installs = [c for c in calls if c.startswith("apt-get") and " install " in c]
     assert installs, calls
     assert all(f"-o DPkg::Lock::Timeout={timeout or 600}" in c for c in installs)
-    assert "chromium fonts-noto-cjk fonts-noto-color-emoji" in installs[0]
+    assert "chromium fonts-noto-cjk fonts-noto-color-emoji pgbouncer" in installs[0]
     assert "sudo" in calls  # not root
 
 

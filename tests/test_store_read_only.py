@@ -254,19 +254,18 @@ def test_postgres_read_only_does_not_migrate(postgres_schema: tuple[str, str]) -
     url, schema = postgres_schema
     with PostgresStore(url, schema=schema) as writer:
         writer.append("s", [entry("kept")])
-    # as a ctxwindow from before the last migration left it (it adds one index)
-    assert "CREATE INDEX ctxwindow_entries_kept_always" in MIGRATIONS_PG[PG_VERSION][0]
+    # as a ctxwindow from before versions 5 (an index) and 6 (the lease table) left it
+    assert "CREATE INDEX ctxwindow_entries_kept_always" in MIGRATIONS_PG[5][0]
+    assert "CREATE TABLE {s}ctxwindow_locks" in MIGRATIONS_PG[6][0]
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'DROP INDEX "{schema}".ctxwindow_entries_kept_always')
-        conn.execute(
-            f'DELETE FROM "{schema}".ctxwindow_schema_version WHERE version = %s', (PG_VERSION,)
-        )
-    older = PG_VERSION - 1
+        conn.execute(f'DROP TABLE "{schema}".ctxwindow_locks')
+        conn.execute(f'DELETE FROM "{schema}".ctxwindow_schema_version WHERE version >= 5')
     with PostgresStore(url, schema=schema, read_only=True) as reader:
         assert texts(reader.load("s")) == ["kept"]
-        assert reader.health()["schema_version"] == older
+        assert reader.health()["schema_version"] == 4
     with PostgresStore(url, schema=schema) as writer:  # the control: a writer migrates it
-        assert writer.health()["schema_version"] == older + 1
+        assert writer.health()["schema_version"] == PG_VERSION == 6
 
 
 # --- Redis: no index upkeep ------------------------------------------------------------

@@ -897,8 +897,8 @@ def test_async_tiered_store_degrades_and_recovers(
 
 def _open_connections(store: Any) -> int:
     """Connections ``store`` holds open to its server (the lock's included)."""
-    if hasattr(store, "_lock_conn"):  # PostgreSQL: the lock's connection and the idle ones
-        lock = store._lock_conn._conn
+    if hasattr(store, "_locks"):  # PostgreSQL: the lock's connection (if any) and the idle ones
+        lock = getattr(store._locks, "_conn", None)  # none for the lease rows of pooler mode
         return int(lock is not None and not lock.closed) + len(store._idle)
     pool = store._client.connection_pool  # Redis
     held = [*pool._available_connections, *pool._in_use_connections]

@@ -66,6 +66,7 @@ NAMES = {
     "AsyncConnection": "Connection",
     "AsyncCursor": "Cursor",
     "AsyncLockConnection": "LockConnection",
+    "AsyncLeases": "Leases",
     "open_async_store": "open_store",
 }
 _IN_STRINGS = re.compile(

@@ -1,11 +1,11 @@
 """The stores under test: every kind and flavour behind one sync API, and the shared servers.
 
 ``case`` (a fixture: import it into a test module) gives one store of each kind
-(memory, sqlite, redis, postgresql, tiered, redis-cluster) in both
+(memory, sqlite, redis, postgresql, tiered, redis-cluster, pgbouncer) in both
 flavours; async stores are driven through ``Blocking``, one event loop per test.
 Redis and PostgreSQL come from ``CTXWINDOW_TEST_REDIS_URL`` /
-``CTXWINDOW_TEST_POSTGRES_URL``; the cluster is started by the
-tests (``redis_cluster``). They are skipped when unreachable, unless
+``CTXWINDOW_TEST_POSTGRES_URL``; the cluster and the PgBouncer are started by the
+tests (``redis_cluster``, ``pgbouncer``). They are skipped when unreachable, unless
 ``CTXWINDOW_REQUIRE_SERVERS=1`` (CI), which turns the skip into a failure
 (``require_server``, ``no_server``).
 """
@@ -49,7 +49,7 @@ SERVERS = {
     "postgresql": ("PostgreSQL", POSTGRES_URL, "ctxwindow.stores.postgres", 5432),
 }
 
-KINDS = ("memory", "sqlite", "redis", "postgresql", "tiered", "redis-cluster")
+KINDS = ("memory", "sqlite", "redis", "postgresql", "tiered", "redis-cluster", "pgbouncer")
 FLAVOURS = ("sync", "async")
 
 
@@ -95,11 +95,15 @@ def no_server(reason: str) -> None:
 
 def server_url(kind: str) -> str:
     """The URL of the server store of ``kind``: a shared server, or one the tests start
-    (a Redis Cluster) once per process."""
+    (a Redis Cluster, a PgBouncer in front of the shared PostgreSQL) once per process."""
     if kind == "redis-cluster":
         from tests.support.redis_cluster import cluster_url
 
         return cluster_url()
+    if kind == "pgbouncer":
+        from tests.support.pgbouncer import pgbouncer_url
+
+        return pgbouncer_url()
     return require_server(kind)
 
 

@@ -7,7 +7,10 @@ parameters ``synchronous=NORMAL|FULL`` and ``busy_timeout=SECONDS`` configure it
 Redis (``redis://``, ``rediss://``, ``unix://``; a Redis Cluster:
 ``redis+cluster://host:port,host:port``) and PostgreSQL (``postgresql://``,
 ``postgres://``) URLs go to their stores unchanged; those stores need an extra
-(the ``redis`` extra, the ``postgres`` extra). With
+(the ``redis`` extra, the ``postgres`` extra). A PostgreSQL URL may carry the
+store's own ``pooler=transaction`` (behind PgBouncer in transaction mode) and
+``lock_ttl=SECONDS``, which the store takes out before libpq sees the URL (see
+``ctxwindow.stores.postgres``); a bad value is a ``ValueError`` naming it. With
 ``create=False`` a SQLite file that does not exist is an error, not a new
 database. ``read_only=True`` is for tools that look into a store: it implies
 ``create=False``, changes nothing on open (no schema is created or migrated)

@@ -2,9 +2,11 @@
 
 ``Queries`` binds the SQL to a schema, builds the arguments of an append and
 turns psycopg errors into ``StoreError`` / ``StoreUnavailableError`` (the
-words of every message are here). The helpers below it read rows, check a
-pooled connection and name the advisory lock of a session. Nothing here does
-I/O: the stores in ``aio`` and ``sync`` run these statements. The tables and
+words of every message are here); it also reads the store's own URL
+parameters (``pooler``, ``lock_ttl``), which libpq would refuse. The helpers
+below it read rows, check a pooled connection, name the advisory lock of a
+session and keep the book of lease rows (``LeaseBook``, pooler mode). Nothing
+here does I/O: the stores in ``aio`` and ``sync`` run these statements. The tables and
 their migrations are in ``schema`` (its statements the stores use are
 importable from here too).
 """
@@ -13,11 +15,12 @@ from __future__ import annotations
 
 import logging
 import select
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
 from ctxwindow.extras import install_hint
@@ -49,6 +52,11 @@ logger = logging.getLogger("ctxwindow.stores")
 INSTALL_HINT = install_hint("postgres")
 SCHEMES = ("postgresql", "postgres")  # the URL schemes libpq takes
 
+POOLERS = ("transaction",)  # the pooler modes a store can run behind (``pooler=``)
+URL_OPTIONS = ("pooler", "lock_ttl")  # the store's own URL parameters: never given to libpq
+DEFAULT_LOCK_TTL = 5.0  # seconds: the lease of a session lock in pooler mode
+RELEASE_RETRY = 0.5  # seconds between the retries of a lease release the server did not take
+
 _MIGRATION_LOCK = 0x63747877  # "ctxw": the first key of the two-key advisory lock
 
 # Set on each new connection: the server gives up on a statement, or on a transaction whose
@@ -57,6 +65,11 @@ SESSION_TIMEOUTS = """SELECT set_config('statement_timeout', %(ms)s, false),
     set_config('idle_in_transaction_session_timeout', %(ms)s, false)"""
 # Set on each new connection of a store opened read-only: the server refuses its writes.
 READ_ONLY = "SET default_transaction_read_only = on"
+# In pooler mode, the first statement of each transaction the store opens, instead of
+# SESSION_TIMEOUTS: set per transaction (SET LOCAL), as the server connection under a
+# client changes from one transaction to the next and is shared with other clients.
+TRANSACTION_TIMEOUTS = """SELECT set_config('statement_timeout', %(ms)s, true),
+    set_config('idle_in_transaction_session_timeout', %(ms)s, true)"""
 HEALTH = """SELECT (SELECT coalesce(max(version), 0) FROM {s}ctxwindow_schema_version),
     current_setting('fsync'), current_setting('synchronous_commit')"""
 
@@ -157,6 +170,26 @@ ORDER BY n"""
 TRY_LOCK = "SELECT pg_try_advisory_lock(%s)"
 UNLOCK = "SELECT pg_advisory_unlock(%s)"
 
+# The session locks of pooler mode: a lease row per held session, on the server's clock.
+# Taken in one statement: a new row, or the row of a lease that expired; a row only if taken.
+# While the lease is live nothing is inserted, so a waiter's polls lock no row (a row lock
+# would cost a transaction id and a WAL record each).
+TAKE_LEASE = """INSERT INTO {s}ctxwindow_locks AS held (session_id, holder, expires_at)
+    SELECT %(session)s, %(holder)s, clock_timestamp() + make_interval(secs => %(ttl)s)
+    WHERE NOT EXISTS (SELECT FROM {s}ctxwindow_locks
+        WHERE session_id = %(session)s AND expires_at > clock_timestamp())
+    ON CONFLICT (session_id) DO UPDATE
+    SET holder = excluded.holder, expires_at = excluded.expires_at
+    WHERE held.expires_at <= clock_timestamp()
+    RETURNING 1"""
+# Renewed while the row carries the holder's token, even past its expiry: nobody else
+# took the session in between (a take writes its own token, a release deletes the row).
+RENEW_LEASE = """UPDATE {s}ctxwindow_locks
+    SET expires_at = clock_timestamp() + make_interval(secs => %(ttl)s)
+    WHERE session_id = %(session)s AND holder = %(holder)s RETURNING 1"""
+DROP_LEASE = """DELETE FROM {s}ctxwindow_locks
+    WHERE session_id = %(session)s AND holder = %(holder)s RETURNING 1"""
+
 
 def sessions_query(inclusive: bool, *, bounded: bool) -> str:
     """One page of session ids, from ``%(start)s`` (included or not) below ``%(end)s`` if
@@ -189,15 +222,89 @@ def _check_url(url: str) -> None:
         )
 
 
+def split_url(url: str) -> tuple[str, dict[str, str]]:
+    """The URL for libpq, without the store's own parameters (libpq refuses parameters it
+    does not know), and those parameters. Every other byte of the URL is kept as it is.
+
+    >>> split_url("postgresql://db:6432/app?sslmode=require&pooler=transaction")
+    ('postgresql://db:6432/app?sslmode=require', {'pooler': 'transaction'})
+    """
+    base, _, query = url.partition("?")
+    own, kept = {}, []
+    for item in query.split("&") if query else []:
+        name, _, value = item.partition("=")
+        if unquote(name) in URL_OPTIONS:
+            own[unquote(name)] = unquote(value)
+        elif item:
+            kept.append(item)
+    return base + ("?" + "&".join(kept) if kept else ""), own
+
+
+def pooler_options(
+    url: str, pooler: str | None, lock_ttl: float | None
+) -> tuple[str, str | None, float]:
+    """(the URL for libpq, the pooler mode, the lease of a lock) from the arguments and the
+    URL's own parameters; ``ValueError`` names a bad value, or a clash between the two."""
+    libpq_url, given = split_url(url)
+    where = f" in {redact_url(url)!r}"
+    if "pooler" in given:
+        _check_pooler(given["pooler"], where)
+        if pooler is not None and pooler != given["pooler"]:
+            raise ValueError(f"pooler={pooler!r} contradicts pooler={given['pooler']}{where}")
+        pooler = given["pooler"]
+    elif pooler is not None:
+        _check_pooler(pooler, "")
+    if "lock_ttl" in given:
+        from_url = _seconds(given["lock_ttl"], where)
+        if lock_ttl is not None and lock_ttl != from_url:
+            raise ValueError(f"lock_ttl={lock_ttl!r} contradicts lock_ttl={from_url:g}{where}")
+        lock_ttl = from_url
+    elif lock_ttl is not None:
+        lock_ttl = _seconds(lock_ttl, "")
+    if lock_ttl is not None and pooler is None:
+        raise ValueError(
+            f"lock_ttl is the lease of a lock in pooler mode only{where}: without a"
+            " pooler a session lock is an advisory lock, held as long as its connection"
+        )
+    return libpq_url, pooler, DEFAULT_LOCK_TTL if lock_ttl is None else lock_ttl
+
+
+def _check_pooler(pooler: object, where: str) -> None:
+    if pooler not in POOLERS:
+        raise ValueError(
+            f"pooler must be None or 'transaction', got pooler={pooler!r}{where} (behind a"
+            " pooler in session mode, or none, leave it out; statement mode cannot run"
+            " the store's transactions)"
+        )
+
+
+def _seconds(value: object, where: str) -> float:
+    """``value`` as a positive number of seconds (a URL gives it as text)."""
+    try:
+        seconds = float(value) if isinstance(value, (str, int, float)) else float("nan")
+    except ValueError:
+        seconds = float("nan")
+    if isinstance(value, bool) or not 0 < seconds < float("inf"):
+        raise ValueError(f"lock_ttl must be a positive number of seconds, got {value!r}{where}")
+    return seconds
+
+
 class Queries:
     """SQL bound to a schema, argument building and error mapping (both flavours share it)."""
 
     def __init__(
-        self, url: str, schema: str | None, timeout: float, read_only: bool = False
+        self,
+        url: str,
+        schema: str | None,
+        timeout: float,
+        read_only: bool = False,
+        *,
+        pooler: str | None = None,
+        lock_ttl: float | None = None,
     ) -> None:
         _check_url(url)
-        self.raw_url = url
-        self.url = redact_url(url)
+        self.raw_url, self.pooler, self.lock_ttl = pooler_options(url, pooler, lock_ttl)
+        self.url = redact_url(url)  # with the store's own parameters: they say how it runs
         self.schema = schema
         self.timeout = timeout
         self.read_only = read_only
@@ -217,11 +324,24 @@ class Queries:
 
     def connect_options(self) -> dict[str, Any]:
         # libpq takes whole seconds, and at least 2
-        return {"autocommit": True, "connect_timeout": max(2, round(self.timeout))}
+        options: dict[str, Any] = {
+            "autocommit": True,
+            "connect_timeout": max(2, round(self.timeout)),
+        }
+        if self.pooler:
+            # A statement prepared on one server connection is unknown on the next one
+            # the pooler gives (PgBouncer before 1.21 does not track them).
+            options["prepare_threshold"] = None
+        return options
 
-    def session_timeouts(self) -> dict[str, str]:
-        """The parameters of ``SESSION_TIMEOUTS``: the store's timeout, in milliseconds."""
+    def timeouts(self) -> dict[str, str]:
+        """The parameters of ``SESSION_TIMEOUTS`` and ``TRANSACTION_TIMEOUTS``: the store's
+        timeout, in milliseconds."""
         return {"ms": str(max(1, round(self.timeout * 1000)))}
+
+    def lease(self, session_id: str, holder: str) -> dict[str, Any]:
+        """The parameters of the lease statements (``TAKE_LEASE`` …) of ``holder``."""
+        return {"session": session_id, "holder": holder, "ttl": self.lock_ttl}
 
     def deadline(self) -> float:
         """When a call starting now must have its answer (a ``time.monotonic()`` value)."""
@@ -341,6 +461,7 @@ class Queries:
             "schema": self.schema,
             "schema_version": version,
             "server_version": server,
+            **({"pooler": self.pooler} if self.pooler else {}),
             **({"read_only": True} if self.read_only else {}),
             "latency_ms": round((time.perf_counter() - started) * 1000, 3),
         }
@@ -419,3 +540,75 @@ def lock_lost(session_id: str, url: str) -> None:
     logger.warning(
         "the lock of session %r at %s was lost while held (its connection ended)", session_id, url
     )
+
+
+def lease_lost(session_id: str, url: str) -> bool:
+    """Log that a renewal found the lease of ``session_id`` gone; False (renew no more)."""
+    logger.warning(
+        "the lock of session %r at %s was lost while held (its lease expired and was taken"
+        " over, or its row was deleted)",
+        session_id,
+        url,
+    )
+    return False
+
+
+def renewal_failed(session_id: str, exc: StoreError) -> bool:
+    """Log a renewal the server did not take; True (try again at the next one)."""
+    logger.warning("could not renew the lock of session %r (retrying): %s", session_id, exc)
+    return True
+
+
+def release_failed(session_id: str, exc: StoreError) -> None:
+    logger.warning(
+        "could not release the lock of session %r (retried every %s s until the server"
+        " answers; else its lease expires): %s",
+        session_id,
+        RELEASE_RETRY,
+        exc,
+    )
+
+
+class LeaseBook:
+    """The lease rows of one store: those held now, and those still to release.
+
+    A lease whose holder ended without deleting it (the server did not answer)
+    would keep its session locked until it expires; so would a take the client
+    gave up on but the server may still commit. The store retries deleting
+    them in the background, each only while it still carries its holder's
+    token, so a later holder of the session is never touched. Shared by the
+    holders (threads or tasks) and the retrying thread or task.
+    """
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._guard = threading.Lock()
+        self._held: dict[str, str] = {}  # holder token -> session id
+        self._unreleased: dict[str, str] = {}
+
+    def hold(self, holder: str, session_id: str) -> None:
+        with self._guard:
+            self._held[holder] = session_id
+
+    def end(self, holder: str) -> None:
+        with self._guard:
+            self._held.pop(holder, None)
+
+    def unreleased(self, holder: str, session_id: str) -> None:
+        with self._guard:
+            self._unreleased[holder] = session_id
+
+    def released(self, holder: str, session_id: str) -> None:
+        with self._guard:
+            self._unreleased.pop(holder, None)
+        logger.info("released the lock of session %r at %s late", session_id, self._url)
+
+    def held(self) -> list[tuple[str, str]]:
+        """(holder, session id) of each lease held now."""
+        with self._guard:
+            return list(self._held.items())
+
+    def to_release(self) -> list[tuple[str, str]]:
+        """(holder, session id) of each lease still to release."""
+        with self._guard:
+            return list(self._unreleased.items())

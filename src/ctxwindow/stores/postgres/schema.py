@@ -59,6 +59,14 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             ON {s}ctxwindow_entries (session_id, seq) WHERE """
         + KEPT_ALWAYS,
     ),
+    # The session locks of stores behind a transaction pooler (``pooler="transaction"``):
+    # one lease row per held session, expiring on the server's clock.
+    6: (
+        """CREATE TABLE {s}ctxwindow_locks (
+            session_id text PRIMARY KEY,
+            holder text NOT NULL,
+            expires_at timestamptz NOT NULL)""",
+    ),
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -1,24 +1,26 @@
 # Generated from src/ctxwindow/stores/postgres/aio.py by tools/unasync.py: do not edit.
 # Edit the async source, then run `python tools/unasync.py`.
-"""``PostgresStore``: the store's primitives as psycopg calls, and its lock connection.
+"""``PostgresStore``: the store's primitives as psycopg calls, and its session locks.
 
 The base (``Store``) checks every argument first; these methods only run
-the statements of ``common`` on pooled connections and hold session locks on
-the ``LockConnection``. The sync twin, ``stores/postgres/sync.py``, is
-generated from ``aio.py`` by ``tools/unasync.py``.
+the statements of ``common`` on pooled connections. Session locks are held
+on the ``LockConnection`` (advisory locks), or as lease rows by
+``Leases`` behind a transaction pooler. The sync twin,
+``stores/postgres/sync.py``, is generated from ``aio.py`` by ``tools/unasync.py``.
 """
 
 from __future__ import annotations
 
 import functools
+import secrets
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ctxwindow.concurrency.sync import Lock, poll
-from ctxwindow.errors import StoreError
+from ctxwindow.concurrency.sync import Background, Lock, poll, repeating
+from ctxwindow.errors import SessionBusyError, StoreError
 from ctxwindow.messages import Entry
 from ctxwindow.stores.base import Checkpoint, Earlier, Store, entry_from_json, page_start
 from ctxwindow.stores.base.checks import prefix_end
@@ -26,6 +28,7 @@ from ctxwindow.stores.postgres.common import (
     CHECKPOINT,
     CURRENT_VERSION,
     DELETE,
+    DROP_LEASE,
     EARLIER,
     GET,
     HEALTH,
@@ -36,27 +39,35 @@ from ctxwindow.stores.postgres.common import (
     RANGE,
     READ_ONLY,
     RECORD_VERSION,
+    RELEASE_RETRY,
+    RENEW_LEASE,
     REPLAYED,
     SAVE_CHECKPOINT,
     SCHEMA_VERSION,
     SESSION_TIMEOUTS,
     STATE,
     TAIL,
+    TAKE_LEASE,
+    TRANSACTION_TIMEOUTS,
     TRUNCATE,
     TRY_LOCK,
     UNLOCK,
     VERSION_TABLE,
     WRITE,
+    LeaseBook,
     Queries,
     advisory_key,
     alive,
     checkpoint_of,
     earlier_from,
     entries_of,
+    lease_lost,
     load_psycopg,
     loaded_from_checkpoint,
     lock_lost,
     one_row,
+    release_failed,
+    renewal_failed,
     sessions_query,
     unlock_failed,
 )
@@ -79,7 +90,15 @@ class PostgresStore(Store):
     without them is a ``StoreError``) and every transaction is read-only
     (``default_transaction_read_only``), so the server refuses any write.
 
-    Example: ``PostgresStore("postgresql://app@db.internal/app")``.
+    ``pooler="transaction"`` (or ``?pooler=transaction`` in the URL): for a
+    pooler in transaction mode (PgBouncer) between the store and the server.
+    No statement is prepared on the server, the timeouts and read-only mode
+    are set per transaction, and a session lock is a lease row that lasts
+    ``lock_ttl`` seconds (5 by default; ``?lock_ttl=`` in the URL) unless its
+    holder renews it: how long a holder that died keeps its session locked.
+    See the package docs.
+
+    Example: ``PostgresStore("postgresql://app@pgbouncer.internal:6432/app?pooler=transaction")``.
     """
 
     def __init__(
@@ -90,9 +109,12 @@ class PostgresStore(Store):
         pool_size: int = 4,
         timeout: float = 5.0,
         read_only: bool = False,
+        pooler: str | None = None,
+        lock_ttl: float | None = None,
     ) -> None:
-        self._q = Queries(url, schema, timeout, read_only)
+        self._q = Queries(url, schema, timeout, read_only, pooler=pooler, lock_ttl=lock_ttl)
         self.url, self.schema, self.read_only = self._q.url, schema, read_only
+        self.pooler, self.lock_ttl = self._q.pooler, self._q.lock_ttl
         self._psycopg = load_psycopg()
         self._idle: list[psycopg.Connection[tuple[Any, ...]]] = []
         self._pool_size = pool_size
@@ -100,7 +122,11 @@ class PostgresStore(Store):
         # idle connections, and the async store can take it without blocking its loop.
         self._guard = threading.Lock()
         self._migrated = False
-        self._lock_conn = LockConnection(self._q)
+        # Behind a transaction pooler a session-level advisory lock would stay on a server
+        # connection other clients then use: the lock is a row instead.
+        self._locks: LockConnection | Leases = (
+            Leases(self) if self.pooler else LockConnection(self._q)
+        )
         # A constructor cannot await: the async store opens at its first call; the sync
         # one opens now (a first connection brings the tables up to date).
         try:
@@ -208,42 +234,23 @@ class PostgresStore(Store):
         return self._q.health(started, row, server)
 
     def _close(self) -> None:
+        self._locks.close()  # first: giving up leases takes pooled connections
         with self._guard:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
-        self._lock_conn.close()
-
-    # -- the lock across processes: a session-level advisory lock ---------------------
 
     @contextmanager
     def _hold(self, session_id: str, deadline: float | None) -> Iterator[None]:
-        """A session-level advisory lock on the lock connection, polled until ``deadline``."""
-        key = advisory_key(self.schema, session_id)
-        with self._q.errors(f"lock session {session_id!r}"):
-            poll(functools.partial(self._lock_conn.try_lock, key), deadline, session_id)
-        try:
+        """The lock across processes: an advisory lock, or a lease row in pooler mode."""
+        with self._locks.hold(session_id, deadline):
             yield
-        finally:
-            self._unlock(key, session_id)
-
-    def _unlock(self, key: int, session_id: str) -> None:
-        """Release the lock; a failure is only logged (the connection ending releases it).
-        Once the store is closed there is nothing to do: closing released it."""
-        if self._closed:
-            return
-        try:
-            with self._q.errors(f"unlock session {session_id!r}"):
-                released = self._lock_conn.unlock(key)
-        except StoreError as exc:
-            unlock_failed(session_id, exc)
-            return
-        if not released:
-            lock_lost(session_id, self.url)
 
     # -- the pool: idle connections, taken by one call at a time ----------------------
 
-    def _fetch(self, action: str, query: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    def _fetch(
+        self, action: str, query: str, args: tuple[Any, ...] | dict[str, Any]
+    ) -> list[tuple[Any, ...]]:
         with self._connection(action) as conn:
             cursor = conn.execute(self._q(query), args)
             return cursor.fetchall()
@@ -251,6 +258,8 @@ class PostgresStore(Store):
     @contextmanager
     def _transaction(self, action: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
         with self._connection(action) as conn, conn.transaction():
+            if self.pooler:  # the server connection's own settings are not ours to change
+                conn.execute(TRANSACTION_TIMEOUTS, self._q.timeouts())
             yield conn
 
     @contextmanager
@@ -330,7 +339,8 @@ class PostgresStore(Store):
 
 
 class LockConnection:
-    """The connection that holds a store's session locks, one call at a time.
+    """The connection that holds a store's session locks, one call at a time: session-level
+    advisory locks.
 
     Opened by the first lock; one found closed (a server restart, a network
     failure: the server then released its locks) is replaced at the next one.
@@ -341,6 +351,31 @@ class LockConnection:
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
         self._turn = Lock()  # held across I/O: one call at a time on the connection
         self._closed = False  # then no call may open a connection nothing would close
+
+    @contextmanager
+    def hold(self, session_id: str, deadline: float | None) -> Iterator[None]:
+        """The session's advisory lock on this connection, polled until ``deadline``."""
+        key = advisory_key(self._q.schema, session_id)
+        with self._q.errors(f"lock session {session_id!r}"):
+            poll(functools.partial(self.try_lock, key), deadline, session_id)
+        try:
+            yield
+        finally:
+            self._release(key, session_id)
+
+    def _release(self, key: int, session_id: str) -> None:
+        """Unlock; a failure is only logged (the connection ending releases it).
+        Once closed there is nothing to do: closing the connection released it."""
+        if self._closed:
+            return
+        try:
+            with self._q.errors(f"unlock session {session_id!r}"):
+                released = self.unlock(key)
+        except StoreError as exc:
+            unlock_failed(session_id, exc)
+            return
+        if not released:
+            lock_lost(session_id, self._q.url)
 
     def try_lock(self, key: int) -> bool:
         """Take the advisory lock ``key`` without waiting; False if another holds it."""
@@ -379,15 +414,120 @@ class LockConnection:
         self._conn = _connect(self._q, self._q.deadline())
 
 
+class Leases:
+    """A store's session locks in pooler mode: a lease row per held session.
+
+    Taken by one statement (a new row, or the row of a lease that expired),
+    polled until the deadline; renewed every ``lock_ttl / 3`` while the block
+    runs (a task; a thread in the sync store); deleted at the end only if it
+    still carries the holder's random token. Expiry is on the server's clock.
+    Each statement runs on any pooled connection of the store: nothing depends
+    on which server connection the pooler gives. A delete the server did not
+    answer is retried in the background until it does (``LeaseBook``).
+    """
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store, self._q = store, store._q
+        self._book = LeaseBook(self._q.url)
+        self._releaser = Background(self._release_late, RELEASE_RETRY, "ctxwindow-postgres-release")
+        self._closed = False  # then the leases were given up: a block ending later sends nothing
+
+    @contextmanager
+    def hold(self, session_id: str, deadline: float | None) -> Iterator[None]:
+        """A lease on the session, renewed every ``lock_ttl / 3`` until the block ends."""
+        holder = secrets.token_hex(16)
+        try:
+            poll(functools.partial(self._take, session_id, holder), deadline, session_id)
+        except SessionBusyError:
+            raise
+        except StoreError:
+            # A take the client gave up on may still commit on the server: its row would
+            # then lock the session for lock_ttl.
+            self._release_later(session_id, holder)
+            raise
+        self._book.hold(holder, session_id)
+        try:
+            renew = functools.partial(self._renew, session_id, holder)
+            with repeating(renew, self._q.lock_ttl / 3, "ctxwindow-postgres-lease"):
+                yield
+        finally:
+            self._book.end(holder)
+            self._release(session_id, holder)
+
+    def close(self) -> None:
+        """Stop retrying, and give up the leases still held or unreleased (once each: those
+        the server does not take expire by their lease)."""
+        self._closed = True
+        self._releaser.stop()
+        for holder, session_id in self._book.held() + self._book.to_release():
+            try:
+                self._drop(session_id, holder)
+            except StoreError:
+                return
+
+    def _take(self, session_id: str, holder: str) -> bool:
+        action = f"lock session {session_id!r}"
+        return bool(self._store._fetch(action, TAKE_LEASE, self._q.lease(session_id, holder)))
+
+    def _renew(self, session_id: str, holder: str) -> bool:
+        """Extend the lease; False once it is lost, or the store closed (which gave it up).
+        A renewal the server did not take is tried again at the next turn."""
+        if self._closed:
+            return False
+        action = f"renew the lock of session {session_id!r}"
+        try:
+            rows = self._store._fetch(action, RENEW_LEASE, self._q.lease(session_id, holder))
+        except StoreError as exc:
+            return renewal_failed(session_id, exc)
+        return bool(rows) or lease_lost(session_id, self._q.url)
+
+    def _release(self, session_id: str, holder: str) -> None:
+        """Delete the lease if it is still ours; one the server did not take is retried."""
+        if self._closed:
+            return
+        try:
+            self._drop(session_id, holder)
+        except StoreError as exc:
+            release_failed(session_id, exc)
+            self._release_later(session_id, holder)
+
+    def _drop(self, session_id: str, holder: str) -> None:
+        action = f"unlock session {session_id!r}"
+        self._store._fetch(action, DROP_LEASE, self._q.lease(session_id, holder))
+
+    def _release_later(self, session_id: str, holder: str) -> None:
+        if not self._closed:
+            self._book.unreleased(holder, session_id)
+            self._releaser.start()
+
+    def _release_late(self) -> None:
+        """Retry the failed releases, in the background, until the server takes them."""
+        for holder, session_id in self._book.to_release():
+            try:
+                self._drop(session_id, holder)
+            except StoreError:
+                return  # still unreachable: the next round tries again
+            self._book.released(holder, session_id)
+
+
 def _connect(q: Queries, deadline: float) -> psycopg.Connection[tuple[Any, ...]]:
     """A new connection to the store's database (autocommit: transactions are explicit),
-    whose server gives up on a statement or an idle transaction after the store's timeout."""
+    whose server gives up on a statement or an idle transaction after the store's timeout.
+
+    Behind a transaction pooler nothing is set on the server connection (another client
+    gets it next): a read-only store's transactions start with ``BEGIN READ ONLY``, and
+    each transaction sets the timeouts itself (``TRANSACTION_TIMEOUTS``).
+    """
     driver = load_psycopg()
     conn: psycopg.Connection[tuple[Any, ...]]
     conn = driver.Connection.connect(q.raw_url, **q.connect_options())
     try:
+        if q.pooler:
+            if q.read_only:
+                conn.set_read_only(True)  # no I/O: how psycopg spells its BEGIN
+            return conn
         with q.watched(conn, "connect", deadline):
-            conn.execute(SESSION_TIMEOUTS, q.session_timeouts())
+            conn.execute(SESSION_TIMEOUTS, q.timeouts())
             if q.read_only:
                 conn.execute(READ_ONLY)
     except BaseException:
