@@ -740,3 +740,33 @@ def test_pgbouncer_restarted_under_load(
     assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
     assert {e.id for e in load.acknowledged} <= {e.id for e in stored}
     assert lease_rows(schema) == []
+
+
+@servers
+def test_an_archive_behind_pgbouncer_prepares_nothing_and_serves_two_clients(
+    one_server_connection: OwnPgBouncer,
+) -> None:
+    """``PostgresArchive`` with ``?pooler=transaction``: two archives (two connections to the
+    pooler, one server connection behind it) index and search 30 times each, past psycopg's
+    threshold for preparing a statement; each search finds what was said, and nothing is
+    prepared on the server connection."""
+    from ctxwindow.archive import PostgresArchive
+    from tests.support.archives import drop_tables
+
+    table = f"ctxw_archive_{uuid.uuid4().hex[:8]}"
+    url = one_server_connection.url
+    assert "pooler=transaction" in url
+    archives = [PostgresArchive(url, table=table) for _ in range(2)]
+    try:
+        for n in range(30):
+            said = Entry(
+                message={"role": "user", "content": f"parcel {n} 包裹 📦"}, tokens=4, seq=n + 1
+            )
+            archives[n % 2].index("s", [said], through=n + 1)
+            hits = archives[(n + 1) % 2].search("s", f"parcel {n}", k=3)
+            assert hits and hits[0].entry.message["content"] == f"parcel {n} 包裹 📦"
+        assert prepared_on_the_server(one_server_connection) == []
+    finally:
+        for archive in archives:
+            archive.close()
+        drop_tables([table])

@@ -61,7 +61,8 @@ INSTALL_HINT = install_hint("postgres")
 class PostgresArchive(Archive):
     """An archive in PostgreSQL tables (created if missing), with its own per-session index.
 
-    ``url`` is a libpq URL (``postgresql://user@host:5432/db``). One
+    ``url`` is a libpq URL (``postgresql://user@host:5432/db``; with
+    ``?pooler=transaction`` behind PgBouncer in transaction mode). One
     connection serves every thread, one call at a time, and is reopened after
     the server drops it. ``embedder`` adds dense search fused with the
     lexical ranking (see ``Archive``). A search reads at most about
@@ -87,7 +88,14 @@ class PostgresArchive(Archive):
             depth=depth,
             reads_per_hit=reads_per_hit,
         )
+        from ctxwindow.stores.postgres.common import pooler_options
+
         self.url = url
+        # Behind PgBouncer in transaction mode (``?pooler=transaction``, as for the store):
+        # no statement prepared on the server (a pooler before 1.21 mixes them up). The
+        # archive holds no session-level state: its locks are transaction-level.
+        self._libpq_url, pooler, _ = pooler_options(url, None, None)
+        self._prepare: dict[str, Any] = {"prepare_threshold": None} if pooler else {}
         self._table = check_table_name(table)
         self._connect_timeout = connect_timeout
         self._psycopg = _import_psycopg()
@@ -322,7 +330,10 @@ class PostgresArchive(Archive):
             try:
                 if self._conn is None or self._conn.closed:
                     self._conn = psycopg.connect(
-                        self.url, autocommit=True, connect_timeout=self._connect_timeout
+                        self._libpq_url,
+                        autocommit=True,
+                        connect_timeout=self._connect_timeout,
+                        **self._prepare,
                     )
                 with self._conn.cursor() as cur:
                     yield cur
