@@ -337,6 +337,29 @@ def test_an_append_more_replicas_than_there_are_cannot_have_is_not_acknowledged(
         opened.delete("w2")
 
 
+@pytest.mark.parametrize("wait", [0, 1])
+def test_a_slot_moved_to_another_primary_is_followed(tmp_path: Path, wait: int) -> None:
+    """The slot of a session moves (keys migrated, MOVED to clients that knew the old owner):
+    appends, reads and locks go on through the same store objects, with and without
+    ``wait_replicas`` (which writes through a client of the primary, and reads the map
+    again on MOVED)."""
+    with OwnCluster(tmp_path / "cluster") as cluster:
+        sync_store = RedisStore(f"{cluster.url}?wait_replicas={wait}", prefix="mv")
+        first = sync_store.append("moving", [entry("before 前")], idempotency_key="k1")
+        key = sync_store._layout.entries_key("moving")
+        before = cluster.node_of(key)
+        after = cluster.move_slot_of(key)
+        assert cluster.node_of(key) is after is not before
+        second = sync_store.append("moving", [entry("after 後")], idempotency_key="k2")
+        with sync_store.lock("moving"):
+            assert sync_store.load("moving") == first + second
+        assert sync_store.append("moving", [entry()], idempotency_key="k2") == second
+        assert sync_store.sessions() == ["moving"]
+        if wait:  # its writes went to the old primary, then (after MOVED) to the new one
+            assert set(sync_store._primaries) == {f"127.0.0.1:{n.port}" for n in (before, after)}
+        sync_store.close()
+
+
 # --- a primary killed under writers ------------------------------------------------------------
 
 

@@ -115,6 +115,25 @@ class OwnCluster:
                 return node
         raise RuntimeError(f"the primary on port {primary.port} has no running replica")
 
+    def move_slot_of(self, key: str) -> ClusterNode:
+        """Move ``key``'s slot, with its keys, to another primary (``CLUSTER SETSLOT`` and
+        ``MIGRATE``, as ``redis-cli --cluster reshard`` does); the primary it went to.
+        Clients that knew the old owner get MOVED (or ASK, while it moves)."""
+        slot = self.running()[0].ask("CLUSTER", "KEYSLOT", key).strip()
+        source = self.node_of(key)
+        target = next(node for node in self.primaries() if node is not source)
+        source_id, target_id = (
+            source.ask("CLUSTER", "MYID").strip(),
+            target.ask("CLUSTER", "MYID").strip(),
+        )
+        target.ask("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+        source.ask("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+        while keys := source.ask("CLUSTER", "GETKEYSINSLOT", slot, "100").split():
+            source.ask("MIGRATE", "127.0.0.1", str(target.port), "", "0", "5000", "KEYS", *keys)
+        for node in self.primaries():
+            node.ask("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+        return target
+
     def kill_primary_of(self, key: str) -> ClusterNode:
         """kill -9 the primary holding ``key``; its replica takes over (``wait_healthy``)."""
         node = self.node_of(key)
