@@ -1,4 +1,4 @@
-"""Store faults on private servers: Redis and PostgreSQL stopped, stalled and restarted.
+"""Store faults on private servers: Redis, PostgreSQL and PgBouncer stopped, stalled, restarted.
 
 The service runs as a real process (``python -m ctxwindow.server``) over a
 Redis or PostgreSQL of the test's own (``tests/faults/servers.py``), never the
@@ -18,7 +18,7 @@ shared ones. Each scenario:
 6. nothing acknowledged is lost or doubled (``Ledger.assert_kept``).
 
 Budget: ~15 s a scenario on 2 cores (a stall costs the stores' timeouts),
-~90 s for the six.
+~135 s for the nine.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from tests.support.faults.ledger import RECOVERY, Ledger, assert_ready, assert_u
 from tests.support.faults.servers import PrivatePostgres, PrivateRedis, PrivateServer
 from tests.support.faults.service import running_service
 from tests.support.faults.upstream import FaultyUpstream
+from tests.support.stores import no_server
 
 pytestmark = pytest.mark.servers
 
@@ -112,6 +113,23 @@ def test_postgres_outage(
 ) -> None:
     """PostgreSQL stopped, stalled or restarted under the service (budget ~15 s)."""
     run_outage(private_postgres, fault, upstream, tmp_path)
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_pgbouncer_outage(
+    private_postgres: PrivatePostgres, upstream: FaultyUpstream, tmp_path: Path, fault: str
+) -> None:
+    """PgBouncer (transaction mode, in front of a PostgreSQL of the test's own) stopped,
+    stalled or restarted under the service, whose store URL says ``pooler=transaction``:
+    503 with Retry-After while it is away, every session usable within 5 s after (no
+    lease row left holding one), nothing acknowledged lost (budget ~15 s)."""
+    from tests.support.pgbouncer import OwnPgBouncer, find_pgbouncer
+
+    if find_pgbouncer() is None:
+        no_server("pgbouncer is not installed (tools/install-browser installs it)")
+    with OwnPgBouncer(private_postgres.url) as bouncer:
+        assert "pooler=transaction" in bouncer.url
+        run_outage(bouncer, fault, upstream, tmp_path)
 
 
 def test_a_lease_asked_for_while_redis_stalls_does_not_outlive_the_stall(
