@@ -82,7 +82,7 @@ import httpx
 
 from bench_server import Process, free_port, revision, running
 from ctxwindow.errors import CtxWindowError
-from workload import EN_WORDS, JA_WORDS, ZH_WORDS
+from workload import sentences
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "gpt-4o"
@@ -125,19 +125,7 @@ class Texts:
         self.rng = random.Random(seed)
 
     def text(self, n_words: int) -> str:
-        rng, sentences, words = self.rng, [], 0
-        cjk = (ZH_WORDS if rng.random() < 0.6 else JA_WORDS) if rng.random() < 0.25 else None
-        while words < n_words:
-            length = min(n_words - words, rng.randint(5, 12))
-            words += length
-            if cjk is not None and rng.random() < 0.5:
-                sentences.append("".join(rng.choices(cjk, k=length)) + rng.choice("。？！"))
-            else:
-                sentence = " ".join(rng.choices(EN_WORDS, k=length))
-                sentences.append(sentence.capitalize() + rng.choice(".?!"))
-            if rng.random() < 0.125:
-                sentences.append(rng.choice(EMOJI))
-        return " ".join(sentences)
+        return sentences(self.rng, n_words, EMOJI)
 
     def user(self) -> dict[str, str]:
         return {"role": "user", "content": self.text(USER_WORDS)}

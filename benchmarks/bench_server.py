@@ -72,7 +72,7 @@ from typing import Any
 
 import httpx
 
-from workload import EN_WORDS, JA_WORDS, ZH_WORDS
+from workload import sentences
 
 MODEL = "gpt-4o"
 STORES = ("sqlite", "redis", "postgresql")
@@ -213,17 +213,7 @@ class Texts:
         return {"role": "user", "content": self.text(12, 18)}
 
     def _text(self, n_words: int) -> str:
-        rng, sentences, words = self.rng, [], 0
-        cjk = (ZH_WORDS if rng.random() < 0.6 else JA_WORDS) if rng.random() < 0.25 else None
-        while words < n_words:
-            length = min(n_words - words, rng.randint(5, 12))
-            words += length
-            if cjk is not None and rng.random() < 0.5:
-                sentences.append("".join(rng.choices(cjk, k=length)) + rng.choice("。？！"))
-            else:
-                sentence = " ".join(rng.choices(EN_WORDS, k=length))
-                sentences.append(sentence.capitalize() + rng.choice(".?!"))
-        return " ".join(sentences)
+        return sentences(self.rng, n_words)
 
 
 # -- processes -----------------------------------------------------------------------

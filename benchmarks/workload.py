@@ -1,10 +1,14 @@
-"""Words the benchmarks' seeded texts are made of: English, Chinese, Japanese.
+"""Words the benchmarks' seeded texts are made of (English, Chinese, Japanese), and the
+sentences made of them.
 
-Shared by ``bench_server.py`` and ``bench_manager.py`` (imported as a sibling module:
-the scripts run from this folder).
+Shared by ``bench_server.py``, ``bench_scale.py`` and ``bench_manager.py`` (imported as
+a sibling module: the scripts run from this folder).
 """
 
 from __future__ import annotations
+
+import random
+from collections.abc import Sequence
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -31,3 +35,23 @@ JA_WORDS = _words(
     "こんにちは ありがとう 東京 今日は データ モデル です ます について 質問 答え "
     "ファイル 関数 エラー 修正 テスト コード 設定 確認 お願いします 説明 例えば つまり"
 )
+
+
+def sentences(rng: random.Random, n_words: int, emoji: Sequence[str] = ()) -> str:
+    """``n_words`` words of seeded text in sentences of 5-12: a quarter of the texts are
+    Chinese or Japanese in half their sentences, the rest English; with ``emoji``, one
+    sentence in eight is followed by one of them."""
+    said: list[str] = []
+    words = 0
+    cjk = (ZH_WORDS if rng.random() < 0.6 else JA_WORDS) if rng.random() < 0.25 else None
+    while words < n_words:
+        length = min(n_words - words, rng.randint(5, 12))
+        words += length
+        if cjk is not None and rng.random() < 0.5:
+            said.append("".join(rng.choices(cjk, k=length)) + rng.choice("。？！"))
+        else:
+            sentence = " ".join(rng.choices(EN_WORDS, k=length))
+            said.append(sentence.capitalize() + rng.choice(".?!"))
+        if emoji and rng.random() < 0.125:
+            said.append(rng.choice(emoji))
+    return " ".join(said)
