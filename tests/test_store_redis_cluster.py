@@ -363,48 +363,75 @@ def test_a_slot_moved_to_another_primary_is_followed(tmp_path: Path, wait: int) 
 # --- a primary killed under writers ------------------------------------------------------------
 
 
-def writers(url: str, sessions: list[str], count: int) -> list[subprocess.Popen[str]]:
-    return [
-        subprocess.Popen(
-            [sys.executable, str(WRITER), url, str(count), *sessions],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(4)
-    ]
+def writers(url: str, sessions: list[str], stop: Path) -> list[subprocess.Popen[str]]:
+    """4 writer processes appending round the ``sessions`` until ``stop`` exists, each
+    printing to a file beside ``stop`` (a pipe nobody read would stop them once full)."""
+    procs = []
+    for n in range(4):
+        with (stop.parent / f"writer-{n}.out").open("w") as out:
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(WRITER), url, str(stop), *sessions],
+                    stdout=out,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+    return procs
 
 
 def kill_a_primary_under_writers(tmp_path: Path, wait: int) -> tuple[int, int]:
     """(acknowledged appends, lost ones) when a primary dies under 4 writer processes.
 
     16 sessions over every primary. Once the writers are under way, the replica of one
-    session's primary is stopped (SIGSTOP) and cut off for 1.5 s, as a replica that lags;
-    then the primary is killed (-9), the replica resumed and promoted, and the old primary
+    session's primary is stopped (SIGSTOP) and cut off, as a replica that lags, for at
+    least 1.5 s and until that primary holds entries its replica never had (10 of them
+    without ``wait_replicas``, which acknowledges them; 1 with it, which must not); then
+    the primary is killed (-9), the replica resumed and promoted, and the old primary
     started again as its replica (without one, ``wait_replicas=1`` would refuse every
-    append). A duplicate, a reordering or a moved entry among what was acknowledged fails
-    the test.
+    append). The writers go on until told to stop, after the shard has a replica again.
+    A duplicate, a reordering or a moved entry among what was acknowledged fails the test.
     """
     with OwnCluster(tmp_path / "cluster") as cluster:
         url = cluster.url + f"?wait_replicas={wait}"
+        stop = tmp_path / "stop"
         sessions = [f"fail {n} 故障" for n in range(16)]
-        procs = writers(url, sessions, 300)
-        with RedisStore(url) as watching:  # until the writers are under way
-            while len(watching.tail(sessions[0], 20)) < 20:
-                time.sleep(0.05)
-        primary = cluster.node_of(RedisStore(url)._layout.entries_key(sessions[0]))
-        replica = cluster.replica_of(primary)
-        with replica.stalled():  # what the primary takes now, its replica does not have
-            primary.ask("CLIENT", "KILL", "TYPE", "replica")  # (nor in its socket's buffer)
-            time.sleep(1.5)
-            primary.kill()
-        cluster.wait_healthy()  # the replica has taken over
-        primary.start()  # back, as a replica of the new primary: the shard has one again
-        outputs = [proc.communicate(timeout=300) for proc in procs]
-        assert all(proc.returncode == 0 for proc in procs), [err[-2000:] for _, err in outputs]
-        cluster.wait_healthy()
-        lines = [line for out, _ in outputs for line in out.splitlines()]
-        assert lines.count("done") == 4, [err[-2000:] for _, err in outputs]
+        procs = writers(url, sessions, stop)
+        try:
+            with RedisStore(url) as watching:
+                while len(watching.tail(sessions[0], 20)) < 20:  # until under way
+                    time.sleep(0.05)
+                layout = watching._layout
+                primary = cluster.node_of(layout.entries_key(sessions[0]))
+                on_it = [s for s in sessions if cluster.node_of(layout.entries_key(s)) is primary]
+                replica = cluster.replica_of(primary)
+                held = sum(len(watching.load(s)) for s in on_it)  # (with wait_replicas, a
+                # writer's first append after the stall stays on the primary, unacknowledged)
+                with replica.stalled():  # what the primary takes now, its replica does not have
+                    primary.ask("CLIENT", "KILL", "TYPE", "replica")  # (nor its socket's buffer)
+                    started = time.monotonic()
+                    unreplicated = 0
+                    while time.monotonic() - started < 1.5 or unreplicated < (1 if wait else 10):
+                        assert time.monotonic() - started < 60, (
+                            f"the writers put {unreplicated} entries on the cut-off primary"
+                        )
+                        time.sleep(0.1)
+                        unreplicated = sum(len(watching.load(s)) for s in on_it) - held
+                    primary.kill()
+            cluster.wait_healthy()  # the replica has taken over
+            primary.start()  # back, as a replica of the new primary: the shard has one again
+            cluster.wait_healthy()
+            time.sleep(1)  # and the writers write on it
+        finally:
+            stop.touch()
+        errors = [proc.communicate(timeout=300)[1] for proc in procs]
+        assert all(proc.returncode == 0 for proc in procs), [err[-2000:] for err in errors]
+        lines = [
+            line
+            for n in range(4)
+            for line in (tmp_path / f"writer-{n}.out").read_text().splitlines()
+        ]
+        assert lines.count("done") == 4, [err[-2000:] for err in errors]
         acknowledged = [line.split(" ") for line in lines if line not in ("ready", "done")]
         lost = 0
         with RedisStore(url) as opened:
@@ -427,7 +454,7 @@ def kill_a_primary_under_writers(tmp_path: Path, wait: int) -> tuple[int, int]:
 def test_a_killed_primary_loses_no_acknowledged_append_with_wait_replicas(tmp_path: Path) -> None:
     acknowledged, lost = kill_a_primary_under_writers(tmp_path, wait=1)
     print(f"wait_replicas=1: {acknowledged} acknowledged appends, {lost} lost")
-    assert acknowledged == 1200 and lost == 0
+    assert acknowledged > 0 and lost == 0
 
 
 @pytest.mark.slow
@@ -435,11 +462,11 @@ def test_a_killed_primary_without_wait_replicas_loses_only_what_replication_had_
     tmp_path: Path,
 ) -> None:
     """Redis replicates asynchronously: the appends a killed primary acknowledged but its
-    replica did not have are lost (counted and printed: some, since the replica lagged);
-    none is duplicated or reordered (checked)."""
+    replica did not have are lost (counted and printed: some, since the replica lagged
+    while the primary took at least 10); none is duplicated or reordered (checked)."""
     acknowledged, lost = kill_a_primary_under_writers(tmp_path, wait=0)
     print(f"wait_replicas=0: {acknowledged} acknowledged appends, {lost} lost")
-    assert acknowledged == 1200 and 0 < lost < acknowledged
+    assert 0 < lost < acknowledged
 
 
 def test_a_store_error_is_what_a_client_of_a_stopped_cluster_sees(tmp_path: Path) -> None:

@@ -1,21 +1,25 @@
-"""A writer process for the cluster failover test: appends until told how many, retrying.
+"""A writer process for the cluster failover test: appends until told to stop, retrying.
 
-    python tests/support/cluster_writer.py URL COUNT SESSION [SESSION…]
+    python tests/support/cluster_writer.py URL STOP SESSION [SESSION…]
 
-Appends ``COUNT`` entries, the n-th to ``SESSION[n % len]`` with entry id and
-idempotency key ``<pid>-<n>``; an append the store could not make (a primary
-killed, a failover under way) is retried with the same key until it returns,
-for at most ``GIVE_UP`` seconds. Prints ``SESSION ID SEQ`` once each append has
-returned (it is then acknowledged), and ``done`` at the end.
+Appends entries until the file ``STOP`` exists, the n-th to ``SESSION[n % len]``
+with entry id and idempotency key ``<pid>-<n>``; an append the store could not
+make (a primary killed, a failover under way) is retried with the same key until
+it returns, for at most ``GIVE_UP`` seconds. Prints ``SESSION ID SEQ`` once each
+append has returned (it is then acknowledged), and ``done`` at the end. Writing
+until told, not a fixed count, keeps it writing through the whole failover on a
+machine of any speed.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from ctxwindow.errors import StoreError
@@ -39,10 +43,12 @@ def retried(call: Callable[[], T]) -> T:
 
 
 def main() -> None:
-    url, count, sessions = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    url, stop, sessions = sys.argv[1], Path(sys.argv[2]), sys.argv[3:]
     store = retried(lambda: open_store(url))  # a failover under way: no map of the slots yet
     print("ready", flush=True)
-    for n in range(count):
+    for n in itertools.count():
+        if stop.exists():
+            break
         session_id, key = sessions[n % len(sessions)], f"{os.getpid()}-{n}"
         entry = Entry(id=key, message={"role": "user", "content": f"写 {key} ✍️"}, tokens=1, seq=0)
         stored = retried(functools.partial(store.append, session_id, [entry], idempotency_key=key))
