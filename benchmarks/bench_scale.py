@@ -25,7 +25,8 @@ are left out, and the run goes on. Four parts:
    PgBouncer).
 2. Requests per second through N ``ctxwindow serve`` processes (N = 1, 2,
    4; each on a port of its own, warmed, the sessions spread over them as a
-   balancer would) over the Redis node and over the PostgreSQL server, a
+   balancer would) over the Redis node and over the PostgreSQL server (with
+   the store's 4 idle connections a process, and with ``?pool_size=16``), a
    fake upstream answering at once, driven by a light HTTP client
    (``CONCURRENCY`` sessions at once); the CPU per request of the service,
    the upstream, the client and the store server, and the connections the
@@ -74,7 +75,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,7 @@ CROSS_CHECKED = ("redis", "postgresql", "pgbouncer")  # part 1: through ctxwindo
 PROCESSES = (1, 2, 4)  # part 2: service processes
 CLIENTS = (1, 2, 4)  # part 3: client processes of the store
 CONCURRENCY = 16  # part 2: sessions in flight at once
+POOLED = f"pg pool={CONCURRENCY}"  # part 2: PostgreSQL, the store's URL with ?pool_size=16
 WARMUP_REQUESTS = 40  # part 2: a service process's first requests, not measured
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -848,6 +850,11 @@ def bench_served(
     texts = Texts(SEED + 3)
     bodies = [json.dumps({"model": MODEL, "messages": [texts.user()]}).encode() for _ in range(64)]
     backends = [servers.backends[name] for name in SERVED if name in servers.backends]
+    if (postgres := servers.backends.get("postgresql")) is not None:
+        # beside it, each process keeping as many idle connections as sessions come at once
+        pooled = replace(postgres, name=POOLED, url=f"{postgres.url}?pool_size={CONCURRENCY}")
+        servers.backends[POOLED] = pooled
+        backends.append(pooled)
     rows = [ServedRow(b.name, n) for b in backends for n in PROCESSES]
     with contextlib.ExitStack() as stack:
         services = {

@@ -220,12 +220,20 @@ BAD = [
     ("?pooler=transaction&lock_ttl=2", {"lock_ttl": 3}, "lock_ttl=3 contradicts lock_ttl=2"),
     ("?lock_ttl=2", {}, "lock_ttl is the lease of a lock in pooler mode only"),
     ("", {"lock_ttl": 2}, "lock_ttl is the lease of a lock in pooler mode only"),
+    ("?pool_size=-1", {}, "pool_size must be a whole number.*'-1'"),
+    ("?pool_size=four", {}, "pool_size must be a whole number.*'four'"),
+    ("?pool_size=²", {}, "pool_size must be a whole number.*'²'"),
+    ("?pool_size=1001", {}, "pool_size must be a whole number.*'1001'"),
+    ("?pool_size=", {}, "pool_size must be a whole number.*''"),
+    ("", {"pool_size": True}, "pool_size must be a whole number.*True"),
+    ("", {"pool_size": 2.5}, "pool_size must be a whole number.*2.5"),
+    ("?pool_size=8", {"pool_size": 4}, "pool_size=4 contradicts pool_size=8"),
 ]
 
 
 @pytest.mark.parametrize(("query", "options", "error"), BAD)
 @pytest.mark.parametrize("flavour", FLAVOURS)
-def test_bad_pooler_options_are_refused_naming_them(
+def test_bad_store_url_options_are_refused_naming_them(
     flavour: str, query: str, options: dict[str, Any], error: str
 ) -> None:
     """Refused when the store is built, before anything connects; the URL (redacted)

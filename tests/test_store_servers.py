@@ -611,6 +611,55 @@ def test_async_postgres_store_round_trip(postgres_url: str, schema: str) -> None
     asyncio.run(main())
 
 
+@pytest.mark.parametrize(("pool_size", "kept"), [(None, 4), ("2", 2), ("12", 12), ("0", 0)])
+def test_postgres_keeps_pool_size_idle_connections_from_16_calls_at_once(
+    postgres_url: str, schema: str, pool_size: str | None, kept: int
+) -> None:
+    """16 calls at once each take a connection (opened for the call when none is idle);
+    after them the store keeps ``pool_size`` idle, 4 by default, or what ``?pool_size=``
+    says: counted by the server (``pg_stat_activity``, by an application name of the test's
+    own), not by the store."""
+    from ctxwindow.stores.postgres import AsyncPostgresStore
+
+    name = f"pool-{uuid.uuid4().hex[:8]}"
+    url = f"{postgres_url}?application_name={name}"
+    if pool_size is not None:
+        url += f"&pool_size={pool_size}"
+
+    def connected(expected: int) -> int:
+        """The test's connections to the server, once ``expected`` (or after 5 s): a closed
+        connection's backend leaves the view when it has ended."""
+        query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+        deadline = time.monotonic() + 5
+        while (n := int(pg_execute(postgres_url, query, (name,))[0][0])) != expected:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        return n
+
+    async def main() -> None:
+        async with AsyncPostgresStore(url, schema=schema) as store:
+            assert store.pool_size == kept
+            await store.append("s", entries("first 一"))
+            loads = await asyncio.gather(*(store.load("s") for _ in range(16)))
+            assert all(contents(loaded) == ["first 一"] for loaded in loads)
+            assert connected(kept) == kept
+        assert connected(0) == 0
+
+    asyncio.run(main())
+
+
+def test_postgres_pool_size_is_taken_from_the_url_or_the_argument(postgres_url: str) -> None:
+    from ctxwindow.stores.postgres import AsyncPostgresStore, PostgresStore
+
+    assert AsyncPostgresStore(f"{postgres_url}?pool_size=9").pool_size == 9
+    assert AsyncPostgresStore(postgres_url, pool_size=9).pool_size == 9
+    assert AsyncPostgresStore(f"{postgres_url}?pool_size=9", pool_size=9).pool_size == 9
+    with PostgresStore(f"{postgres_url}?pool_size=3&application_name=kept") as store:
+        assert store.pool_size == 3  # and libpq, which refuses what it does not know, opened it
+        assert store.url.endswith("?pool_size=3&application_name=kept")
+
+
 # -- TieredStore -------------------------------------------------------------------------
 
 

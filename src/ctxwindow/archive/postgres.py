@@ -88,13 +88,13 @@ class PostgresArchive(Archive):
             depth=depth,
             reads_per_hit=reads_per_hit,
         )
-        from ctxwindow.stores.postgres.common import pooler_options
+        from ctxwindow.stores.postgres.common import url_options
 
         self.url = url
         # Behind PgBouncer in transaction mode (``?pooler=transaction``, as for the store):
         # no statement prepared on the server (a pooler before 1.21 mixes them up). The
         # archive holds no session-level state: its locks are transaction-level.
-        self._libpq_url, pooler, _ = pooler_options(url, None, None)
+        self._libpq_url, pooler, _, _ = url_options(url, None, None)
         self._prepare: dict[str, Any] = {"prepare_threshold": None} if pooler else {}
         self._table = check_table_name(table)
         self._connect_timeout = connect_timeout

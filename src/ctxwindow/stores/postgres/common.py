@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
@@ -53,8 +53,10 @@ INSTALL_HINT = install_hint("postgres")
 SCHEMES = ("postgresql", "postgres")  # the URL schemes libpq takes
 
 POOLERS = ("transaction",)  # the pooler modes a store can run behind (``pooler=``)
-URL_OPTIONS = ("pooler", "lock_ttl")  # the store's own URL parameters: never given to libpq
+URL_OPTIONS = ("pooler", "lock_ttl", "pool_size")  # the store's own: never given to libpq
 DEFAULT_LOCK_TTL = 5.0  # seconds: the lease of a session lock in pooler mode
+DEFAULT_POOL_SIZE = 4  # idle connections a store keeps for its next calls
+MAX_POOL_SIZE = 1000  # PostgreSQL's max_connections is 100 by default
 RELEASE_RETRY = 0.5  # seconds between the retries of a lease release the server did not take
 
 _MIGRATION_LOCK = 0x63747877  # "ctxw": the first key of the two-key advisory lock
@@ -240,11 +242,21 @@ def split_url(url: str) -> tuple[str, dict[str, str]]:
     return base + ("?" + "&".join(kept) if kept else ""), own
 
 
-def pooler_options(
-    url: str, pooler: str | None, lock_ttl: float | None
-) -> tuple[str, str | None, float]:
-    """(the URL for libpq, the pooler mode, the lease of a lock) from the arguments and the
-    URL's own parameters; ``ValueError`` names a bad value, or a clash between the two."""
+class UrlOptions(NamedTuple):
+    """What a store's URL and arguments say together (``url_options``)."""
+
+    libpq_url: str
+    pooler: str | None
+    lock_ttl: float
+    pool_size: int
+
+
+def url_options(
+    url: str, pooler: str | None, lock_ttl: float | None, pool_size: int | None = None
+) -> UrlOptions:
+    """The URL for libpq, the pooler mode, the lease of a lock and the idle connections
+    kept, from the arguments and the URL's own parameters; ``ValueError`` names a bad
+    value, or a clash between the two."""
     libpq_url, given = split_url(url)
     where = f" in {redact_url(url)!r}"
     if "pooler" in given:
@@ -266,7 +278,19 @@ def pooler_options(
             f"lock_ttl is the lease of a lock in pooler mode only{where}: without a"
             " pooler a session lock is an advisory lock, held as long as its connection"
         )
-    return libpq_url, pooler, DEFAULT_LOCK_TTL if lock_ttl is None else lock_ttl
+    if "pool_size" in given:
+        from_url = _count(given["pool_size"], where)
+        if pool_size is not None and pool_size != from_url:
+            raise ValueError(f"pool_size={pool_size!r} contradicts pool_size={from_url}{where}")
+        pool_size = from_url
+    elif pool_size is not None:
+        pool_size = _count(pool_size, "")
+    return UrlOptions(
+        libpq_url,
+        pooler,
+        DEFAULT_LOCK_TTL if lock_ttl is None else lock_ttl,
+        DEFAULT_POOL_SIZE if pool_size is None else pool_size,
+    )
 
 
 def _check_pooler(pooler: object, where: str) -> None:
@@ -289,6 +313,21 @@ def _seconds(value: object, where: str) -> float:
     return seconds
 
 
+def _count(value: object, where: str) -> int:
+    """``value`` as a number of idle connections, 0 to ``MAX_POOL_SIZE`` (text in a URL)."""
+    text = str(value).strip() if isinstance(value, (str, int)) else ""
+    if (
+        isinstance(value, bool)
+        or not (text.isascii() and text.isdigit())
+        or int(text) > MAX_POOL_SIZE
+    ):
+        raise ValueError(
+            f"pool_size must be a whole number of connections from 0 to {MAX_POOL_SIZE},"
+            f" got {value!r}{where}"
+        )
+    return int(text)
+
+
 class Queries:
     """SQL bound to a schema, argument building and error mapping (both flavours share it)."""
 
@@ -301,9 +340,12 @@ class Queries:
         *,
         pooler: str | None = None,
         lock_ttl: float | None = None,
+        pool_size: int | None = None,
     ) -> None:
         _check_url(url)
-        self.raw_url, self.pooler, self.lock_ttl = pooler_options(url, pooler, lock_ttl)
+        self.raw_url, self.pooler, self.lock_ttl, self.pool_size = url_options(
+            url, pooler, lock_ttl, pool_size
+        )
         self.url = redact_url(url)  # with the store's own parameters: they say how it runs
         self.schema = schema
         self.timeout = timeout

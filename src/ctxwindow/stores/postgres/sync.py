@@ -82,7 +82,10 @@ class PostgresStore(Store):
     Opening connects and brings the tables up to ``SCHEMA_VERSION``: the sync
     store when it is built, the async one at its first call (a constructor
     cannot await), which then reports an unreachable server. Idle
-    connections (at most ``pool_size``) are kept for reuse. ``timeout`` (in
+    connections (at most ``pool_size``, 4 by default; ``?pool_size=`` in the
+    URL) are kept for reuse: a call finding none opens one, and closes it
+    after if ``pool_size`` are idle already, so a process making more calls at
+    once than that starts a server backend for each call beyond. ``timeout`` (in
     seconds) bounds every call, a stalled server included (see the package
     docs); connecting takes at least 2 s to time out (libpq's rule).
 
@@ -106,18 +109,23 @@ class PostgresStore(Store):
         url: str,
         *,
         schema: str | None = None,
-        pool_size: int = 4,
+        pool_size: int | None = None,
         timeout: float = 5.0,
         read_only: bool = False,
         pooler: str | None = None,
         lock_ttl: float | None = None,
     ) -> None:
-        self._q = Queries(url, schema, timeout, read_only, pooler=pooler, lock_ttl=lock_ttl)
+        self._q = Queries(
+            url, schema, timeout, read_only, pooler=pooler, lock_ttl=lock_ttl, pool_size=pool_size
+        )
         self.url, self.schema, self.read_only = self._q.url, schema, read_only
-        self.pooler, self.lock_ttl = self._q.pooler, self._q.lock_ttl
+        self.pooler, self.lock_ttl, self.pool_size = (
+            self._q.pooler,
+            self._q.lock_ttl,
+            self._q.pool_size,
+        )
         self._psycopg = load_psycopg()
         self._idle: list[psycopg.Connection[tuple[Any, ...]]] = []
-        self._pool_size = pool_size
         # Guards only list operations, never I/O: a sync store's threads share the
         # idle connections, and the async store can take it without blocking its loop.
         self._guard = threading.Lock()
@@ -295,7 +303,7 @@ class PostgresStore(Store):
         idle = conn.info.transaction_status == self._psycopg.pq.TransactionStatus.IDLE
         with self._guard:
             kept = idle and not conn.closed and not self._closed
-            kept = kept and len(self._idle) < self._pool_size
+            kept = kept and len(self._idle) < self.pool_size
             if kept:
                 self._idle.append(conn)
         if not kept:
