@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from ctxwindow import ContextManager, Entry, PriorityWindow, TokenWindow, count_tokens
 from ctxwindow.archive.sqlite import SQLiteArchive
 from ctxwindow.context.session import CACHED_UNITS
-from ctxwindow.messages import Unit
+from ctxwindow.messages import Unit, with_kind
 from ctxwindow.policies import Keeping
 from ctxwindow.recall import RecallPolicy, rank_units
 from ctxwindow.stores.memory import MemoryStore
@@ -20,6 +21,29 @@ from ctxwindow.stores.memory import MemoryStore
 def unit(seq: int, text: str = "x", tokens: int = 10, role: str = "user") -> Unit:
     entry = Entry({"role": role, "content": text}, tokens, seq, id=f"e{seq}")
     return Unit([entry], tokens)
+
+
+def test_with_kind_copies_every_field_as_replace_does() -> None:
+    """``with_kind`` names every field of ``Entry`` by position: one added and not passed on
+    would come back at its default, not the entry's, and fail here."""
+    defaults = Entry({"role": "user", "content": "d"}, 1, 1)
+    values: dict[str, Any] = {
+        "message": {"role": "assistant", "content": "回答 🎉", "name": "n"},
+        "tokens": 7,
+        "seq": 42,
+        "id": "e-42",
+        "pinned": True,
+        "priority": 3,
+        "kind": "summary",
+        "created_at": 1234.5,
+        "metadata": {"compressed": {"from_tokens": 9}},
+    }
+    assert set(values) == {f.name for f in dataclasses.fields(Entry)}
+    entry = Entry(**values)
+    assert all(getattr(entry, name) != getattr(defaults, name) for name in values)
+    copy = with_kind(entry, "recalled")
+    assert copy == dataclasses.replace(entry, kind="recalled") and copy is not entry
+    assert copy.kind == "recalled" and entry.kind == "summary"
 
 
 def test_a_hit_shares_its_score_with_its_neighbours() -> None:

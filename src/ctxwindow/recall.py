@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from ctxwindow.messages import Unit
+from ctxwindow.messages import Unit, with_kind
 
 RECENT_MESSAGES = 4
 """The newest messages every context keeps (the recall's ``recent_messages``, the hybrid
@@ -170,7 +170,7 @@ class RecallPolicy:
             elif not held.isdisjoint(ids) or not is_whole(unit):
                 continue  # partly in the window, or not a whole tool unit
             else:
-                units.append(Unit([replace(e, kind="recalled") for e in unit.entries], unit.size))
+                units.append(Unit([with_kind(e, "recalled") for e in unit.entries], unit.size))
             used += unit.size
             seen.update(ids)
         return Recall(units, frozenset(keep))
