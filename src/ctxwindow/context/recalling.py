@@ -169,7 +169,11 @@ class Recalling:
         """
         window = session.window  # its entries have their store seqs (see ``restore``)
         recent, recent_tokens = self.recent(session, budget, question)
-        ranked = [(s, u) for s, u in ranked if not recent.issuperset(e.id for e in u.entries)]
+        ranked = [  # (a unit whose first entry is not recent is not: most are rejected so)
+            (s, u)
+            for s, u in ranked
+            if u.entries[0].id not in recent or not recent.issuperset(e.id for e in u.entries)
+        ]
         if not self.settings.prompt_cache:
             room = self.recall.room(budget, window.pinned_tokens, recent_tokens)
             found = self.recall.choose(ranked, held(window, ranked), room, floor=0.0)
