@@ -17,9 +17,9 @@ import logging
 import select
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from ctxwindow.errors import StoreError, StoreUnavailableError
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from psycopg import sql
 
 logger = logging.getLogger("ctxwindow.stores")
+T = TypeVar("T")
 
 INSTALL_HINT = install_hint("postgres")
 SCHEMES = ("postgresql", "postgres")  # the URL schemes libpq takes
@@ -259,32 +260,14 @@ def url_options(
     value, or a clash between the two."""
     libpq_url, given = split_url(url)
     where = f" in {redact_url(url)!r}"
-    if "pooler" in given:
-        _check_pooler(given["pooler"], where)
-        if pooler is not None and pooler != given["pooler"]:
-            raise ValueError(f"pooler={pooler!r} contradicts pooler={given['pooler']}{where}")
-        pooler = given["pooler"]
-    elif pooler is not None:
-        _check_pooler(pooler, "")
-    if "lock_ttl" in given:
-        from_url = _seconds(given["lock_ttl"], where)
-        if lock_ttl is not None and lock_ttl != from_url:
-            raise ValueError(f"lock_ttl={lock_ttl!r} contradicts lock_ttl={from_url:g}{where}")
-        lock_ttl = from_url
-    elif lock_ttl is not None:
-        lock_ttl = _seconds(lock_ttl, "")
+    pooler = _either("pooler", given, pooler, _check_pooler, where)
+    lock_ttl = _either("lock_ttl", given, lock_ttl, _seconds, where)
+    pool_size = _either("pool_size", given, pool_size, _count, where)
     if lock_ttl is not None and pooler is None:
         raise ValueError(
             f"lock_ttl is the lease of a lock in pooler mode only{where}: without a"
             " pooler a session lock is an advisory lock, held as long as its connection"
         )
-    if "pool_size" in given:
-        from_url = _count(given["pool_size"], where)
-        if pool_size is not None and pool_size != from_url:
-            raise ValueError(f"pool_size={pool_size!r} contradicts pool_size={from_url}{where}")
-        pool_size = from_url
-    elif pool_size is not None:
-        pool_size = _count(pool_size, "")
     return UrlOptions(
         libpq_url,
         pooler,
@@ -293,13 +276,31 @@ def url_options(
     )
 
 
-def _check_pooler(pooler: object, where: str) -> None:
+def _either(
+    name: str,
+    given: dict[str, str],
+    argument: T | None,
+    check: Callable[[object, str], T],
+    where: str,
+) -> T | None:
+    """The option ``name`` from the URL's parameters (``given``) or the argument, each
+    ``check``-ed (it raises ``ValueError`` naming a bad value); the two must agree."""
+    if name not in given:
+        return None if argument is None else check(argument, "")
+    from_url = check(given[name], where)
+    if argument is not None and check(argument, "") != from_url:
+        raise ValueError(f"{name}={argument!r} contradicts {name}={given[name]}{where}")
+    return from_url
+
+
+def _check_pooler(pooler: object, where: str) -> str:
     if pooler not in POOLERS:
         raise ValueError(
             f"pooler must be None or 'transaction', got pooler={pooler!r}{where} (behind a"
             " pooler in session mode, or none, leave it out; statement mode cannot run"
             " the store's transactions)"
         )
+    return str(pooler)
 
 
 def _seconds(value: object, where: str) -> float:
