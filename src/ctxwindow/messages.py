@@ -30,6 +30,7 @@ __all__ = [
     "stored_tokens",
     "tool_call_ids",
     "validate_message",
+    "with_kind",
 ]
 
 Message = dict[str, Any]
