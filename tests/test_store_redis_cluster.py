@@ -405,8 +405,12 @@ def kill_a_primary_under_writers(tmp_path: Path, wait: int) -> tuple[int, int]:
                 primary = cluster.node_of(layout.entries_key(sessions[0]))
                 on_it = [s for s in sessions if cluster.node_of(layout.entries_key(s)) is primary]
                 replica = cluster.replica_of(primary)
-                held = sum(len(watching.load(s)) for s in on_it)  # (with wait_replicas, a
-                # writer's first append after the stall stays on the primary, unacknowledged)
+
+                def on_primary() -> int:  # its sessions' entries: seqs run 1, 2, 3...
+                    return sum(e.seq for s in on_it for e in watching.tail(s, 1))
+
+                held = on_primary()  # (with wait_replicas, a writer's first append after
+                # the stall stays on the primary, unacknowledged)
                 with replica.stalled():  # what the primary takes now, its replica does not have
                     primary.ask("CLIENT", "KILL", "TYPE", "replica")  # (nor its socket's buffer)
                     started = time.monotonic()
@@ -416,7 +420,7 @@ def kill_a_primary_under_writers(tmp_path: Path, wait: int) -> tuple[int, int]:
                             f"the writers put {unreplicated} entries on the cut-off primary"
                         )
                         time.sleep(0.1)
-                        unreplicated = sum(len(watching.load(s)) for s in on_it) - held
+                        unreplicated = on_primary() - held
                     primary.kill()
             cluster.wait_healthy()  # the replica has taken over
             primary.start()  # back, as a replica of the new primary: the shard has one again

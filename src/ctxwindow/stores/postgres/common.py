@@ -316,12 +316,8 @@ def _seconds(value: object, where: str) -> float:
 
 def _count(value: object, where: str) -> int:
     """``value`` as a number of idle connections, 0 to ``MAX_POOL_SIZE`` (text in a URL)."""
-    text = str(value).strip() if isinstance(value, (str, int)) else ""
-    if (
-        isinstance(value, bool)
-        or not (text.isascii() and text.isdigit())
-        or int(text) > MAX_POOL_SIZE
-    ):
+    text = str(value).strip() if isinstance(value, (str, int)) else ""  # True: "True"
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_POOL_SIZE:
         raise ValueError(
             f"pool_size must be a whole number of connections from 0 to {MAX_POOL_SIZE},"
             f" got {value!r}{where}"
