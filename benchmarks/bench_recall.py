@@ -14,7 +14,8 @@ before the question present) and ``evidence_recall_whole`` (compressed
 evidence not credited), then the tables by category, and the wall times: the
 hybrid alone at its five budgets, the other two, the lexical baselines and
 the dense ones (model loading and embedding included, each text once per
-worker process).
+worker process; vectors are read from ``ctxwindow eval``'s embedding cache
+when an earlier run kept them, and the script says where that is).
 
 LoCoMo is read from the first argument, else ``$CTXWINDOW_LOCOMO``, else
 ``../shared/data/locomo-dev.json`` beside the repository (its licence, CC
@@ -34,6 +35,7 @@ from typing import Any
 
 from ctxwindow.eval import get_strategy, load_dataset, run_eval, strategy_names
 from ctxwindow.eval.dataset import Dataset
+from ctxwindow.eval.vector_cache import cache_path
 from ctxwindow.extras import require
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
@@ -190,6 +192,12 @@ def main() -> None:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]  # progress as it comes
     given = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("CTXWINDOW_LOCOMO")
     lexical, dense = baselines()
+    kept = cache_path()
+    print(
+        f"vectors kept in {kept}: wall times after a first run are without embedding"
+        if kept
+        else "no embedding cache ($CTXWINDOW_EMBEDDING_CACHE=off): every text is embedded"
+    )
     beam = os.environ.get("CTXWINDOW_BEAM")
     for spec, budgets in datasets(Path(given) if given else LOCOMO, beam):
         measure(spec, budgets, lexical, dense)

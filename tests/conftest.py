@@ -18,6 +18,10 @@ settings.register_profile(
 settings.register_profile("dev", max_examples=60, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
+# The eval keeps its vectors in ~/.cache by default (ctxwindow.eval.vector_cache): the tests
+# keep none there, and measure what a first run computes; the cache's own tests name a file.
+os.environ["CTXWINDOW_EMBEDDING_CACHE"] = "off"
+
 
 # --- markers for `make test-fast` ---------------------------------------------------------------
 #

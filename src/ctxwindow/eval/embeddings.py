@@ -113,13 +113,14 @@ def _one_thread_in_a_worker() -> None:
 
 
 def default_embedder() -> Embedder:
-    """ctxwindow's default embedder (``default_embedder()`` of ``ctxwindow.archive.embedders``
-    when it has one and it finds a model), else all-MiniLM-L6-v2."""
+    """ctxwindow's default embedder (``default_embedder()`` of ``ctxwindow.archive.embedders``)
+    when its extra is installed, else all-MiniLM-L6-v2: the process's one model, each text
+    embedded once, and kept for later runs (``vector_cache.shared_cached``)."""
     from ctxwindow.archive import embedders
+    from ctxwindow.eval.vector_cache import shared_cached
 
-    make = getattr(embedders, "default_embedder", None)
-    found: Embedder | None = make() if make is not None else None
-    return found if found is not None else embedders.MiniLMEmbedder()
+    found = embedders.default_embedder()
+    return shared_cached(type(found) if found is not None else embedders.MiniLMEmbedder)
 
 
 _DEFAULT = Embeddings(default_embedder)

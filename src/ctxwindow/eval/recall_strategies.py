@@ -74,8 +74,9 @@ class HybridStrategy(Strategy):
 
     def _embedder(self) -> Any:
         from ctxwindow.archive.embedders import E5SmallEmbedder
+        from ctxwindow.eval.vector_cache import shared_cached
 
-        return _shared_embedder(E5SmallEmbedder)
+        return shared_cached(E5SmallEmbedder)  # a text embedded once, ever
 
 
 class HybridNoCache(HybridStrategy):
@@ -102,8 +103,9 @@ class HybridMiniLM(HybridStrategy):
 
     def _embedder(self) -> Any:
         from ctxwindow.archive.embedders import MiniLMEmbedder
+        from ctxwindow.eval.vector_cache import shared_cached
 
-        return _shared_embedder(MiniLMEmbedder)
+        return shared_cached(MiniLMEmbedder)  # a text embedded once, ever
 
 
 class Retrieval(Strategy):
@@ -176,42 +178,3 @@ def _unit_start(state: _Retrieved, message: Message) -> int:
     from ctxwindow.eval.baselines import unit_start
 
     return unit_start(state.units, message)
-
-
-_memos: dict[type, Any] = {}
-
-
-def _shared_embedder(kind: type) -> Any:
-    """The process's one model of ``kind`` (``shared_embedder``: loading it is the slow
-    part), each text embedded once: every budget and strategy of a run indexes the same
-    turns."""
-    from ctxwindow.archive.embedders import shared_embedder
-
-    if kind not in _memos:
-        _memos[kind] = _Memo(shared_embedder(kind))
-    return _memos[kind]
-
-
-class _Memo:
-    """An embedder that embeds each distinct text once per process, in each of its forms
-    (``embed``, and ``embed_queries``/``embed_passages`` where the model has them)."""
-
-    def __init__(self, embedder: Any) -> None:
-        self.embedder = embedder
-        self.dim: int = embedder.dim
-        self.embed = _memoized(embedder.embed)
-        if hasattr(embedder, "embed_passages") and hasattr(embedder, "embed_queries"):
-            self.embed_passages = _memoized(embedder.embed_passages)
-            self.embed_queries = _memoized(embedder.embed_queries)
-
-
-def _memoized(embed: Any) -> Any:
-    vectors: dict[str, list[float]] = {}
-
-    def memoized(texts: list[str]) -> list[list[float]]:
-        new = list(dict.fromkeys(t for t in texts if t not in vectors))
-        if new:
-            vectors.update(zip(new, embed(new), strict=True))
-        return [vectors[text] for text in texts]
-
-    return memoized

@@ -55,6 +55,7 @@ from ctxwindow.eval.scoring import measure as measure
 from ctxwindow.eval.scoring import recent_share as recent_share
 from ctxwindow.eval.scoring import score as score
 from ctxwindow.eval.strategies import DEFAULT_STRATEGIES, Case, Strategy, get_strategy
+from ctxwindow.eval.vector_cache import use_cache
 from ctxwindow.tokens.chat import ChatTokenizer
 from ctxwindow.tokens.defaults import chat_tokenizer, model_info
 
@@ -72,6 +73,7 @@ def run_eval(
     on_progress: Callable[[int], None] | None = None,
     workers: int = 1,
     replay: bool = False,
+    embedding_cache: str | os.PathLike[str] | bool = True,
 ) -> dict[str, Any]:
     """Measure each strategy at each budget; returns the ``results.json`` document.
 
@@ -80,7 +82,9 @@ def run_eval(
     ``answerer``, the run stays in this process). Results do not depend on it.
     ``replay`` replays every user turn (see the module docstring) and adds
     ``"replay": {"turns", "cached_share", "input_usd_per_turn", ...}`` to each
-    result, priced for ``model``.
+    result, priced for ``model``. ``embedding_cache`` is the file the models' vectors are
+    kept in for later runs (``vector_cache``): True for ``cache_path()``
+    (``$CTXWINDOW_EMBEDDING_CACHE``, else ``~/.cache/ctxwindow``), False for none.
     """
     tokenizer = chat_tokenizer(model)
     chosen = [get_strategy(name) for name in strategies]  # unknown names fail before any work
@@ -89,6 +93,7 @@ def run_eval(
         _check_replays(chosen)
     cases = [Case(c, q) for c in dataset.conversations for q in c.questions]
     info = model_info(model)
+    use_cache(embedding_cache)  # before the baselines' calibration embeds, and the workers fork
     runs = _calibrated(strategies, chosen, budgets, cases, tokenizer, info if replay else None)
     measured = _measure_all(dataset, runs, tokenizer, answerer, on_progress, workers)
     return {
