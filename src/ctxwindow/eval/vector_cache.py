@@ -96,9 +96,16 @@ class VectorCache:
         try:
             with self._lock:
                 db = self._connection()
-                with db:
-                    cursor = db.executemany(sql, params) if many else db.execute(sql, params)
-                    return cursor.fetchall()
+                if not many:
+                    return db.execute(sql, params).fetchall()
+                db.execute("BEGIN IMMEDIATE")  # one transaction (one sync) for the batch
+                try:
+                    db.executemany(sql, params)
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+                return []
         except (sqlite3.Error, OSError) as exc:
             self.broken = f"{type(exc).__name__}: {exc}"
             warnings.warn(
@@ -116,6 +123,7 @@ class VectorCache:
                 self.path, timeout=60, isolation_level=None, check_same_thread=False
             )
             db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # a cache: a crash may lose the last batch
             db.execute(
                 "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, form TEXT NOT NULL,"
                 " digest BLOB NOT NULL, vector BLOB NOT NULL, PRIMARY KEY (model, form, digest))"
