@@ -14,7 +14,7 @@ from ctxwindow.archive.sqlite import SQLiteArchive
 from ctxwindow.context.session import CACHED_UNITS
 from ctxwindow.messages import Unit, with_kind
 from ctxwindow.policies import Keeping
-from ctxwindow.recall import RecallPolicy, rank_units
+from ctxwindow.recall import RecallPolicy, rank_units, water_level
 from ctxwindow.stores.memory import MemoryStore
 
 
@@ -248,8 +248,9 @@ def test_windows_leave_the_kept_units_out_last(texts: list[str], room: int, data
 
 
 def test_the_newest_messages_kept_share_half_of_the_budget() -> None:
-    """Long turns: the newest messages every context keeps take at most half of the
-    budget together (the newest always), and leave the rest to what recall finds."""
+    """Long turns: the newest four messages every context keeps take at most half of the
+    budget together, compressed for the context when they must be, and leave the rest to
+    what recall finds."""
     manager = ContextManager(
         MemoryStore(), "gpt-4o", archive=SQLiteArchive(), budget=2000, reserve_output=0,
         prefetch=False, prompt_cache=False,
@@ -260,9 +261,12 @@ def test_the_newest_messages_kept_share_half_of_the_budget() -> None:
     for i in range(6):  # about 300 tokens each, nothing to do with the question
         manager.add("s", {"role": "assistant", "content": f"Weather note {i}. " + "Grey. " * 140})
     context = manager.preview("s", {"role": "user", "content": "Which tiles went to Bergen?"})
-    weather = [str(m["content"])[:14] for m in context.messages if "Grey." in str(m["content"])]
-    # the newest three: a fourth would take them over half (and recall has the rest)
-    assert weather == ["Weather note 3", "Weather note 4", "Weather note 5"]
+    weather = [m for m in context.messages if "Grey." in str(m["content"])]
+    # the newest four, compressed for the context to fit half of it (recall has the rest)
+    assert [str(m["content"])[:14] for m in weather] == [f"Weather note {i}" for i in (2, 3, 4, 5)]
+    assert count_tokens(weather) <= 1000
+    states = {d.id: d.state for d in context.report.decisions if d.in_context}
+    assert list(states.values()).count("recalled") >= 3  # shipments: what the question asks
     manager.close()
 
 
@@ -271,3 +275,17 @@ def test_a_long_unit_needs_a_stronger_match_than_a_short_one() -> None:
     short, long = unit(1, tokens=50), unit(2, tokens=400)
     ranked = policy.rank({1: 0.6, 2: 1.0}, [long, short])
     assert [(round(worth, 2), u.seq) for worth, u in ranked] == [(0.6, 1), (0.5, 2)]
+
+
+@given(st.lists(st.integers(0, 2000), max_size=8), st.integers(-50, 5000))
+def test_water_level_is_the_largest_cut_that_fits(sizes: list[int], room: int) -> None:
+    """``water_level``: every size cut to the level fits the room together, and one token
+    more would not (unless nothing is cut: then the level is the largest size)."""
+    level = water_level(sizes, room)
+    cut = sum(min(size, level) for size in sizes)
+    if sum(sizes) <= room:
+        assert level == max(sizes, default=0)
+    elif room < 0:
+        assert level == 0
+    else:
+        assert cut <= room < sum(min(size, level + 1) for size in sizes)

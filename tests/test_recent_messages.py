@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from ctxwindow import Keeping, PriorityWindow, hybrid_policy
 from ctxwindow.context.policy import LOW_WATER
+from ctxwindow.policies.journal import NARROWED
 from ctxwindow.tokens import chat_tokenizer
 
 TOKENIZER = chat_tokenizer("gpt-4o")
@@ -81,9 +82,10 @@ def test_recent_messages_is_checked() -> None:
         raise AssertionError("a negative recent_messages was accepted")
 
 
-def preview_states(share: float) -> list[str | None]:
-    """The states, in a manager's preview at 2,048 tokens with recall, of the newest two
-    of 16 turns of about 700 tokens each."""
+def preview_states(share: float) -> tuple[list[str | None], list[int], int, int]:
+    """The states and tokens, in a manager's preview at 2,048 tokens with recall, of the
+    newest four of 16 turns of about 700 tokens each; the stored tokens of the newest, and
+    how many entries were recalled."""
     from ctxwindow import ContextManager
     from ctxwindow.archive.sqlite import SQLiteArchive
     from ctxwindow.recall import RecallPolicy
@@ -97,18 +99,36 @@ def preview_states(share: float) -> list[str | None]:
         role = "user" if i % 2 == 0 else "assistant"
         ids.append(manager.add("s", {"role": role, "content": text(i, 172)}).id)
     context = manager.preview("s", {"role": "user", "content": "What about refund A-1042?"})
-    assert context.report.recalled_entries > 0 and context.total_tokens <= 2048
-    states = {d.id: d.state for d in context.report.decisions if d.in_context}
-    return [states.get(i) for i in ids[-2:]]
+    assert context.total_tokens <= 2048
+    rows = {d.id: d for d in context.report.decisions if d.in_context}
+    newest = [rows.get(i) for i in ids[-4:]]
+    states = [None if row is None else row.state for row in newest]
+    assert all(row is not None for row in newest)
+    return (
+        states,
+        [row.tokens for row in newest if row],
+        newest[-1].stored_tokens if newest[-1] else 0,
+        context.report.recalled_entries,
+    )
 
 
 def test_the_manager_keeps_recent_turns_compressed_beside_what_it_recalls() -> None:
     """Through ``ContextManager`` with recall (the eval's and the service's path), the
-    newest messages before the question are sent as the window holds them (the older
-    compressed) beside the recalled turns, as many as fit in ``recent_share`` of the
-    budget. A recent message the window still holds whole counts whole: the window
-    compresses only when it must evict (docs/context.md)."""
-    assert preview_states(0.5) == ["compressed", "kept"]
+    newest four messages before the question are all sent beside the recalled turns, in
+    ``recent_share`` of the budget: the three the window compressed when it had to evict,
+    and the newest, which it holds whole (700 tokens, over a quarter of the budget),
+    compressed for this context alone."""
+    states, tokens, stored, recalled = preview_states(0.5)
+    assert states == ["compressed", "compressed", "compressed", "compressed"]
+    assert recalled > 0
+    assert sum(tokens) <= 2048 // 2
+    assert stored > 600 > tokens[-1]
+
+
+def test_a_recent_share_that_holds_them_keeps_the_newest_whole() -> None:
+    states, tokens, _, _ = preview_states(0.8)
+    assert states == ["compressed", "compressed", "compressed", "kept"]
+    assert tokens[-1] > 600
 
 
 def test_a_recent_message_that_cannot_be_compressed_goes_in_its_turn() -> None:
@@ -129,3 +149,50 @@ def test_a_recent_message_that_cannot_be_compressed_goes_in_its_turn() -> None:
     held = {e.seq: e for e in window.entries()}
     assert kept.seq in held and oldest.seq not in held
     assert "compressed" in held[2].metadata and 3 in held
+
+
+@given(
+    lengths=st.lists(st.integers(1, 300), min_size=5, max_size=16),
+    budget=st.sampled_from([1024, 2048]),
+    cache=st.booleans(),
+    preview=st.booleans(),
+)
+def test_the_newest_four_are_in_every_context_with_recall(
+    lengths: list[int], budget: int, cache: bool, preview: bool
+) -> None:
+    """Through the manager with recall, whatever the turns' lengths: of the newest four
+    messages before the question, the build leaves none out that the window holds (whole,
+    or compressed for this context), and those take at most half of the budget; a
+    compressed one says so in the report and is no larger than the whole. (The window
+    itself lets one go only when the newest messages take over half the budget.)"""
+    from ctxwindow import ContextManager
+    from ctxwindow.archive.sqlite import SQLiteArchive
+
+    manager = ContextManager(
+        "memory://", "gpt-4o", budget=budget, archive=SQLiteArchive(), reserve_output=0,
+        prefetch=False, prompt_cache=cache,
+    )  # fmt: skip
+    ids = []
+    for i, words in enumerate(lengths):
+        role = "user" if i % 2 == 0 else "assistant"
+        ids.append(manager.add("s", {"role": role, "content": text(i, words)}).id)
+    question = {"role": "user", "content": "What about refund A-1042 and 東京の倉庫?"}
+    if preview:
+        context = manager.preview("s", question)
+    else:
+        manager.add("s", question)
+        context = manager.build("s")
+    assert context.total_tokens <= budget
+    every = {d.id: d for d in context.report.decisions}
+    rows = {i: d for i, d in every.items() if d.in_context}
+    held = [i for i in ids[-4:] if i in rows or every[i].reason == NARROWED]
+    newest = [rows.get(i) for i in held]  # (the window may have had to let one go itself)
+    assert all(row is not None for row in newest), [every[i].state for i in ids[-4:]]
+    assert len(held) == 4 or sum(every[i].stored_tokens for i in ids[-5:]) > budget // 2
+    # recall may bring one back that the window had evicted (it is not the window's then)
+    assert sum(row.tokens for row in newest if row and row.state != "recalled") <= budget // 2
+    for row in newest:
+        assert row is not None and row.tokens <= row.stored_tokens
+        if row.tokens < row.stored_tokens:
+            assert row.state == "compressed"
+    manager.close()

@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxwindow import (
+    BudgetError,
     MessageTooLargeError,
     MessageWindow,
     PinnedOverBudgetError,
@@ -24,6 +25,7 @@ from ctxwindow import (
 )
 from ctxwindow.messages import Entry
 from ctxwindow.policies import Window
+from ctxwindow.tokens import chat_tokenizer
 from tests.support.windows import check_one_storage, texts, tool_unit
 
 ops = st.one_of(
@@ -259,3 +261,53 @@ def test_restored_seqs_place_added_units_and_answer_holds(
         assert f"seq {seq} is not after" in str(exc)
     else:
         raise AssertionError("a seq at or below the last one must be refused")
+
+
+@given(
+    st.sampled_from(["token", "priority"]),
+    st.lists(texts, min_size=1, max_size=30),
+    st.integers(1, 4),
+    st.integers(60, 400),
+    st.data(),
+)
+def test_omitted_units_are_left_out_and_replaced_in_place(
+    kind: str, program: list[str], newest: int, room: int, data: st.DataObject
+) -> None:
+    """A build's ``omit`` (the newest messages sent compressed instead) leaves those units
+    out whatever the room, their ``added`` forms in their places, the rest as a build of
+    the room less them; the window is not changed."""
+    from ctxwindow import PriorityWindow
+
+    window: Window = (
+        TokenWindow(400, system="Be brief.")
+        if kind == "token"
+        else PriorityWindow(max_tokens=400, model="gpt-4o", system="Be brief.")
+    )
+    for i, text in enumerate(program):
+        window.add({"role": "user" if i % 2 == 0 else "assistant", "content": text or "…"})
+    units = [u for u in window.units() if not u.pinned][-newest:]
+    omitted = data.draw(st.lists(st.sampled_from(units), unique_by=id, max_size=newest))
+    omit = {e.id for u in omitted for e in u.entries}
+    tokens = chat_tokenizer("gpt-4o").message_tokens
+    forms = [{**u.entries[0].message, "content": "short"} for u in omitted]
+    short = [
+        Unit([Entry(m, tokens(m), u.seq)], tokens(m)) for m, u in zip(forms, omitted, strict=True)
+    ]
+    before = (window.messages(), window.total_tokens, window.own_step_target())
+    try:
+        built = window.build(max_tokens=room, omit=omit, added=short, sent=False)
+    except BudgetError:
+        return
+    assert (window.messages(), window.total_tokens, window.own_step_target()) == before
+    sent = [m for m in built.messages if m["content"] != "short"]
+    assert not any(id(m) in {id(e.message) for u in omitted for e in u.entries} for m in sent)
+    assert built.total_tokens == count_tokens(built.messages)
+    assert built.total_tokens <= room + sum(u.size for u in short)
+    position = {id(m): i for i, m in enumerate(built.messages)}
+    for unit in short:
+        at = position[id(unit.entries[0].message)]
+        for e in window.entries():
+            if e.kind != "summary" and id(e.message) in position:
+                assert (position[id(e.message)] < at) is (e.seq < unit.seq)
+    window.build(max_tokens=room, omit=omit, added=short)  # sent: still read-only
+    assert window.messages() == before[0]

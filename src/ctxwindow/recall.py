@@ -181,12 +181,15 @@ class Recall:
     """What a query brings back: ``units`` from the archive, and window entries to ``keep``.
 
     ``carried``: the ids of recalled entries that an earlier turn brought and this
-    query does not score, kept in place for the prompt cache.
+    query does not score, kept in place for the prompt cache. ``squeezed``: the ids of
+    entries in ``units`` that are not recalled but the window's newest messages,
+    compressed for this context (``squeeze``): the window leaves their whole form out.
     """
 
     units: list[Unit] = field(default_factory=list)
     keep: frozenset[str] = frozenset()
     carried: frozenset[str] = frozenset()
+    squeezed: frozenset[str] = frozenset()
 
     @property
     def tokens(self) -> int:
@@ -208,3 +211,25 @@ def is_whole(unit: Unit) -> bool:
         return True  # most units: one message, no call
     calls = {c["id"] for e in unit.entries for c in e.message.get("tool_calls") or ()}
     return calls <= {e.message.get("tool_call_id") for e in unit.entries}
+
+
+def water_level(sizes: Sequence[int], room: int) -> int:
+    """The largest size ``level`` such that every size cut to at most ``level`` fits ``room``
+    together: ``sum(min(size, level)) <= room`` (the sizes' largest when they all fit).
+
+    >>> water_level([40, 300, 900], 600)
+    280
+    >>> water_level([40, 300], 600)
+    300
+    >>> water_level([], -5)
+    0
+    """
+    if sum(sizes) <= room:
+        return max(sizes, default=0)
+    below, count = 0, len(sizes)
+    for i, size in enumerate(sorted(sizes)):
+        level = (room - below) // (count - i)  # the rest, each cut to the same size
+        if level < size:
+            return max(0, level)
+        below += size
+    return 0  # no sizes, and a room below zero

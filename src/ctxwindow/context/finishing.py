@@ -17,7 +17,7 @@ from ctxwindow.context.contracts import EventHook
 from ctxwindow.context.question import Question, sends, with_question
 from ctxwindow.context.session import Session
 from ctxwindow.errors import BudgetError
-from ctxwindow.messages import SYSTEM_ROLES, Message, Unit, stored_tokens
+from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit, stored_tokens
 from ctxwindow.policies import Context
 from ctxwindow.policies.alternate import alternate, is_alternating
 from ctxwindow.policies.explain import Decision, Decisions, Report
@@ -29,6 +29,7 @@ from ctxwindow.tokens.models import StrictRoles
 
 RECALLED = "recalled: matched the query"
 CARRIED = "recalled for an earlier turn: kept in place for the prompt cache"
+SQUEEZED = "one of the newest messages, compressed to fit this context beside what it recalls"
 
 
 class Finishing:
@@ -42,17 +43,24 @@ class Finishing:
 
     @staticmethod
     def merge(
-        context: Context, recalled: list[Unit], budget: int, carried: frozenset[str] = frozenset()
+        context: Context,
+        recalled: list[Unit],
+        budget: int,
+        carried: frozenset[str] = frozenset(),
+        squeezed: frozenset[str] = frozenset(),
     ) -> Context:
         """The window's context, built with the recalled units in place, reported so.
 
         (The window was built in ``budget`` less the recalled units' room, and
         put each recalled unit at its original position, its seq, or with
-        ``prompt_cache`` where it was recalled: ``Unit.at``.)
+        ``prompt_cache`` where it was recalled: ``Unit.at``; the ``squeezed``
+        newest messages in place of their whole form, which it left out.)
         """
         if not recalled:
             return context
-        report = with_recalled(context.report, recalled, budget, context.total_tokens, carried)
+        report = with_recalled(
+            context.report, recalled, budget, context.total_tokens, carried, squeezed
+        )
         return replace(context, report=report)
 
     def context(
@@ -196,8 +204,10 @@ class Finishing:
         keep = recalled.keep if question is None else recalled.keep | {question[0].id}
         window, units = session.window, recalled.units
         room = budget - recalled.tokens  # the recalled turns' room is exact, the rest in steps
-        context = window.build(max_tokens=room, keep=keep, added=units, sent=sent, grid=budget)
-        built = self.merge(context, units, budget, recalled.carried)
+        context = window.build(
+            max_tokens=room, keep=keep, added=units, sent=sent, grid=budget, omit=recalled.squeezed
+        )
+        built = self.merge(context, units, budget, recalled.carried, recalled.squeezed)
         if question is None or sends(session.window, built, question):
             return built
         if recalled.units:
@@ -223,19 +233,22 @@ def with_recalled(
     budget: int,
     tokens: int,
     carried: frozenset[str] = frozenset(),
+    squeezed: frozenset[str] = frozenset(),
 ) -> Report:
     """The window's ``report`` with the recalled units' tokens and rows: a recalled entry
     was evicted, its row is now ``recalled`` (and it is no longer counted out). Recall,
-    not the window's ranking, chose them: their rows have no priority."""
+    not the window's ranking, chose them: their rows have no priority. A ``squeezed``
+    entry (one of the newest messages, compressed for this context) is ``compressed``."""
     entries = [entry for unit in recalled for entry in unit.entries]
 
+    def row(e: Entry) -> Decision:
+        if e.id in squeezed:
+            return Decision.of(e, "compressed", SQUEEZED)
+        reason = CARRIED if e.id in carried else RECALLED
+        return Decision.of(e, "recalled", reason, category="recalled")
+
     def rows() -> list[Decision]:
-        return [
-            Decision.of(
-                e, "recalled", CARRIED if e.id in carried else RECALLED, category="recalled"
-            )
-            for e in entries
-        ]
+        return [row(e) for e in entries]
 
     return report.amended(
         rows,
@@ -243,5 +256,5 @@ def with_recalled(
         used=tokens + report.reserve_output,
         evicted_entries=max(0, report.evicted_entries - len(entries)),
         evicted_tokens=max(0, report.evicted_tokens - sum(map(stored_tokens, entries))),
-        recalled_entries=len(entries),
+        recalled_entries=len(entries) - len(squeezed),
     )

@@ -14,15 +14,18 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from ctxwindow.archive.base import Archive
+from ctxwindow.compress.base import has_text
 from ctxwindow.context.contracts import ArchiveLike, CoreSettings, EventHook
 from ctxwindow.context.policy import LOW_WATER
 from ctxwindow.context.session import CACHED_UNITS, Session
 from ctxwindow.messages import Entry, Unit
 from ctxwindow.policies import Window
+from ctxwindow.policies.folding import shrink_alone
 from ctxwindow.policies.rules import text_of
-from ctxwindow.recall import Recall, RecallPolicy, is_whole
+from ctxwindow.recall import Recall, RecallPolicy, is_whole, water_level
 
 CARRIED_SHARE = 0.5
 """With the prompt cache, turns recalled for earlier questions that the new one does not
@@ -32,6 +35,11 @@ CALM = 4
 than step again (unless what is sent no longer fits): stepping whenever a question earned
 more than fits stepped on nearly every turn of a chat, 1.3-1.6x cheaper a turn than a
 sliding window instead of 2.2-2.5x."""
+
+
+SQUEEZED_LEAST = 32
+"""The fewest tokens a newest message is compressed to for a context (``Recalling.recent``):
+below it, fewer of the newest messages are kept, whole."""
 
 
 class Recalling:
@@ -126,26 +134,77 @@ class Recalling:
         }
         return self.recall.rank(scores, units.values())
 
-    def recent(
-        self, session: Session, budget: int, question: int | None
-    ) -> tuple[frozenset[str], int]:
-        """The entry ids and tokens of the window's units holding its newest
-        ``recent_messages`` messages before the question (the seq ``question``; None: a
-        preview, whose question is not in the window), as many as fit in ``recent_share``
-        of ``budget`` (the newest one always): every context keeps them."""
-        wanted, seen, tokens = self.recall.recent_messages, 0, 0
-        cap = budget * self.recall.recent_share
-        ids: set[str] = set()
+    def recent(self, session: Session, budget: int, question: int | None) -> Recent:
+        """The window's units holding its newest ``recent_messages`` messages before the
+        question (the seq ``question``; None: a preview, whose question is not in the
+        window): every context keeps them, in ``recent_share`` of ``budget``. Whole when
+        they fit there together; else the longest are compressed for the context, each to
+        the same size (``squeezed``), when the window has a compressor and that size is
+        at least ``SQUEEZED_LEAST`` tokens; else as many as fit whole, newest first (the
+        newest always)."""
+        wanted, seen, asked = self.recall.recent_messages, 0, 0
+        cap = int(budget * self.recall.recent_share)
+        units: list[Unit] = []
         for unit in session.window.newest_units():
-            if seen >= wanted or (seen and tokens + unit.size > cap):
+            if seen >= wanted:
                 break
+            if question is not None and unit.entries[0].seq == question:
+                asked = unit.size  # every context sends it too
             before = sum(1 for e in unit.entries if e.seq != question)
             if unit.pinned or not before:
                 continue  # counted as pinned, or the question itself
             seen += before
+            units.append(unit)
+        if sum(unit.size for unit in units) > cap:
+            squeezed = self.squeezed(session, units, cap)
+            if squeezed is not None:
+                return replace(squeezed, asked=asked)
+        ids: set[str] = set()
+        tokens = 0
+        for unit in units:
+            if tokens and tokens + unit.size > cap:
+                break
             ids.update(e.id for e in unit.entries)
             tokens += unit.size
-        return frozenset(ids), tokens
+        return Recent(frozenset(ids), tokens, asked=asked)
+
+    def squeezed(self, session: Session, units: list[Unit], cap: int) -> Recent | None:
+        """``units`` (the newest first) within ``cap`` tokens, the longest single messages
+        compressed for this context to the same size (a water level): None when the window
+        cannot compress, or the level or a compression falls short. Compressed copies are
+        kept per session while the same level is asked (``Session.squeezed``)."""
+        window = session.window
+        compressor = getattr(window, "compressor", None)
+        if compressor is None or not window.budget_in_tokens:
+            return None
+        can = [u for u in units if squeezable(u)]
+        fixed = sum(unit.size for unit in units) - sum(unit.size for unit in can)
+        level = water_level([unit.size for unit in can], cap - fixed)
+        if level < SQUEEZED_LEAST:
+            return None
+        kept: dict[tuple[int, int], Unit | None] = {}
+        ids: set[str] = set()
+        out: list[Unit] = []
+        tokens = 0
+        for unit in units:
+            if unit.size <= level or unit not in can:
+                ids.update(e.id for e in unit.entries)
+                tokens += unit.size
+                continue
+            key = (unit.seq, level)
+            if key in session.squeezed:
+                less = session.squeezed[key]
+            else:
+                entry = shrink_alone(compressor, unit.entries[0], level)
+                less = None if entry is None else Unit([entry], entry.tokens)
+            kept[key] = less
+            if less is None:
+                session.squeezed = kept
+                return None
+            out.append(less)
+            tokens += less.size
+        session.squeezed = kept
+        return Recent(frozenset(ids), tokens, out)
 
     def holds_all(self, session: Session, budget: int) -> bool:
         """The window holds every message and fits ``budget``: recall could change nothing."""
@@ -168,24 +227,25 @@ class Recalling:
         None: a preview, which keeps nothing for later): see ``in_place``.
         """
         window = session.window  # its entries have their store seqs (see ``restore``)
-        recent, recent_tokens = self.recent(session, budget, question)
+        recent = self.recent(session, budget, question)
+        every = recent.every
         ranked = [  # (a unit whose first entry is not recent is not: most are rejected so)
             (s, u)
             for s, u in ranked
-            if u.entries[0].id not in recent or not recent.issuperset(e.id for e in u.entries)
+            if u.entries[0].id not in every or not every.issuperset(e.id for e in u.entries)
         ]
         if not self.settings.prompt_cache:
-            room = self.recall.room(budget, window.pinned_tokens, recent_tokens)
+            room = self.recall.room(budget, window.pinned_tokens, recent.tokens + recent.asked)
             found = self.recall.choose(ranked, held(window, ranked), room, floor=0.0)
-            return Recall(found.units, found.keep | recent)
-        sticky, earned, carried = self.in_place(session, budget, ranked, question, recent_tokens)
+            return recent.with_units(found.units, found.keep)
+        sticky, earned, carried = self.in_place(session, budget, ranked, question, recent)
         at = question if question is not None else session.last_seq + 1
         for unit in earned.units:
             unit.at = at
         if question is not None:
             session.sticky = [*sticky, *earned.units]
         ids = frozenset(e.id for unit in carried for e in unit.entries)
-        return Recall([*sticky, *earned.units], earned.keep | recent, ids)
+        return recent.with_units([*sticky, *earned.units], earned.keep, ids)
 
     def in_place(
         self,
@@ -193,11 +253,11 @@ class Recalling:
         budget: int,
         ranked: list[tuple[float, Unit]],
         question: int | None,
-        recent: int,
+        recent: Recent,
     ) -> tuple[list[Unit], Recall, list[Unit]]:
         """With ``prompt_cache``: the units earlier turns recalled that stay, what the query
-        adds, and those staying that it does not score (``recent``: the tokens of the
-        window's newest messages, which every context keeps).
+        adds, and those staying that it does not score (``recent``: the window's newest
+        messages, which every context keeps).
 
         Between steps the context only grows, taking what fits of what the
         query earns. When what the query earns does not fit beside what is
@@ -208,7 +268,7 @@ class Recalling:
         """
         window, sticky = session.window, session.sticky
         kept, sent = held(window, ranked), {e.id for unit in sticky for e in unit.entries}
-        room = self.recall.room(budget, window.pinned_tokens, recent)
+        room = self.recall.room(budget, window.pinned_tokens, recent.tokens + recent.asked)
         earned = self.recall.choose(ranked, kept | sent, room, floor=0.0)
         free = budget - window.total_tokens - sum(unit.size for unit in sticky)
         carried = [unit for unit in sticky if unit.entries[0].id not in earned.keep]
@@ -222,7 +282,7 @@ class Recalling:
             outside = [(score, unit) for score, unit in fresh if unit.entries[0].id not in kept]
             beside = self.recall.choose(outside, (), max(0, free), floor=0.0)
             return sticky, Recall(beside.units, earned.keep), carried
-        stay = self.stepped(session, earned, question, recent)
+        stay = self.stepped(session, earned, question, recent.tokens)
         used = sum(unit.size for unit in stay)
         earned = self.recall.choose(fresh, held(window, ranked), max(0, room - used), floor=0.0)
         return stay, earned, []
@@ -251,6 +311,43 @@ class Recalling:
         asked = next((unit.size for unit in window.newest_units() if unit.seq == question), 0)
         floor = window.pinned_tokens + math.ceil((recent + asked) / LOW_WATER)
         window.make_room(min(size, max(0, window.budget - floor)), keep=question)
+
+
+@dataclass(frozen=True)
+class Recent:
+    """The window's newest messages that every context keeps: the entry ``ids`` kept whole,
+    the ``squeezed`` units (compressed copies, for this context only), ``tokens`` in all;
+    and the tokens of the question (``asked``), which every context sends as well."""
+
+    ids: frozenset[str]
+    tokens: int
+    squeezed: list[Unit] = field(default_factory=list)
+    asked: int = 0  # the tokens of the question, when the window holds it
+
+    @property
+    def every(self) -> frozenset[str]:
+        """The ids of every entry kept, whole or squeezed."""
+        return self.ids.union(e.id for unit in self.squeezed for e in unit.entries)
+
+    def with_units(
+        self, units: list[Unit], keep: frozenset[str], carried: frozenset[str] = frozenset()
+    ) -> Recall:
+        """What comes back: the recalled ``units`` and these messages, squeezed or kept."""
+        squeezed = frozenset(e.id for unit in self.squeezed for e in unit.entries)
+        return Recall([*units, *self.squeezed], keep | self.ids, carried, squeezed)
+
+
+def squeezable(unit: Unit) -> bool:
+    """A unit of one user or assistant message of text, no tool call: one a context may
+    send compressed in its place (never a call, whose results must follow it whole)."""
+    if len(unit.entries) != 1 or unit.pending or unit.pinned:
+        return False
+    message = unit.entries[0].message
+    return (
+        message["role"] in ("user", "assistant")
+        and not message.get("tool_calls")
+        and (has_text(unit.entries[0]))
+    )
 
 
 def held(window: Window, ranked: list[tuple[float, Unit]]) -> set[str]:

@@ -375,6 +375,7 @@ class PriorityWindow(FoldingWindow):
         *,
         sent: bool = True,
         grid: int | None = None,
+        omit: Collection[str] = (),
     ) -> Context:
         """The context to send now, with its report.
 
@@ -386,14 +387,16 @@ class PriorityWindow(FoldingWindow):
         in ``keep`` go last. ``added`` units (recalled ones, not in the
         window) are put in by their seqs, on top of the budget. ``sent=False``:
         a context not sent, whose cut is no hint; ``grid``: the budget whose
-        steps the cut follows (see ``Window.build``).
+        steps the cut follows; ``omit``: entry ids whose units are left out
+        first, whatever the room (see ``Window.build``).
         """
         if max_tokens is None and self.budget_hook is not None:
             max_tokens = int(self.budget_hook(request))
         budget = self._budget if max_tokens is None else min(max_tokens, self._budget)
-        left = self._narrow(budget, keep, stepped=True, grid=grid)
+        omitted = self._omitted(omit)
+        left = self._narrow(budget, keep, stepped=True, grid=grid, omitted=omitted)
         if sent:
-            self._left_out = sum(unit.size for unit in left)
+            self._left_out = sum(unit.size for unit in left[len(omitted) :])
         return self._built(budget, left, added)
 
     def _built(self, budget: int, left: list[Unit], added: Sequence[Unit] = ()) -> Context:
@@ -425,32 +428,36 @@ class PriorityWindow(FoldingWindow):
         keep: Collection[str] = (),
         stepped: bool = False,
         grid: int | None = None,
+        omitted: Sequence[Unit] = (),
     ) -> list[Unit]:
-        """The units a narrower budget leaves out, in eviction order (``keep`` last), never
-        a call still waiting for its results (``BudgetError`` if the rest cannot fit); in
-        whole steps if ``stepped`` (a build's, not a preview's: that is what adding evicts),
-        of ``grid`` if given, then what ``budget`` needs beyond them (``Window.build``)."""
-        if self._kept.used <= budget:
-            return []
+        """The units a narrower budget leaves out: the ``omitted`` ones first, then in
+        eviction order (``keep`` last), never a call still waiting for its results
+        (``BudgetError`` if the rest cannot fit); in whole steps if ``stepped`` (a build's,
+        not a preview's: that is what adding evicts), of ``grid`` if given, then what
+        ``budget`` needs beyond them (``Window.build``)."""
+        used = self._kept.used - sum(unit.size for unit in omitted)
+        if used <= budget:
+            return list(omitted)
         if budget < self._kept.pinned_used:
             raise PinnedOverBudgetError(
                 f"a budget of {budget} is below the {self._kept.pinned_used} tokens "
                 "that are never evicted"
             )
-        waiting = [unit for unit in self._eviction_order() if not unit.pending]
+        out = set(map(id, omitted))
+        waiting = [u for u in self._eviction_order() if not u.pending and id(u) not in out]
         if not waiting:
-            raise BudgetError(f"what the window must keep takes {self._kept.used}, over {budget}")
+            raise BudgetError(f"what the window must keep takes {used}, over {budget}")
         newest = max(waiting, key=lambda unit: unit.seq)  # left out last but ``keep``
         order = keep_last([*(unit for unit in waiting if unit is not newest), newest], keep)
-        excess = self._kept.used - budget
+        excess = used - budget
         if stepped:
             most = sum(unit.size for unit in waiting) - newest.size
-            excess = self._narrowed_excess(self._kept.used, budget, grid, most)
+            excess = self._narrowed_excess(used, budget, grid, most)
         left = leave_out(order, excess, lambda unit: unit.size)
-        kept = self._kept.used - sum(unit.size for unit in left)
+        kept = used - sum(unit.size for unit in left)
         if kept > budget:  # a call waiting for its results stays, as in every window
             raise BudgetError(f"what the window must keep takes {kept} tokens, over {budget}")
-        return left
+        return [*omitted, *left]
 
     def report(self) -> Report:
         """The explanation of the current window (see ``build``)."""

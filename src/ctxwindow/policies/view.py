@@ -87,6 +87,7 @@ class WindowView(ABC):
         *,
         sent: bool = True,
         grid: int | None = None,
+        omit: Collection[str] = (),
     ) -> Context:
         """The context to send now; read-only, but for a hint (``sent``).
 
@@ -106,31 +107,51 @@ class WindowView(ABC):
         What a narrowed build ``sent`` leaves out is what the window's own next
         step takes if that is enough (``own_step_target``); pass
         ``sent=False`` for a context that is not sent (a preview, a count, a
-        check), which then changes nothing.
+        check), which then changes nothing. Units with an entry id in ``omit``
+        are left out first, whatever the room (their place taken by ``added``
+        forms of them: the newest messages compressed for one context).
         """
-        tokens = self._kept.tokens
-        budget = self._budget if self.budget_in_tokens else tokens
-        if max_tokens is None or tokens <= max_tokens:
-            left: list[Unit] = []
-        else:
-            units = [u for u in self.units() if not (u.pinned or u.pending)]
+        omitted = self._omitted(omit)
+        tokens = self._kept.tokens - sum(map(unit_tokens, omitted))
+        budget = self._budget if self.budget_in_tokens else self._kept.tokens
+        left = list(omitted)
+        if max_tokens is not None and tokens > max_tokens:
+            out = set(map(id, omitted))
+            units = [u for u in self.units() if not (u.pinned or u.pending or id(u) in out)]
             most = sum(map(unit_tokens, units[:-1]))  # all but the newest
             excess = tokens - max_tokens
             if self.budget_in_tokens:
                 excess = self._narrowed_excess(tokens, max_tokens, grid, most)
-            left = leave_out(keep_last(units, keep), excess, unit_tokens)
-            tokens -= sum(unit_tokens(unit) for unit in left)
+            left += leave_out(keep_last(units, keep), excess, unit_tokens)
+            tokens = self._kept.tokens - sum(unit_tokens(unit) for unit in left)
             if tokens > max_tokens:
                 raise BudgetError(
                     f"what the window must keep takes {tokens} tokens, over {max_tokens}"
                 )
         if sent:
-            self._left_out = sum(unit.size for unit in left) if self.budget_in_tokens else 0
+            narrowed = left[len(omitted) :]
+            self._left_out = sum(unit.size for unit in narrowed) if self.budget_in_tokens else 0
         messages = self._kept.messages_without(left, added) if left or added else self.messages()
         report = self._report(budget if max_tokens is None else max_tokens, left, tokens)
         extra = sum(map(unit_tokens, added))
         stable = self.stable_prefix(messages, left, added)
         return Context(messages, tokens + extra, report).with_stable(stable, self.last_step)
+
+    def _omitted(self, omit: Collection[str]) -> list[Unit]:
+        """The units a build leaves out first: those with an entry id in ``omit`` (found
+        newest first, as they are the newest messages), never one pinned or waiting for
+        the results of a call."""
+        wanted, found = set(omit), []
+        for unit in self.newest_units() if wanted else ():
+            ids = {e.id for e in unit.entries}
+            if wanted.isdisjoint(ids):
+                continue
+            if not (unit.pinned or unit.pending):
+                found.append(unit)
+            wanted -= ids
+            if not wanted:
+                break
+        return found
 
     def _narrowed_excess(self, used: int, budget: int, grid: int | None, most: int) -> int:
         """What a build narrowed to ``budget`` leaves out of ``used`` tokens: whole steps of
