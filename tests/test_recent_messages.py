@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxwindow import Keeping, PriorityWindow, hybrid_policy
+from ctxwindow.context.finishing import SQUEEZED
 from ctxwindow.context.policy import LOW_WATER
 from ctxwindow.policies.journal import NARROWED
 from ctxwindow.tokens import chat_tokenizer
@@ -114,15 +115,38 @@ def preview_states(share: float) -> tuple[list[str | None], list[int], int, int]
 
 def test_the_manager_keeps_recent_turns_compressed_beside_what_it_recalls() -> None:
     """Through ``ContextManager`` with recall (the eval's and the service's path), the
-    newest four messages before the question are all sent beside the recalled turns, in
-    ``recent_share`` of the budget: the three the window compressed when it had to evict,
-    and the newest, which it holds whole (700 tokens, over a quarter of the budget),
-    compressed for this context alone."""
+    newest four messages before the question are all sent beside the recalled turns: the
+    three the window compressed when it had to evict, and the newest, which it holds
+    whole (700 tokens, over a quarter of the budget), compressed for this context alone,
+    as far as what the query recalls needs."""
     states, tokens, stored, recalled = preview_states(0.5)
     assert states == ["compressed", "compressed", "compressed", "compressed"]
     assert recalled > 0
-    assert sum(tokens) <= 2048 // 2
-    assert stored > 600 > tokens[-1]
+    assert stored > 600 > tokens[-1]  # as much as what it recalls needs, no more
+
+
+@given(preview=st.booleans(), cache=st.booleans())
+def test_nothing_is_compressed_for_a_query_that_recalls_nothing(preview: bool, cache: bool) -> None:
+    """Four turns of ~300 tokens, over half of 2,048 together, and nothing else to recall
+    (the window holds the whole session): they are sent whole, as the window holds them."""
+    from ctxwindow import ContextManager
+    from ctxwindow.archive.sqlite import SQLiteArchive
+
+    manager = ContextManager(
+        "memory://", "gpt-4o", budget=2048, archive=SQLiteArchive(), reserve_output=0,
+        prefetch=False, prompt_cache=cache,
+    )  # fmt: skip
+    for i in range(4):
+        manager.add("s", {"role": "user" if i % 2 == 0 else "assistant", "content": text(i, 75)})
+    question = {"role": "user", "content": "What about refund A-1042?"}
+    if preview:
+        context = manager.preview("s", question)
+    else:
+        manager.add("s", question)
+        context = manager.build("s")
+    states = [d.state for d in context.report.decisions if d.seq is not None]
+    assert context.total_tokens > 2048 // 2 and set(states) == {"kept"}
+    manager.close()
 
 
 def test_a_recent_share_that_holds_them_keeps_the_newest_whole() -> None:
@@ -162,9 +186,10 @@ def test_the_newest_four_are_in_every_context_with_recall(
 ) -> None:
     """Through the manager with recall, whatever the turns' lengths: of the newest four
     messages before the question, the build leaves none out that the window holds (whole,
-    or compressed for this context), and those take at most half of the budget; a
-    compressed one says so in the report and is no larger than the whole. (The window
-    itself lets one go only when the newest messages take over half the budget.)"""
+    or compressed for this context, and then only beside something older that the query
+    brought); a compressed one says so in the report and is no larger than the whole.
+    (The window itself lets one go only when the newest messages take over half the
+    budget.)"""
     from ctxwindow import ContextManager
     from ctxwindow.archive.sqlite import SQLiteArchive
 
@@ -189,8 +214,9 @@ def test_the_newest_four_are_in_every_context_with_recall(
     newest = [rows.get(i) for i in held]  # (the window may have had to let one go itself)
     assert all(row is not None for row in newest), [every[i].state for i in ids[-4:]]
     assert len(held) == 4 or sum(every[i].stored_tokens for i in ids[-5:]) > budget // 2
-    # recall may bring one back that the window had evicted (it is not the window's then)
-    assert sum(row.tokens for row in newest if row and row.state != "recalled") <= budget // 2
+    squeezed = [row for row in newest if row and row.reason == SQUEEZED]
+    others = [d for i, d in rows.items() if i not in ids[-4:] and d.seq is not None]
+    assert not squeezed or any(d.state in ("recalled", "kept") for d in others)
     for row in newest:
         assert row is not None and row.tokens <= row.stored_tokens
         if row.tokens < row.stored_tokens:

@@ -134,16 +134,18 @@ class Recalling:
         }
         return self.recall.rank(scores, units.values())
 
-    def recent(self, session: Session, budget: int, question: int | None) -> Recent:
+    def recent(
+        self, session: Session, budget: int, question: int | None, cap: int | None = None
+    ) -> Recent:
         """The window's units holding its newest ``recent_messages`` messages before the
         question (the seq ``question``; None: a preview, whose question is not in the
-        window): every context keeps them, in ``recent_share`` of ``budget``. Whole when
-        they fit there together; else the longest are compressed for the context, each to
-        the same size (``squeezed``), when the window has a compressor and that size is
-        at least ``SQUEEZED_LEAST`` tokens; else as many as fit whole, newest first (the
-        newest always)."""
+        window): every context keeps them, in ``recent_share`` of ``budget`` (or ``cap``
+        tokens: ``refit``). Whole when they fit there together; else the longest are
+        compressed for the context, each to the same size (``squeezed``), when the window
+        has a compressor and that size is at least ``SQUEEZED_LEAST`` tokens; else as many
+        as fit whole, newest first (the newest always)."""
         wanted, seen, asked = self.recall.recent_messages, 0, 0
-        cap = int(budget * self.recall.recent_share)
+        cap = int(budget * self.recall.recent_share) if cap is None else cap
         units: list[Unit] = []
         for unit in session.window.newest_units():
             if seen >= wanted:
@@ -237,6 +239,7 @@ class Recalling:
         if not self.settings.prompt_cache:
             room = self.recall.room(budget, window.pinned_tokens, recent.tokens + recent.asked)
             found = self.recall.choose(ranked, held(window, ranked), room, floor=0.0)
+            recent = self.refit(session, budget, question, recent, found, ranked)
             return recent.with_units(found.units, found.keep)
         sticky, earned, carried = self.in_place(session, budget, ranked, question, recent)
         at = question if question is not None else session.last_seq + 1
@@ -245,7 +248,34 @@ class Recalling:
         if question is not None:
             session.sticky = [*sticky, *earned.units]
         ids = frozenset(e.id for unit in carried for e in unit.entries)
-        return recent.with_units([*sticky, *earned.units], earned.keep, ids)
+        found = Recall([*sticky, *earned.units], earned.keep)
+        recent = self.refit(session, budget, question, recent, found, ranked)
+        return recent.with_units(found.units, found.keep, ids)
+
+    def refit(
+        self,
+        session: Session,
+        budget: int,
+        question: int | None,
+        recent: Recent,
+        found: Recall,
+        ranked: list[tuple[float, Unit]],
+    ) -> Recent:
+        """The newest messages compressed only as much as what recall ``found`` needs: in the
+        budget less the pinned part, the question, the recalled units and the candidates the
+        window keeps for them (nothing is compressed for a query that recalls nothing)."""
+        if not recent.squeezed:
+            return recent
+        every = recent.every
+        kept = sum(  # (sized as the archive has them: never less than the window's)
+            unit.size
+            for _, unit in ranked
+            if unit.entries[0].id in found.keep and unit.entries[0].id not in every
+        )
+        spare = budget - session.window.pinned_tokens - recent.asked - found.tokens - kept
+        if spare <= recent.tokens:
+            return recent
+        return self.recent(session, budget, question, cap=spare)
 
     def in_place(
         self,
