@@ -13,7 +13,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxwindow import Keeping, PriorityWindow, hybrid_policy
+from ctxwindow import Context, Keeping, PriorityWindow, hybrid_policy
 from ctxwindow.context.finishing import SQUEEZED
 from ctxwindow.context.policy import LOW_WATER
 from ctxwindow.policies.journal import NARROWED
@@ -129,24 +129,9 @@ def test_the_manager_keeps_recent_turns_compressed_beside_what_it_recalls() -> N
 def test_nothing_is_compressed_for_a_query_that_recalls_nothing(preview: bool, cache: bool) -> None:
     """Four turns of ~300 tokens, over half of 2,048 together, and nothing else to recall
     (the window holds the whole session): they are sent whole, as the window holds them."""
-    from ctxwindow import ContextManager
-    from ctxwindow.archive.sqlite import SQLiteArchive
-
-    manager = ContextManager(
-        "memory://", "gpt-4o", budget=2048, archive=SQLiteArchive(), reserve_output=0,
-        prefetch=False, prompt_cache=cache,
-    )  # fmt: skip
-    for i in range(4):
-        manager.add("s", {"role": "user" if i % 2 == 0 else "assistant", "content": text(i, 75)})
-    question = {"role": "user", "content": "What about refund A-1042?"}
-    if preview:
-        context = manager.preview("s", question)
-    else:
-        manager.add("s", question)
-        context = manager.build("s")
+    _, context = asked([75] * 4, 2048, cache=cache, preview=preview)
     states = [d.state for d in context.report.decisions if d.seq is not None]
     assert context.total_tokens > 2048 // 2 and set(states) == {"kept"}
-    manager.close()
 
 
 def test_a_recent_share_that_holds_them_keeps_the_newest_whole() -> None:
@@ -190,23 +175,7 @@ def test_the_newest_four_are_in_every_context_with_recall(
     brought); a compressed one says so in the report and is no larger than the whole.
     (The window itself lets one go only when the newest messages take over half the
     budget.)"""
-    from ctxwindow import ContextManager
-    from ctxwindow.archive.sqlite import SQLiteArchive
-
-    manager = ContextManager(
-        "memory://", "gpt-4o", budget=budget, archive=SQLiteArchive(), reserve_output=0,
-        prefetch=False, prompt_cache=cache,
-    )  # fmt: skip
-    ids = []
-    for i, words in enumerate(lengths):
-        role = "user" if i % 2 == 0 else "assistant"
-        ids.append(manager.add("s", {"role": role, "content": text(i, words)}).id)
-    question = {"role": "user", "content": "What about refund A-1042 and 東京の倉庫?"}
-    if preview:
-        context = manager.preview("s", question)
-    else:
-        manager.add("s", question)
-        context = manager.build("s")
+    ids, context = asked(lengths, budget, cache=cache, preview=preview)
     assert context.total_tokens <= budget
     every = {d.id: d for d in context.report.decisions}
     rows = {i: d for i, d in every.items() if d.in_context}
@@ -221,4 +190,26 @@ def test_the_newest_four_are_in_every_context_with_recall(
         assert row is not None and row.tokens <= row.stored_tokens
         if row.tokens < row.stored_tokens:
             assert row.state == "compressed"
-    manager.close()
+
+
+def asked(
+    lengths: list[int], budget: int, *, cache: bool, preview: bool
+) -> tuple[list[str], Context]:
+    """A manager with recall, turns of ``lengths`` words, then a question about refund
+    A-1042 previewed or added and built: the turns' ids, and the question's context."""
+    from ctxwindow import ContextManager
+    from ctxwindow.archive.sqlite import SQLiteArchive
+
+    with ContextManager(
+        "memory://", "gpt-4o", budget=budget, archive=SQLiteArchive(), reserve_output=0,
+        prefetch=False, prompt_cache=cache,
+    ) as manager:  # fmt: skip
+        ids = []
+        for i, words in enumerate(lengths):
+            role = "user" if i % 2 == 0 else "assistant"
+            ids.append(manager.add("s", {"role": role, "content": text(i, words)}).id)
+        question = {"role": "user", "content": "What about refund A-1042 and 東京の倉庫?"}
+        if preview:
+            return ids, manager.preview("s", question)
+        manager.add("s", question)
+        return ids, manager.build("s")
