@@ -40,6 +40,8 @@ sliding window instead of 2.2-2.5x."""
 SQUEEZED_LEAST = 32
 """The fewest tokens a newest message is compressed to for a context (``Recalling.recent``):
 below it, fewer of the newest messages are kept, whole."""
+SQUEEZED_KEPT = 32
+"""The compressed copies of the newest messages a session keeps for its next builds."""
 
 
 class Recalling:
@@ -174,7 +176,7 @@ class Recalling:
         """``units`` (the newest first) within ``cap`` tokens, the longest single messages
         compressed for this context to the same size (a water level): None when the window
         cannot compress, or the level or a compression falls short. Compressed copies are
-        kept per session while the same level is asked (``Session.squeezed``)."""
+        kept per session (``keep_squeezed``)."""
         window = session.window
         compressor = getattr(window, "compressor", None)
         if compressor is None or not window.budget_in_tokens:
@@ -201,12 +203,11 @@ class Recalling:
                 less = None if entry is None else Unit([entry], entry.tokens)
             kept[key] = less
             if less is None:
-                session.squeezed = kept
-                return None
+                break
             out.append(less)
             tokens += less.size
-        session.squeezed = kept
-        return Recent(frozenset(ids), tokens, out)
+        keep_squeezed(session, kept)
+        return None if None in kept.values() else Recent(frozenset(ids), tokens, out)
 
     def holds_all(self, session: Session, budget: int) -> bool:
         """The window holds every message and fits ``budget``: recall could change nothing."""
@@ -367,17 +368,24 @@ class Recent:
         return Recall([*units, *self.squeezed], keep | self.ids, carried, squeezed)
 
 
+def keep_squeezed(session: Session, made: dict[tuple[int, int], Unit | None]) -> None:
+    """Keep the compressed copies ``made`` (by seq and size) for the session's next builds,
+    with those of the same messages made before (a build asks two sizes: the room recall
+    is given, then what it left, ``refit``) up to ``SQUEEZED_KEPT``; older ones go."""
+    seqs = {seq for seq, _ in made}
+    kept = {key: unit for key, unit in session.squeezed.items() if key[0] in seqs}
+    kept.update(made)
+    session.squeezed = kept if len(kept) <= SQUEEZED_KEPT else made
+
+
 def squeezable(unit: Unit) -> bool:
     """A unit of one user or assistant message of text, no tool call: one a context may
     send compressed in its place (never a call, whose results must follow it whole)."""
     if len(unit.entries) != 1 or unit.pending or unit.pinned:
         return False
     message = unit.entries[0].message
-    return (
-        message["role"] in ("user", "assistant")
-        and not message.get("tool_calls")
-        and (has_text(unit.entries[0]))
-    )
+    plain = message["role"] in ("user", "assistant") and not message.get("tool_calls")
+    return plain and has_text(unit.entries[0])
 
 
 def held(window: Window, ranked: list[tuple[float, Unit]]) -> set[str]:
