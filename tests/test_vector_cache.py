@@ -66,6 +66,14 @@ def test_a_text_is_embedded_once_per_form_and_read_back_by_the_next_run(tmp_path
     assert again.computed == 1
 
 
+def test_a_vector_of_another_length_is_embedded_again(tmp_path: Path) -> None:
+    path = tmp_path / "vectors.sqlite3"
+    VectorCache(path).put("counting v1", "passage", [(TEXTS[0], [1.0, 2.0])])  # dim is 3
+    model = Counting()
+    vectors = CachedEmbedder(model, VectorCache(path)).embed_passages(TEXTS[:1])
+    assert model.embedded == TEXTS[:1] and vectors == Counting().embed_passages(TEXTS[:1])
+
+
 def test_another_model_or_version_is_embedded_again(tmp_path: Path) -> None:
     path = tmp_path / "vectors.sqlite3"
     CachedEmbedder(Counting("counting v1"), VectorCache(path)).embed_passages(TEXTS)

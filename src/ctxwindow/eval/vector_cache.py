@@ -178,7 +178,8 @@ class CachedEmbedder:
             disk = self._disk() if new else None
             if disk is not None:
                 assert self.key is not None
-                vectors.update(disk.get(self.key, form, new))
+                kept = disk.get(self.key, form, new)  # (one of another length is not its)
+                vectors.update((t, v) for t, v in kept.items() if len(v) == self.dim)
                 new = [t for t in new if t not in vectors]
             if new:
                 computed = list(zip(new, embed(new), strict=True))
