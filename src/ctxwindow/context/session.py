@@ -34,7 +34,7 @@ class Session:
         # the user turn it was recalled for; sent again until the window's next step.
         self.sticky: list[Unit] = []
         self.calm = 0  # with the prompt cache: builds left before recall may step again
-        # The newest messages compressed for the last context, by (seq, size asked).
+        # The newest messages compressed for contexts, by (seq, size): see keep_squeezed.
         self.squeezed: dict[tuple[int, int], Unit | None] = {}
         window.on_evict = self.evicted
         # With redact="context": message id -> (message, redacted copy, token change),
