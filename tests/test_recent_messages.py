@@ -10,7 +10,7 @@ before it were summarized away.
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ctxwindow import Context, Keeping, PriorityWindow, hybrid_policy
@@ -166,6 +166,9 @@ def test_a_recent_message_that_cannot_be_compressed_goes_in_its_turn() -> None:
     cache=st.booleans(),
     preview=st.booleans(),
 )
+# the newest message alone over half the budget, compressed far below its share; the second
+# fit (``refit``) fell to a water level under the least and sent it whole, over the budget
+@example(lengths=[1] * 10 + [28, 98, 59, 130, 228], budget=1024, cache=False, preview=True)
 def test_the_newest_four_are_in_every_context_with_recall(
     lengths: list[int], budget: int, cache: bool, preview: bool
 ) -> None:

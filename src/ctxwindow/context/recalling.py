@@ -264,7 +264,9 @@ class Recalling:
     ) -> Recent:
         """The newest messages compressed only as much as what recall ``found`` needs: in the
         budget less the pinned part, the question, the recalled units and the candidates the
-        window keeps for them (nothing is compressed for a query that recalls nothing)."""
+        window keeps for them (nothing is compressed for a query that recalls nothing). The
+        first fit stays when the wider one would not fit that room or would keep fewer of
+        them (it falls back to whole messages when its water level is too low)."""
         if not recent.squeezed:
             return recent
         every = recent.every
@@ -276,7 +278,8 @@ class Recalling:
         spare = budget - session.window.pinned_tokens - recent.asked - found.tokens - kept
         if spare <= recent.tokens:
             return recent
-        return self.recent(session, budget, question, cap=spare)
+        wider = self.recent(session, budget, question, cap=spare)
+        return wider if wider.tokens <= spare and wider.every >= recent.every else recent
 
     def in_place(
         self,
