@@ -169,6 +169,8 @@ def test_a_recent_message_that_cannot_be_compressed_goes_in_its_turn() -> None:
 # the newest message alone over half the budget, compressed far below its share; the second
 # fit (``refit``) fell to a water level under the least and sent it whole, over the budget
 @example(lengths=[1] * 10 + [28, 98, 59, 130, 228], budget=1024, cache=False, preview=True)
+# the step recall made folded two turns into the summary, which grew into recall's room
+@example(lengths=[39, 225, 87, 167, 19, 127, 174, 49, 22], budget=2048, cache=True, preview=False)
 def test_the_newest_four_are_in_every_context_with_recall(
     lengths: list[int], budget: int, cache: bool, preview: bool
 ) -> None:

@@ -318,6 +318,8 @@ class Recalling:
             return sticky, Recall(beside.units, earned.keep), carried
         stay = self.stepped(session, earned, question, recent.tokens)
         used = sum(unit.size for unit in stay)
+        # the room again: the step folded what it evicted into the summary, which may grow
+        room = self.recall.room(budget, window.pinned_tokens, recent.tokens + recent.asked)
         earned = self.recall.choose(fresh, held(window, ranked), max(0, room - used), floor=0.0)
         return stay, earned, []
 
