@@ -462,3 +462,43 @@ def test_a_strategy_that_cannot_replay_is_refused_before_any_work() -> None:
             run_eval(load_dataset("builtin:orders-en")[0], strategies=["plain"], replay=True)
     finally:
         unregister_strategy("plain")
+
+
+LOCKERS = ["北門", "east gate 🚪", "Leeds depot", "東京の倉庫", "dock 7", "the annex"]
+
+
+def test_recalled_turns_that_no_longer_fit_leave_from_the_end() -> None:
+    """When the turns recalled before no longer fit beside the window and the new turns,
+    those placed last that the new question does not score leave, not the window's oldest
+    (the report says so): the summary stays, and the context keeps what comes before the
+    first one given up (a step at the end rather than at the front)."""
+    manager = ContextManager(MemoryStore(), budget=1024, archive=SQLiteArchive())
+    manager.add("s", {"role": "system", "content": SYSTEM})
+    for i, place in enumerate(LOCKERS):
+        code = {"role": "user", "content": f"The code for the locker at {place} is {i}{i}7{i}."}
+        manager.add("s", code)
+        manager.add("s", {"role": "assistant", "content": "Noted."})
+    for i in range(30):  # small talk: the codes leave the window
+        manager.add("s", {"role": "user", "content": TEXTS[i % len(TEXTS)]})
+        manager.add("s", {"role": "assistant", "content": f"Good to hear, part {i}."})
+    trims = 0
+    before: list[bytes] = []
+    recalled: set[str] = set()  # the previous context's recalled messages, as the report shows
+    for turn in range(24):
+        place = LOCKERS[turn % len(LOCKERS)]
+        ask = f"What is the code for the locker at {place}? ({turn})"
+        manager.add("s", {"role": "user", "content": ask})
+        context = manager.build("s")
+        now = encoded(context.messages)
+        check_sendable(context.messages, context.total_tokens, 1024)
+        if (context.report.last_step or "").startswith("room for new turns"):
+            cut = next(i for i, (a, b) in enumerate(zip(now, before, strict=False)) if a != b)
+            assert cut >= 2  # the system prompt and the summary stay: nothing was folded
+            # (the break may come earlier than the first turn given up when the window's
+            # oldest, left out of the last build for want of room, come back into it)
+            trims += orjson.loads(before[cut])["content"][:60] in recalled
+        manager.add("s", {"role": "assistant", "content": f"It is the one you gave me ({turn})."})
+        before = now
+        rows = context.report.decisions
+        recalled = {d.preview.rstrip("…") for d in rows if d.state == "recalled"}
+    assert trims

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from ctxwindow import ContextManager, Entry, PriorityWindow, TokenWindow, count_tokens
 from ctxwindow.archive.sqlite import SQLiteArchive
+from ctxwindow.context.recalling import trimmed
 from ctxwindow.context.session import CACHED_UNITS
 from ctxwindow.messages import Unit, with_kind
 from ctxwindow.policies import Keeping
@@ -289,3 +290,29 @@ def test_water_level_is_the_largest_cut_that_fits(sizes: list[int], room: int) -
         assert level == 0
     else:
         assert cut <= room < sum(min(size, level + 1) for size in sizes)
+
+
+@given(
+    sizes=st.lists(st.integers(1, 60), max_size=12),
+    scored=st.sets(st.integers(0, 11)),
+    excess=st.integers(1, 400),
+)
+def test_trimmed_gives_up_the_unscored_units_placed_last(
+    sizes: list[int], scored: set[int], excess: int
+) -> None:
+    """With the prompt cache, recalled turns that no longer fit leave from the end: the
+    units the query does not score, placed last first, as few as free ``excess`` tokens;
+    none when those are not enough (the caller steps instead)."""
+    sticky = [unit(i, f"turn {i}", size) for i, size in enumerate(sizes)]
+    ids = frozenset(sticky[i].entries[0].id for i in scored if i < len(sticky))
+    out = trimmed(sticky, ids, excess)
+    gone = [u for u in sticky if u not in out]
+    assert all(u.entries[0].id not in ids for u in gone)
+    assert [u for u in sticky if u in out] == out  # the order is kept
+    unscored = [u for u in sticky if u.entries[0].id not in ids]
+    if sum(u.size for u in unscored) < excess:
+        assert out == sticky
+    else:
+        assert sum(u.size for u in gone) >= excess
+        assert gone == unscored[len(unscored) - len(gone) :]  # the last placed
+        assert sum(u.size for u in gone[1:]) < excess  # and no more than needed

@@ -294,17 +294,25 @@ class Recalling:
         messages, which every context keeps).
 
         Between steps the context only grows, taking what fits of what the
-        query earns. When what the query earns does not fit beside what is
-        sent (and the last step is more than ``CALM`` turns back), when what is
-        sent no longer fits, or when the turns recalled before that the query
-        does not score take over ``CARRIED_SHARE`` of the budget, the prefix
-        changes once (``stepped``).
+        query earns. When what is sent no longer fits beside the new turns, the
+        turns recalled last that the query does not score leave first, if that
+        makes room for the new turns and the best new match (``trim``:
+        the prefix changes near its end). When what the
+        query earns does not fit beside what is sent (and the last step is more
+        than ``CALM`` turns back), when what is sent still does not fit, or when
+        the turns recalled before that the query does not score take over
+        ``CARRIED_SHARE`` of the budget, the prefix changes once (``stepped``).
         """
         window, sticky = session.window, session.sticky
         kept, sent = held(window, ranked), {e.id for unit in sticky for e in unit.entries}
         room = self.recall.room(budget, window.pinned_tokens, recent.tokens + recent.asked)
         earned = self.recall.choose(ranked, kept | sent, room, floor=0.0)
         free = budget - window.total_tokens - sum(unit.size for unit in sticky)
+        if free < 0:  # the new turns took the room: the turns recalled last leave, if enough
+            best = earned.units[0].size if earned.units else 0  # the query's best new match
+            sticky = self.trim(session, earned.keep, best - free, question)
+            free = budget - window.total_tokens - sum(unit.size for unit in sticky)
+            sent = {e.id for unit in sticky for e in unit.entries}
         carried = [unit for unit in sticky if unit.entries[0].id not in earned.keep]
         fresh = [(score, unit) for score, unit in ranked if unit.entries[0].id not in sent]
         calm = question is not None and session.calm > 0
@@ -322,6 +330,21 @@ class Recalling:
         room = self.recall.room(budget, window.pinned_tokens, recent.tokens + recent.asked)
         earned = self.recall.choose(fresh, held(window, ranked), max(0, room - used), floor=0.0)
         return stay, earned, []
+
+    def trim(
+        self, session: Session, scored: frozenset[str], excess: int, question: int | None
+    ) -> list[Unit]:
+        """The turns recalled before, less those placed last that the query does not score,
+        as few as free ``excess`` tokens (``trimmed``; room for the new turns and for the
+        best match the query earns): the prefix changes from the first one given up, not at the
+        front, as a step would. The report's last step says so."""
+        sticky = trimmed(session.sticky, scored, excess)
+        if question is not None and len(sticky) < len(session.sticky):
+            gone = len(session.sticky) - len(sticky)
+            session.window.last_step = (
+                f"room for new turns: {gone} recalled turn(s) given up before seq {question}"
+            )
+        return sticky
 
     def stepped(
         self, session: Session, earned: Recall, question: int | None, recent: int
@@ -371,6 +394,21 @@ class Recent:
         """What comes back: the recalled ``units`` and these messages, squeezed or kept."""
         squeezed = frozenset(e.id for unit in self.squeezed for e in unit.entries)
         return Recall([*units, *self.squeezed], keep | self.ids, carried, squeezed)
+
+
+def trimmed(sticky: list[Unit], scored: frozenset[str], excess: int) -> list[Unit]:
+    """``sticky`` less the units placed last that the query does not score, as few as free
+    ``excess`` tokens; ``sticky`` itself when those are not enough. The prefix then changes
+    only from the first unit given up: the units placed last sit nearest the end."""
+    out = list(sticky)
+    freed = 0
+    for i in range(len(out) - 1, -1, -1):
+        if freed >= excess:
+            break
+        if out[i].entries[0].id not in scored:
+            freed += out[i].size
+            del out[i]
+    return out if freed >= excess else sticky
 
 
 def keep_squeezed(session: Session, made: dict[tuple[int, int], Unit | None]) -> None:
