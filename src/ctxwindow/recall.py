@@ -188,7 +188,7 @@ class Recall:
     ``carried``: the ids of recalled entries that an earlier turn brought and this
     query does not score, kept in place for the prompt cache. ``squeezed``: the ids of
     entries in ``units`` that are not recalled but the window's newest messages,
-    compressed for this context (``squeeze``): the window leaves their whole form out.
+    compressed for this context (``Recalling.recent``): the window leaves their whole form out.
     """
 
     units: list[Unit] = field(default_factory=list)

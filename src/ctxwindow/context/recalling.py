@@ -336,8 +336,8 @@ class Recalling:
     ) -> list[Unit]:
         """The turns recalled before, less those placed last that the query does not score,
         as few as free ``excess`` tokens (``trimmed``; room for the new turns and for the
-        best match the query earns): the prefix changes from the first one given up, not at the
-        front, as a step would. The report's last step says so."""
+        best match the query earns): the prefix changes from the first one given up, not
+        at the front, as a step would. The report's last step says so."""
         sticky = trimmed(session.sticky, scored, excess)
         if question is not None and len(sticky) < len(session.sticky):
             gone = len(session.sticky) - len(sticky)
@@ -384,16 +384,20 @@ class Recent:
     asked: int = 0  # the tokens of the question, when the window holds it
 
     @property
+    def squeezed_ids(self) -> frozenset[str]:
+        """The ids of the entries sent compressed."""
+        return frozenset(e.id for unit in self.squeezed for e in unit.entries)
+
+    @property
     def every(self) -> frozenset[str]:
         """The ids of every entry kept, whole or squeezed."""
-        return self.ids.union(e.id for unit in self.squeezed for e in unit.entries)
+        return self.ids | self.squeezed_ids
 
     def with_units(
         self, units: list[Unit], keep: frozenset[str], carried: frozenset[str] = frozenset()
     ) -> Recall:
         """What comes back: the recalled ``units`` and these messages, squeezed or kept."""
-        squeezed = frozenset(e.id for unit in self.squeezed for e in unit.entries)
-        return Recall([*units, *self.squeezed], keep | self.ids, carried, squeezed)
+        return Recall([*units, *self.squeezed], keep | self.ids, carried, self.squeezed_ids)
 
 
 def trimmed(sticky: list[Unit], scored: frozenset[str], excess: int) -> list[Unit]:
