@@ -32,10 +32,10 @@ def text(i: int, words: int) -> str:
 @given(lengths=lengths, budget=st.sampled_from([1024, 2048, 4096]))
 def test_the_newest_four_messages_stay_whole_or_compressed(lengths: list[int], budget: int) -> None:
     """After every turn the hybrid's window holds its newest four messages (a message
-    above the threshold compressed to half of it, the newest whole) whenever they fit so
-    beside the rolling summary's room, in the room the window steps down to, at each turn
-    since the oldest of them was added (a newest message too large for that evicts
-    older ones, which do not come back)."""
+    above the threshold compressed to half of it, the newest too unless it is the user's
+    turn, kept whole) whenever they fit so beside the rolling summary's room, in the room
+    the window steps down to, at each turn since the oldest of them was added (a user
+    turn too large for that evicts older ones, which do not come back)."""
     window = hybrid_policy()(budget, TOKENIZER)
     threshold = window.compress_threshold
     sizes: list[int] = []
@@ -44,8 +44,9 @@ def test_the_newest_four_messages_stay_whole_or_compressed(lengths: list[int], b
         entry = window.add("user" if i % 2 == 0 else "assistant", text(i, words))
         assert entry is not None
         sizes.append(entry.tokens)
-        older = [s if s <= threshold else threshold // 2 for s in sizes[-4:-1]]
-        fitted.append(sum(older) + sizes[-1] + budget // 8 <= LOW_WATER * budget)
+        least = [s if s <= threshold else threshold // 2 for s in sizes[-4:]]
+        newest = sizes[-1] if i % 2 == 0 else least[-1]  # the user's turn stays whole
+        fitted.append(sum(least[:-1]) + newest + budget // 8 <= LOW_WATER * budget)
         if not all(fitted[-4:]):
             continue  # they could not all stay: the oldest went first (not checked here)
         held = {entry.seq for entry in window.entries()}
@@ -63,6 +64,36 @@ def test_a_recent_message_too_large_is_compressed_not_summarized() -> None:
     assert [e.seq for e in newest] == [8, 9, 10, 11]
     assert ["compressed" in e.metadata for e in newest] == [True, True, True, False]
     assert all(e.tokens <= window.compress_threshold // 2 for e in newest[:3])
+
+
+def test_a_long_newest_reply_is_compressed_to_keep_the_three_before_it() -> None:
+    """BEAM's case at 2,048 tokens: a reply of ~1,500 tokens after turns of ~250 and ~100.
+    The reply is compressed to half the threshold when it is added, and the three before
+    it stay (the window evicted all three and kept the reply whole, until it let even the
+    reply go when the summary grew); a user's turn that long is kept whole."""
+    window = hybrid_policy()(2048, TOKENIZER)
+    for i, words in enumerate([60, 60, 25, 380]):
+        window.add("user" if i % 2 == 0 else "assistant", text(i, words))
+    held = {e.seq: e for e in window.entries()}
+    assert sorted(held) == [0, 1, 2, 3]
+    assert "compressed" in held[3].metadata
+    assert held[3].tokens <= window.compress_threshold // 2
+    window.add("user", text(4, 380))
+    held = {e.seq: e for e in window.entries()}
+    assert 4 in held and "compressed" not in held[4].metadata
+
+
+def test_a_reply_larger_than_the_budget_is_compressed_to_the_threshold() -> None:
+    """A reply larger than the whole budget is compressed as a victim would be, to the
+    threshold, and the turns before it stay; a user's turn that large is compressed to
+    fit the room, as fully as it can be sent."""
+    window = hybrid_policy()(1024, TOKENIZER)
+    window.add("user", text(0, 40))
+    reply = window.add("assistant", text(1, 600))
+    assert reply is not None and reply.tokens <= window.compress_threshold
+    assert [e.seq for e in window.entries()] == [0, 1]
+    question = window.add("user", text(2, 600))
+    assert question is not None and question.tokens > window.budget // 2
 
 
 def test_without_recent_messages_the_tail_is_tokens_only() -> None:

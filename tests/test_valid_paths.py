@@ -156,6 +156,23 @@ def test_a_message_larger_than_the_budget_is_never_kept_compressed_to_nothing() 
     assert violations("chat_completions", sent) == []
 
 
+def test_a_reply_that_is_the_only_unit_left_may_be_compressed_in_its_place() -> None:
+    """The window may compress the reply it is adding before an older recent turn goes
+    (``VictimQueue.take``); with no older turn left (the strict path's merge left the
+    first user turn in the rolling summary's room at 13 tokens), the queue chose its
+    victim among none and raised ``IndexError``. Found by the property above."""
+    conversation = Conversation(
+        system=None,
+        units=(
+            ({"role": "user", "content": "hello"},),
+            ({"role": "assistant", "content": "hello"},),
+        ),
+        pending=(),
+    )
+    for sent in PATHS["strict/merge"].run(conversation, 13):
+        check(conversation, PATHS["strict/merge"], sent)
+
+
 def test_a_dropped_tool_unit_leaves_no_prefill_that_anthropic_refuses() -> None:
     """A tool unit larger than the budget is dropped whole; the context then ends with the
     assistant's earlier text, which Anthropic reads as a prefill and refuses when it ends

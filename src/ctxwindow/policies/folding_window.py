@@ -59,13 +59,21 @@ class FoldingWindow(TokenWindow):
         self.fold_tokens = folding.batch_tokens
 
     def _fit_oversize(self, entries: list[Entry], entry: Entry, room: int) -> Entry | None:
-        """Compress a message that alone is too big before the oversize policy applies."""
+        """Compress a message that alone is too big before the oversize policy applies: a
+        user turn (the question, sent as fully as it can be) to fit the room, any other
+        to the compression threshold, as a victim would be (compressed to fill the room,
+        it would take the place of the newest messages before it, and could not be
+        compressed again to keep them)."""
         size = self._measure(entries)
         if size > room and self.compressor is not None:
-            less = shrink_alone(self.compressor, entry, room - (size - entry.tokens))
-            if less is not None:
-                self._compressed(entry, less, "larger than the whole budget")
-                return less
+            joined = size - entry.tokens  # (a tool result joins its call's unit)
+            own, least = room - joined, self.compress_threshold - joined
+            targets = [least, own] if entry.message["role"] != "user" and least > 0 else [own]
+            for target in targets:
+                less = shrink_alone(self.compressor, entry, target)
+                if less is not None:
+                    self._compressed(entry, less, "larger than the whole budget")
+                    return less
         return super()._fit_oversize(entries, entry, room)
 
     def _compress(self, unit: Unit, room: int, cause: str) -> bool:

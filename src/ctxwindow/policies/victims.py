@@ -171,18 +171,32 @@ class VictimQueue:
             unit.version += 1
             return unit
         # The recent reserve gives way only when nothing else is left: first the
-        # units the window can still compress (lent, to come back smaller), then
-        # oldest first, the latest user turn last.
+        # units the window can still compress (lent, to come back smaller), ``keep``
+        # last among them, then oldest first, the latest user turn last.
         candidates = [u for u in self._recent if u is not keep and category in (None, u.category)]
-        if not candidates:
-            return None
-        compressible = (u for u in candidates if u.seq not in self._tried and self._compressible(u))
+        shrinkable = candidates
+        if keep is not None and self._may_shrink(keep, category):
+            shrinkable = [*candidates, keep]
+        compressible = (u for u in shrinkable if u.seq not in self._tried and self._compressible(u))
         self.lent = next(compressible, None)
-        oldest = next((u for u in candidates if u is not self.latest_user), candidates[0])
-        unit = self.lent or oldest
-        self._recent.remove(unit)
-        self._counted(unit, -1)
-        return unit
+        if self.lent is None and not candidates:
+            return None
+        oldest = next((u for u in candidates if u is not self.latest_user), None)
+        victim = self.lent or oldest or candidates[0]
+        self._recent.remove(victim)
+        self._counted(victim, -1)
+        return victim
+
+    def _may_shrink(self, keep: Unit, category: str | None) -> bool:
+        """Whether ``keep`` (say, the unit just added), never evicted, may be compressed
+        before an older recent unit goes: a recent unit, not the latest user turn (the
+        question, sent as asked) nor a call waiting for its results."""
+        return (
+            keep is not self.latest_user
+            and not keep.pending
+            and category in (None, keep.category)
+            and any(unit is keep for unit in self._recent)
+        )
 
     def order(self) -> Iterator[Unit]:
         """The unpinned units kept, in the order a narrower budget leaves them out.
