@@ -3,7 +3,8 @@
 The newest units, up to ``reserve_recent`` tokens and at least those holding
 the newest ``recent_messages`` messages, wait in a protected tail and go
 last: oldest first, the latest user turn last of all; but one the window can
-still compress goes first, and comes back to the tail compressed. Older units sit
+still compress goes first, and comes back to the tail compressed (the unit
+being added too, last of those, unless it is a user turn). Older units sit
 in a heap per budget category, keyed by (priority, minus tokens per unit of
 importance, seq): the lowest priority goes first, then the biggest, then the
 oldest. A unit whose priority changes is pushed again with a new version; a
@@ -161,7 +162,8 @@ class VictimQueue:
         return None
 
     def take(self, category: str | None, keep: Unit | None) -> Unit | None:
-        """Remove and return the next victim (of one category, or of any); never ``keep``."""
+        """Remove and return the next victim (of one category, or of any); ``keep`` only
+        lent (``lent``), to be compressed in its place, never to be evicted."""
         categories = [category] if category else list(self._heaps)
         tops = [key for c in categories if (key := self._valid_top(c)) is not None]
         if tops:
