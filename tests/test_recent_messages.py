@@ -13,7 +13,8 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from ctxwindow import Context, Keeping, PriorityWindow, hybrid_policy
+from ctxwindow import Context, Folding, Keeping, PriorityWindow, hybrid_policy
+from ctxwindow.compress import Truncate
 from ctxwindow.context.finishing import SQUEEZED
 from ctxwindow.context.policy import LOW_WATER
 from ctxwindow.policies.journal import NARROWED
@@ -94,6 +95,19 @@ def test_a_reply_larger_than_the_budget_is_compressed_to_the_threshold() -> None
     assert [e.seq for e in window.entries()] == [0, 1]
     question = window.add("user", text(2, 600))
     assert question is not None and question.tokens > window.budget // 2
+
+
+def test_a_threshold_above_the_budget_still_fits_a_reply_to_the_room() -> None:
+    """With a compression threshold above the room (2,000 at a budget of 1,000), a reply
+    larger than the budget is compressed to fit the room, not to the threshold (it came
+    out at 1,405 tokens, over the budget)."""
+    window = PriorityWindow(
+        1000, tokenizer=TOKENIZER, oversize="drop",
+        folding=Folding(compressor=Truncate(TOKENIZER), compress_threshold=2000),
+    )  # fmt: skip
+    reply = window.add("assistant", "The parcel left Lyon on Monday. 包裹已发货。 " * 150)
+    assert reply is not None and reply.tokens <= 1000
+    assert window.total_tokens <= window.budget
 
 
 def test_without_recent_messages_the_tail_is_tokens_only() -> None:

@@ -68,7 +68,8 @@ class FoldingWindow(TokenWindow):
         if size > room and self.compressor is not None:
             joined = size - entry.tokens  # (a tool result joins its call's unit)
             own, least = room - joined, self.compress_threshold - joined
-            targets = [least, own] if entry.message["role"] != "user" and least > 0 else [own]
+            smaller = entry.message["role"] != "user" and 0 < least < own
+            targets = [least, own] if smaller else [own]
             for target in targets:
                 less = shrink_alone(self.compressor, entry, target)
                 if less is not None:
