@@ -6,13 +6,14 @@ import dataclasses
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from ctxwindow import ContextManager, Entry, PriorityWindow, TokenWindow, count_tokens
 from ctxwindow.archive.sqlite import SQLiteArchive
-from ctxwindow.context.recalling import trimmed
-from ctxwindow.context.session import CACHED_UNITS
+from ctxwindow.context import recalling
+from ctxwindow.context.recalling import READ_AHEAD, Recalling, trimmed
+from ctxwindow.context.session import CACHED_UNITS, Session
 from ctxwindow.messages import Unit, with_kind
 from ctxwindow.policies import Keeping
 from ctxwindow.recall import RecallPolicy, rank_units, water_level
@@ -156,6 +157,96 @@ def test_a_query_reads_only_the_turns_no_query_before_it_read() -> None:
     assert first >= RecallPolicy().max_depth  # a deep query: every hit and its neighbours
     cm.build("s", query="which parcel left the depot")
     assert archive.read == first  # the same turns found: all cached, none read again
+
+
+def read_lazily(
+    policy: RecallPolicy,
+    own: dict[int, float],
+    sizes: dict[int, int],
+    cached: set[int],
+    budget: int,
+) -> tuple[list[tuple[float, Unit]], list[int]]:
+    """``Recalling.reading`` driven as an archiver drives it, over single-message units of
+    ``sizes`` tokens (``cached``: those the session has): what it ranks, and the seqs read."""
+    recalling = Recalling()
+    recalling.recall = policy
+    session = Session("s", TokenWindow(100, "gpt-4o"))
+    for seq in sorted(cached):
+        session.units[seq] = unit(seq, tokens=sizes[seq])
+    reading, read = recalling.reading(session, own, budget), []
+    try:
+        while True:
+            seqs = next(reading)
+            assert seqs and not set(seqs) & (set(read) | set(session.units))
+            read += seqs
+            for seq in seqs:
+                if seq in sizes:  # a seq past the session's end is not archived
+                    recalling.cache(session, unit(seq, tokens=sizes[seq]))
+    except StopIteration as done:
+        return done.value, read
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(1, 600), min_size=1, max_size=120),
+    st.dictionaries(st.integers(1, 120), st.floats(0.01, 20.0), min_size=1, max_size=40),
+    st.sets(st.integers(1, 120), max_size=60),
+    st.integers(1, 3000),
+)
+def test_recall_reads_best_first_and_leaves_out_only_what_enough_outranks(
+    sizes: list[int], hits: dict[int, float], cached: set[int], budget: int
+) -> None:
+    """Reading stops early, never at a cost: a candidate left unread is outranked (worth at
+    least as much) by units read that hold ``READ_AHEAD`` times the budget, more than any
+    room recall is given; what is read is ranked as reading everything would rank it."""
+    policy = RecallPolicy()
+    size_of = {seq: size for seq, size in enumerate(sizes, 1)}
+    own = {seq: score for seq, score in hits.items() if seq in size_of}
+    assume(own)
+    cached &= set(size_of)
+    ranked, read = read_lazily(policy, own, size_of, cached, budget)
+    scores, floor = policy.scores(own), policy.floor(own)
+    candidates = [seq for seq, score in scores.items() if score >= floor and seq in size_of]
+    every = policy.rank(scores, [unit(seq, tokens=size_of[seq]) for seq in candidates])
+    assert set(read) <= set(scores) - cached
+    got = [u.seq for _, u in ranked]
+    assert got == [u.seq for _, u in every if u.seq in set(got)]  # the same order
+    for worth, left in every:
+        if left.seq not in got:
+            outranking = sum(u.size for w, u in ranked if w >= worth)
+            assert outranking >= READ_AHEAD * budget
+    for room in (budget // 3, budget):
+        lazy, full = policy.choose(ranked, (), room), policy.choose(every, (), room)
+        if sum(u.size for _, u in every) <= READ_AHEAD * budget:  # read whole
+            assert [u.seq for u in lazy.units] == [u.seq for u in full.units]
+
+
+def test_a_long_session_reads_a_few_budgets_of_candidates_not_every_match(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A query matching most of a long session reads what could come back, best first, and
+    stops at a few times the budget: it sends what reading every hit and neighbour sends."""
+    policy = RecallPolicy(depth=100)
+
+    def built(read_ahead: int) -> tuple[list[Any], int]:
+        monkeypatch.setattr(recalling, "READ_AHEAD", read_ahead)
+        archive = ReadCounting()
+        cm = ContextManager(
+            MemoryStore(), budget=600, archive=archive, prefetch=False, recall=policy
+        )
+        for i in range(1200):
+            cm.add("s", {"role": "user", "content": f"order {i}: a parcel left depot {i % 7}"})
+            cm.add("s", {"role": "assistant", "content": f"noted, order {i} is on its way"})
+        cm.drain()
+        context = cm.build("s", query="which parcel left depot 3")
+        assert context.report.recalled_entries > 0
+        return context.messages, archive.read
+
+    lazy, lazily_read = built(recalling.READ_AHEAD)
+    every, all_read = built(10**9)
+    assert lazy == every
+    assert all_read >= policy.depth * 5  # every hit and most neighbours
+    assert lazily_read * 2 <= all_read
 
 
 def test_the_floor_is_a_share_of_the_best_hit_not_of_a_lifted_neighbour() -> None:

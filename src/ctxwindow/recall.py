@@ -103,12 +103,14 @@ class RecallPolicy:
         >>> RecallPolicy(short=128).rank({1: 1.0}, [long])[0][0]
         0.5
         """
-        ranked = [
-            (score * math.sqrt(self.short / max(unit.size, self.short)), unit)
-            for score, unit in rank_units(scores, units)
-        ]
+        ranked = [(self.worth(score, unit.size), unit) for score, unit in rank_units(scores, units)]
         ranked.sort(key=lambda pair: (-pair[0], pair[1].entries[0].seq))
         return ranked
+
+    def worth(self, score: float, size: int) -> float:
+        """A unit's place in ``rank``: its ``score``, times ``sqrt(short / size)`` when it is
+        longer than ``short`` tokens; never more than its score."""
+        return score * math.sqrt(self.short / max(size, self.short))
 
     def depth_for(self, room: int) -> int:
         """How many hits a query with ``room`` tokens to fill asks the archive for."""

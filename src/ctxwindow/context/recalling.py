@@ -11,9 +11,10 @@ in place from turn to turn (``recalled``). The manager's ``Archiver``
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ctxwindow.archive.base import Archive
@@ -36,6 +37,13 @@ than step again (unless what is sent no longer fits): stepping whenever a questi
 more than fits stepped on nearly every turn of a chat, 1.3-1.6x cheaper a turn than a
 sliding window instead of 2.2-2.5x."""
 
+
+READ_AHEAD = 2
+"""Recall reads candidates, best score first, until those read hold this many times the budget
+in units that nothing unread can outrank (``Recalling.reading``)."""
+FIRST_READ = 64
+"""The fewest candidates a read asks for: the first, and each after it, which asks for as many
+as should hold what is still wanted at the mean size of the units seen."""
 
 SQUEEZED_LEAST = 32
 """The fewest tokens a newest message is compressed to for a context (``Recalling.recent``):
@@ -84,31 +92,53 @@ class Recalling:
         ]
         return {hit.entry.seq: hit.score for hit in hits}, [hit.entry for hit in hits]
 
-    def scored(
-        self, session: Session, own: Mapping[int, float], read: Sequence[Entry]
-    ) -> tuple[dict[int, float], float, list[int]]:
-        """Each hit's and neighbour's score by seq (``own``: the hits' scores), the least
-        score recalled, and the seqs to read from the archive.
+    def reading(
+        self, session: Session, own: Mapping[int, float], budget: int
+    ) -> Generator[list[int], None, list[tuple[float, Unit]]]:
+        """What the hits ``own`` (``seq -> own score``) bring back in a ``budget``, read lazily:
+        yields the seqs to read next (the reader caches their units, ``cache``, before it asks
+        again) and returns the cached units of the hits and their neighbours, ``(worth, unit)``
+        best first (``RecallPolicy.rank``).
 
-        Only entries that could come back are read, and none the session has cached
-        or the search has ``read``: a unit scores as its best entry, and nothing below
-        ``RecallPolicy.floor`` is recalled.
+        A unit scores as its best entry, and nothing below ``RecallPolicy.floor``
+        comes back; its worth is at most its score. So the candidates are read
+        in the order of their scores, the session's cached units taken as they
+        come, and reading stops once the units read that are worth at least the
+        best score left unread hold ``READ_AHEAD`` times the budget: recall's
+        room is at most the budget, and what is left could only fill a gap
+        (``RecallPolicy.choose`` passes over units that do not fit). A query
+        that matches much of a long session reads a few times what it sends,
+        not every candidate (at 10,000 messages and 4,096 tokens: ~150 of ~1,000).
         """
         scores, floor = self.recall.scores(own), self.recall.floor(own)
-        found, cached = {entry.seq for entry in read}, session.units
-        missing = []
-        for seq, score in scores.items():
-            if score < floor or seq in found:
-                continue
-            if seq in cached:
+        order = sorted((seq for seq, score in scores.items() if score >= floor),
+                       key=lambda seq: (-scores[seq], seq))  # fmt: skip
+        cached, units = session.units, dict[int, Unit]()
+        waiting: list[tuple[float, int]] = []  # (-worth, size) of units not yet counted
+        enough, counted, at, seen = READ_AHEAD * budget, 0, 0, 0
+        while at < len(order) and counted < enough:
+            # as many as should hold what is still wanted, at the mean size seen so far
+            step = max(FIRST_READ, math.ceil((enough - counted) * at / seen) if seen else 0)
+            chunk = order[at : at + step]
+            at += len(chunk)
+            if missing := [seq for seq in chunk if seq not in cached]:
+                yield missing
+            for seq in chunk:
+                unit = cached.get(seq)
+                if unit is None or id(unit) in units:
+                    continue  # not archived (forgotten), not whole yet, or counted
                 cached.move_to_end(seq)  # used again: the last to go (``cache``)
-            else:
-                missing.append(seq)
-        return scores, floor, missing
+                units[id(unit)] = unit
+                seen += unit.size
+                heapq.heappush(waiting, (-self.recall.worth(scores[seq], unit.size), unit.size))
+            bar = scores[order[at]] if at < len(order) else -math.inf
+            while waiting and -waiting[0][0] >= bar:
+                counted += heapq.heappop(waiting)[1]
+        return self.recall.rank(scores, units.values())
 
-    def uncached(self, session: Session, *read: Sequence[Entry]) -> list[Entry]:
+    def uncached(self, session: Session, read: Sequence[Entry]) -> list[Entry]:
         """The entries read whose unit the session has not cached yet."""
-        return [e for entries in read for e in entries if e.seq not in session.units]
+        return [entry for entry in read if entry.seq not in session.units]
 
     def cache(self, session: Session, unit: Unit) -> None:
         """Keep a whole archived unit for later queries (entries are never rewritten); past
@@ -122,19 +152,6 @@ class Recalling:
             cached.move_to_end(entry.seq)
         while len(cached) > CACHED_UNITS:
             cached.popitem(last=False)
-
-    def ranked(
-        self, session: Session, scores: Mapping[int, float], floor: float
-    ) -> list[tuple[float, Unit]]:
-        """The cached units of the scored seqs that could come back, ``(worth, unit)`` best
-        first, each once (``RecallPolicy.rank``): none whose best entry scores below ``floor``."""
-        cached = session.units
-        units = {
-            id(u): u
-            for seq, score in scores.items()
-            if score >= floor and (u := cached.get(seq)) is not None
-        }
-        return self.recall.rank(scores, units.values())
 
     def recent(
         self, session: Session, budget: int, question: int | None, cap: int | None = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 
 from ctxwindow.concurrency.sync import SessionLocks, Worker, run_blocking, sleep
 from ctxwindow.context.archiving import (
@@ -122,8 +123,7 @@ class Archiver:
         core, archive = self._core, self.archive
         if archive is None or not query or core.holds_all(session, budget):
             return []
-        depth = core.recall.depth_for(budget)
-        key = f"{session.last_seq}:{depth}:{query}"
+        key = f"{session.last_seq}:{budget}:{query}"  # (the depth follows the budget)
         if session.recall is not None and session.recall[0] == key:
             return session.recall[1]
         self.later(session)
@@ -131,15 +131,25 @@ class Archiver:
         if whole:
             self._archive(session.id)
         started = time.perf_counter()
+        depth = core.recall.depth_for(budget)
         own, found = run_blocking(core.search, session, query, depth)
-        scores, floor, missing = core.scored(session, own, found)
-        read = run_blocking(archive.at, session.id, missing)
+        self._cache(session, found)
+        reading = core.reading(session, own, budget)
+        while True:  # the candidates, best first, until enough are read
+            try:
+                seqs = next(reading)
+            except StopIteration as done:
+                ranked: list[tuple[float, Unit]] = done.value
+                break
+            self._cache(session, run_blocking(archive.at, session.id, seqs))
         core.searched(started)
-        for entry in core.uncached(session, found, read):
-            core.cache(session, self._whole_unit(session.id, entry))
-        ranked = core.ranked(session, scores, floor)
         session.recall = (key, ranked) if whole else None  # kept only if it saw every turn
         return ranked
+
+    def _cache(self, session: Session, read: Sequence[Entry]) -> None:
+        """Cache the units of the entries ``read`` that the session has not cached."""
+        for entry in self._core.uncached(session, read):
+            self._core.cache(session, self._whole_unit(session.id, entry))
 
     def _whole_unit(self, session_id: str, entry: Entry) -> Unit:
         """The entry with the rest of its tool unit (call and results), from the store."""
