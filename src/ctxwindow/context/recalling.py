@@ -111,8 +111,8 @@ class Recalling:
         not every candidate (at 10,000 messages and 4,096 tokens: ~150 of ~1,000).
         """
         scores, floor = self.recall.scores(own), self.recall.floor(own)
-        order = sorted((seq for seq, score in scores.items() if score >= floor),
-                       key=lambda seq: (-scores[seq], seq))  # fmt: skip
+        above = [seq for seq, score in scores.items() if score >= floor]  # in seq order
+        order = sorted(above, key=scores.__getitem__, reverse=True)  # stable: ties by seq
         cached, units = session.units, dict[int, Unit]()
         waiting: list[tuple[float, int]] = []  # (-worth, size) of units not yet counted
         enough, counted, at, seen = READ_AHEAD * budget, 0, 0, 0
