@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxwindow import Entry
@@ -218,7 +219,11 @@ def vm_steps(archive: SQLiteArchive, queries: list[str]) -> int:
     return steps
 
 
-def test_a_search_does_the_same_work_in_a_session_four_times_larger() -> None:
+@pytest.mark.parametrize("lexicons", [False, True], ids=["tables", "lexicons"])
+def test_a_search_does_the_same_work_in_a_session_four_times_larger(lexicons: bool) -> None:
+    """Searched in the tables, a search reads the same postings; with the session's lexicon
+    kept in memory (numpy), a search of terms searched before reads no posting again."""
+
     def session(n: int) -> list[Entry]:
         """Common words, and a rare word per 100 rows."""
         rows = chatter(n)
@@ -233,11 +238,17 @@ def test_a_search_does_the_same_work_in_a_session_four_times_larger() -> None:
             SQLiteArchive(reads_per_hit=reads_per_hit) as small,
             SQLiteArchive(reads_per_hit=reads_per_hit) as large,
         ):
-            small.index("s", session(2000))
-            large.index("s", session(8000))
+            for archive, n in ((small, 2000), (large, 8000)):
+                archive._postings.keep_lexicons(lexicons)
+                archive.index("s", session(n))
+                for query in queries:  # a lexicon reads each term's postings once
+                    archive.search("s", query, k=1)
             work[reads_per_hit] = vm_steps(large, queries) / vm_steps(small, queries)
     assert work[5] < 1.3  # bounded: the same postings read
-    assert work[10**9] > 3  # every posting: four times the rows, about four times the work
+    if lexicons:
+        assert work[10**9] < 1.3  # no posting read from the tables again
+    else:
+        assert work[10**9] > 3  # every posting: four times the rows, about four times the work
 
 
 # Statistics stay right through replacing and forgetting.
@@ -431,3 +442,60 @@ def test_a_postgres_table_of_the_former_version_is_indexed_when_opened(postgres_
     finally:
         archive.drop()
         archive.close()
+
+
+# A session's lexicon in memory ranks as the tables do, whoever wrote what.
+
+lexicon_steps = st.lists(
+    st.one_of(
+        st.tuples(  # index texts (new seqs, or seqs already there: replaced), by which archive
+            st.just("index"),
+            st.sampled_from("ab"),
+            st.booleans(),
+            st.lists(st.tuples(st.integers(1, 12), queries), min_size=1, max_size=6),
+        ),
+        st.tuples(st.just("forget"), st.sampled_from("ab"), st.booleans(), st.just([])),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lexicon_steps, queries, st.integers(1, 4), st.integers(1, 8))
+def test_a_sessions_lexicon_ranks_as_the_tables_whoever_wrote(
+    tmp_path_factory: pytest.TempPathFactory,
+    steps: list[Any],
+    query: str,
+    reads_per_hit: int,
+    k: int,
+) -> None:
+    """This archive keeps each searched session's postings in memory; another on the same
+    file (another process) writes, replaces and forgets too. After every step, each search
+    of this one ranks exactly as a search of the tables, for a query and for every word (a
+    bound low enough to leave terms over and fill)."""
+    path = str(tmp_path_factory.mktemp("lexicon") / "archive.db")
+    with (
+        SQLiteArchive(path, reads_per_hit=reads_per_hit) as mine,
+        SQLiteArchive(path, reads_per_hit=reads_per_hit) as other,
+        SQLiteArchive(path, reads_per_hit=reads_per_hit) as tables,
+    ):
+        tables._postings.keep_lexicons(False)
+        assert mine._postings._numpy is not None  # the tests' install has numpy (dense extra)
+        for kind, session, by_other, texts in steps:
+            writer = other if by_other else mine
+            if kind == "index":
+                writer.index(
+                    session,
+                    [
+                        Entry({"role": "user", "content": text}, 5, seq, id=f"{session}{seq}")
+                        for seq, text in dict(texts).items()
+                    ],
+                )
+            else:
+                writer.forget(session)
+            for searched in "ab":
+                for asked in (query, " ".join(WORDS)):
+                    expected = [(h.entry.seq, h.score) for h in tables.search(searched, asked, k=k)]
+                    found = [(h.entry.seq, h.score) for h in mine.search(searched, asked, k=k)]
+                    assert found == expected

@@ -235,7 +235,7 @@ class PostgresArchive(Archive):
                 cur.execute(self._sql(POSTINGS), (lexemes, sids, keys))
                 return list(cur.fetchall())
 
-            best = ranking.best(plan, depth, read, fill, postings)
+            best = ranking.best(plan, depth, read, fill, ranking.rescored(postings))
         return [Ranked(key, seq, score) for key, seq, score in best]
 
     def _vectors(self, scope: Scope) -> list[tuple[int, int, StoredVector]]:

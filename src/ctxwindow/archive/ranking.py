@@ -105,28 +105,46 @@ Found = dict[int, tuple[int, int]]
 """Rows found: ``key -> (seq, score in units)``."""
 
 
+Rescore = Callable[[Plan, list[int], set[int]], Mapping[int, int]]
+"""``rescore(plan, keys, filled)``: the units to add to each of these rows for the terms of
+``plan.rescore`` (the first one's only for rows not ``filled``); see ``rescored``."""
+
+
 def best(
     plan: Plan,
     depth: int,
     read: Callable[[Plan, int], Found],
     fill: Callable[[Plan, Found], set[int]],
-    postings: Callable[[list[str], list[int]], Iterable[tuple[int, str, int, int]]],
+    rescore: Rescore,
 ) -> list[tuple[int, int, float]]:
     """``(key, seq, score)`` of the best ``depth`` rows, best first (ties: seq, key).
 
-    A backend supplies three reads: ``read(plan, depth)``, the best ``depth`` rows holding
+    A backend supplies three steps: ``read(plan, depth)``, the best ``depth`` rows holding
     the terms of ``plan.read``, scored by them; ``fill(plan, found)``, which adds to
     ``found`` the rows of the newest ``plan.fill`` postings of the first term of
-    ``plan.rescore``, with that term's score, and returns their keys; and
-    ``postings(terms, keys)``, the ``(key, term, tf, length)`` of those rows and terms.
+    ``plan.rescore``, with that term's score, and returns their keys; and ``rescore``,
+    the units the other terms add to the best rows (``rescored`` makes one of a read of
+    their postings).
     """
     found = read(plan, depth) if plan.read else {}
     filled = fill(plan, found) if len(found) < depth and plan.fill else set()
     rows = _best([(key, seq, units) for key, (seq, units) in found.items()], depth)
     if plan.rescore and rows:
-        added = _rescored(plan, postings(list(plan.rescore), [key for key, _, _ in rows]), filled)
-        rows = _best([(key, seq, total + added[key]) for key, seq, total in rows], depth)
+        added = rescore(plan, [key for key, _, _ in rows], filled)
+        rows = _best([(key, seq, total + added.get(key, 0)) for key, seq, total in rows], depth)
     return [(key, seq, total / UNITS) for key, seq, total in rows]
+
+
+def rescored(
+    postings: Callable[[list[str], list[int]], Iterable[tuple[int, str, int, int]]],
+) -> Rescore:
+    """The ``rescore`` step of a backend that reads ``postings(terms, keys)``: the
+    ``(key, term, tf, length)`` of those rows' postings of those terms."""
+
+    def rescore(plan: Plan, keys: list[int], filled: set[int]) -> Counter[int]:
+        return _rescored(plan, postings(list(plan.rescore), keys), filled)
+
+    return rescore
 
 
 def _rescored(

@@ -119,6 +119,7 @@ class SQLiteArchive(Archive):
                 "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (t,)
             ).fetchone()
             self._keys_grow = "AUTOINCREMENT" in made.upper()
+            self._postings.keep_lexicons(self._keys_grow)
             self._db.execute(f"CREATE INDEX IF NOT EXISTS {t}_user ON {t} (user_id)")
             self._db.execute(f"CREATE INDEX IF NOT EXISTS {t}_seq ON {t} (session_id, seq)")
             self._postings.create_tables()

@@ -9,28 +9,43 @@ A search reads a bounded number of postings whatever the archive's size
   The row's length and seq are copied in, so ranking never reads the
   entries. The last row of each range (id ``COUNT_ID``) holds the term's
   document frequency in the session;
-- ``{table}_sessions (sid, session_id, rows, length)``: the session's number
-  of rows and total length; ``{table}_users (user_id, sid)``: the sessions
+- ``{table}_sessions (sid, session_id, rows, length, replaced)``: the
+  session's number of rows, their total length, and how many times rows were
+  replaced in place; ``{table}_users (user_id, sid)``: the sessions
   indexed under a user, for user-wide searches.
 
-Nothing here takes the archive's lock or opens a transaction: the archive
-does, around each call.
+With numpy, a search of one session reads its postings from memory instead
+(``lexicon.Lexicon``, exactly the same ranking): each searched session's
+lexicon is kept, up to ``LEXICON_POSTINGS`` postings over all sessions, with
+the postings of every term its searches held, read from the tables the first
+time; before each search, in one read transaction, it takes the rows added
+since and reads the terms it lacks. It starts again, empty, when rows were
+replaced in place (the session's ``replaced`` count, kept by every writer),
+or when the session's row count or total length is not what it holds (rows
+went, or an archive of an earlier version was indexed).
+
+Nothing here takes the archive's lock or opens a transaction, but for the
+lexicon's read: the archive holds its lock around each call.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterator, Sequence
 
 from ctxwindow.archive import ranking
 from ctxwindow.archive.base import Scope
+from ctxwindow.archive.lexicon import Lexicon, Posting, numpy_or_none
 
 COUNT_ID = 2**63 - 1
 """The id of the last posting of each (session, term): its ``tf`` is how many of the session's
 rows hold the term. It sits next to the newest postings, so indexing a row dirties one page per
 term, not one for the posting and one for a separate count (47 pages a turn, not 75)."""
 BATCH = 400  # SQLite's default limit on host parameters was 999 before 3.32
+LEXICON_POSTINGS = 2_000_000
+"""The postings kept in memory over all sessions (about 32 bytes each, 64 MB): past it, the
+sessions searched longest ago are dropped (a session of 10,000 chat messages holds ~300,000)."""
 _SESSIONS = 200  # sessions per statement of a user-wide search (beside up to 128 terms)
 _UNITS = (
     f"CAST(q.weight * p.tf * {ranking.K1 + 1!r} / (p.tf + {ranking.K1!r}"
@@ -48,13 +63,27 @@ class Postings:
     def __init__(self, db: sqlite3.Connection, table: str) -> None:
         self._db = db
         self._table = table
+        self._numpy: object = None  # numpy where lexicons are kept (``keep_lexicons``)
+        self._kept: OrderedDict[int, Lexicon] = OrderedDict()  # by sid, searched longest ago first
+
+    def keep_lexicons(self, keep: bool) -> None:
+        """Whether searches may keep sessions' postings in memory (with numpy): only where
+        keys only grow, so that the rows above the highest key looked at are all that is new."""
+        self._numpy = numpy_or_none() if keep else None
+        self._kept.clear()
 
     def create_tables(self) -> None:
         t = self._table
         self._db.execute(
             f"CREATE TABLE IF NOT EXISTS {t}_sessions (sid INTEGER PRIMARY KEY,"
-            " session_id TEXT NOT NULL UNIQUE, rows INTEGER NOT NULL, length INTEGER NOT NULL)"
+            " session_id TEXT NOT NULL UNIQUE, rows INTEGER NOT NULL, length INTEGER NOT NULL,"
+            " replaced INTEGER NOT NULL DEFAULT 0)"
         )
+        columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({t}_sessions)")}
+        if "replaced" not in columns:  # a table made before lexicons
+            self._db.execute(
+                f"ALTER TABLE {t}_sessions ADD COLUMN replaced INTEGER NOT NULL DEFAULT 0"
+            )
         self._db.execute(
             f"CREATE TABLE IF NOT EXISTS {t}_users (user_id TEXT NOT NULL,"
             " sid INTEGER NOT NULL, PRIMARY KEY (user_id, sid)) WITHOUT ROWID"
@@ -128,7 +157,8 @@ class Postings:
             [(sid, term) for term in frequencies],
         )
         self._db.execute(
-            f"UPDATE {t}_sessions SET rows = rows - ?, length = length - ? WHERE sid = ?",
+            f"UPDATE {t}_sessions SET rows = rows - ?, length = length - ?,"
+            " replaced = replaced + 1 WHERE sid = ?",
             (len(rows), sum(length or 0 for _, _, length in rows), sid),
         )
 
@@ -139,6 +169,7 @@ class Postings:
             f"SELECT sid FROM {t}_sessions WHERE session_id = ?", (session_id,)
         ).fetchone()
         if row is not None:
+            self._kept.pop(row[0], None)
             for part in ("postings", "users", "sessions"):
                 self._db.execute(f"DELETE FROM {t}_{part} WHERE sid = ?", row)
 
@@ -148,7 +179,16 @@ class Postings:
         self, scope: Scope, query: dict[str, int], depth: int, budget: int
     ) -> list[tuple[int, int, float]]:
         """``(key, seq, score)`` of the best ``depth`` rows for ``query`` (``term -> count``)
-        in the scope, reading about ``budget`` postings at most (``ranking.best``)."""
+        in the scope, reading about ``budget`` postings at most (``ranking.best``): from the
+        session's lexicon where one can be kept, else from the tables."""
+        if scope.user_id is None and self._numpy is not None:
+            lexicon = self._lexicon(scope.session_id, list(query)) if query else None
+            if lexicon is None:
+                return []
+            plan = ranking.plan(query, lexicon.statistics(query), budget)
+            if plan is None:
+                return []
+            return ranking.best(plan, depth, lexicon.read, lexicon.fill, lexicon.rescore)
         sids = self._sids(scope)
         if not query or not sids:
             return []
@@ -160,8 +200,75 @@ class Postings:
             depth,
             lambda plan, limit: self._read(scope, sids, plan, limit),
             lambda plan, found: self._fill(scope, sids, plan, found),
-            lambda terms, keys: self._postings(sids, terms, keys),
+            ranking.rescored(lambda terms, keys: self._postings(sids, terms, keys)),
         )
+
+    def _lexicon(self, session_id: str, terms: list[str]) -> Lexicon | None:
+        """The session's postings of ``terms`` (and of those searched before) in memory, up
+        to date (None: it has none), in one read transaction: what was added since the
+        lexicon last looked, and the postings of the terms it lacks."""
+        t = self._table
+        self._db.execute("BEGIN")
+        try:
+            row = self._db.execute(
+                f"SELECT sid, rows, length, replaced FROM {t}_sessions WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            sid, rows, length, replaced = row
+            (newest,) = self._db.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()
+            lexicon = self._kept.pop(sid, None)
+            if lexicon is not None and lexicon.replaced == replaced and lexicon.checked < newest:
+                self._catch_up(lexicon, sid, session_id, newest)
+            if lexicon is None or (lexicon.rows, lexicon.length, lexicon.replaced) != (
+                rows,
+                length,
+                replaced,
+            ):  # new, or rows went or were replaced in place: started again
+                lexicon = Lexicon(self._numpy)
+                lexicon.rows, lexicon.length, lexicon.replaced = rows, length, replaced
+                lexicon.checked = newest
+            if missing := lexicon.missing(terms):
+                lexicon.add(self._read_postings(sid, missing, 0, lexicon.checked), missing)
+        finally:
+            self._db.execute("COMMIT")
+        self._kept[sid] = lexicon
+        while sum(kept.postings for kept in self._kept.values()) > LEXICON_POSTINGS:
+            self._kept.popitem(last=False)
+        return lexicon
+
+    def _catch_up(self, lexicon: Lexicon, sid: int, session_id: str, newest: int) -> None:
+        """Add the session's rows with keys in ``(lexicon.checked, newest]`` to ``lexicon``:
+        their number, length and postings of the terms it holds."""
+        t, after = self._table, lexicon.checked
+        rows = self._db.execute(  # along the keys added since (``+`` keeps the index out)
+            f"SELECT terms, length FROM {t} WHERE id > ? AND id <= ? AND +session_id = ?"
+            " AND terms IS NOT NULL",
+            (after, newest, session_id),
+        ).fetchall()
+        held = lexicon.terms
+        terms = sorted({term for text, _ in rows for term in text.split() if term in held})
+        if terms:
+            lexicon.add(self._read_postings(sid, terms, after, newest))
+        lexicon.rows += len(rows)
+        lexicon.length += sum(length for _, length in rows)
+        lexicon.checked = newest
+
+    def _read_postings(
+        self, sid: int, terms: Sequence[str], after: int, through: int
+    ) -> list[Posting]:
+        """The session's postings ``(term, key, seq, tf, length)`` of ``terms`` with keys in
+        ``(after, through]``, each term's in key order."""
+        found: list[Posting] = []
+        for batch in batches(terms):
+            found += self._db.execute(
+                f"SELECT term, id, seq, tf, length FROM {self._table}_postings WHERE sid = ?"
+                f" AND term IN ({marks(batch)}) AND id > ? AND id <= ? AND id < {COUNT_ID}"
+                " ORDER BY term, id",
+                (sid, *batch, after, through),
+            ).fetchall()
+        return found
 
     def _sids(self, scope: Scope) -> list[int]:
         """The sessions searched: the named one, and the user's."""
