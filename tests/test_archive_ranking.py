@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxwindow import Entry
-from ctxwindow.archive import SQLiteArchive, ranking
+from ctxwindow.archive import SQLiteArchive, ranking, sqlite_postings
 from ctxwindow.archive.text import entry_text, index_text, query_terms
 from ctxwindow.archive.tokenizer import FTS5Tokenizer
 from ctxwindow.stores.base import entry_to_json
@@ -499,3 +499,20 @@ def test_a_sessions_lexicon_ranks_as_the_tables_whoever_wrote(
                     expected = [(h.entry.seq, h.score) for h in tables.search(searched, asked, k=k)]
                     found = [(h.entry.seq, h.score) for h in mine.search(searched, asked, k=k)]
                     assert found == expected
+
+
+def test_lexicons_keep_at_most_their_bound_of_postings_dropping_the_oldest_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past ``LEXICON_POSTINGS`` over all sessions, the lexicons searched longest ago go, never
+    the one searched now; a session searched again reads its terms again, ranking as before."""
+    monkeypatch.setattr(sqlite_postings, "LEXICON_POSTINGS", 50)
+    with SQLiteArchive() as archive:
+        for session in ("a", "b", "c"):
+            archive.index(session, entries(*(f"kettle garden {i}" for i in range(30))))
+        first = [(h.entry.seq, h.score) for h in archive.search("a", "kettle garden", k=5)]
+        for session in ("b", "c"):
+            archive.search(session, "kettle garden", k=5)
+        kept = archive._postings._kept
+        assert list(kept) == [3]  # 60 postings a session: only the one searched now stays
+        assert [(h.entry.seq, h.score) for h in archive.search("a", "kettle garden", k=5)] == first

@@ -45,7 +45,8 @@ term, not one for the posting and one for a separate count (47 pages a turn, not
 BATCH = 400  # SQLite's default limit on host parameters was 999 before 3.32
 LEXICON_POSTINGS = 2_000_000
 """The postings kept in memory over all sessions (about 32 bytes each, 64 MB): past it, the
-sessions searched longest ago are dropped (a session of 10,000 chat messages holds ~300,000)."""
+sessions searched longest ago are dropped, never the one searched now (a session of 10,000
+chat messages holds ~425,000 postings, most of them of terms no search asks for)."""
 _SESSIONS = 200  # sessions per statement of a user-wide search (beside up to 128 terms)
 _UNITS = (
     f"CAST(q.weight * p.tf * {ranking.K1 + 1!r} / (p.tf + {ranking.K1!r}"
@@ -234,8 +235,10 @@ class Postings:
         finally:
             self._db.execute("COMMIT")
         self._kept[sid] = lexicon
-        while sum(kept.postings for kept in self._kept.values()) > LEXICON_POSTINGS:
-            self._kept.popitem(last=False)
+        while (
+            len(self._kept) > 1 and sum(k.postings for k in self._kept.values()) > LEXICON_POSTINGS
+        ):
+            self._kept.popitem(last=False)  # never the one searched now
         return lexicon
 
     def _catch_up(self, lexicon: Lexicon, sid: int, session_id: str, newest: int) -> None:
