@@ -92,6 +92,21 @@ def test_choose_keeps_the_room_and_passes_over_what_does_not_fit() -> None:
     assert recall.tokens <= 50
 
 
+def test_choose_without_copies_weighs_the_same_units_themselves() -> None:
+    """``copies=False`` chooses what ``choose`` does, handing back the ranked units
+    themselves instead of copies of kind ``"recalled"``."""
+    ranked = [(1.0 - i / 10, unit(i, tokens=10 + 7 * i)) for i in range(1, 9)]
+    kept = {"e2"}
+    copied = RecallPolicy().choose(ranked, kept, 60)
+    weighed = RecallPolicy().choose(ranked, kept, 60, copies=False)
+    assert [u.seq for u in weighed.units] == [u.seq for u in copied.units]
+    assert (weighed.keep, weighed.tokens) == (copied.keep, copied.tokens)
+    originals = {id(u) for _, u in ranked}
+    assert all(id(u) in originals for u in weighed.units)
+    assert not any(id(u) in originals for u in copied.units)
+    assert {e.kind for u in copied.units for e in u.entries} == {"recalled"}
+
+
 def test_what_the_window_holds_is_kept_there_not_recalled() -> None:
     ranked = [(9.0, unit(1)), (8.0, unit(2)), (7.0, unit(3))]
     recall = RecallPolicy(min_share=0.0).choose(ranked, kept={"e2"}, room=25)

@@ -323,7 +323,8 @@ class Recalling:
         window, sticky = session.window, session.sticky
         kept, sent = held(window, ranked), {e.id for unit in sticky for e in unit.entries}
         room = self.recall.room(budget, window.pinned_tokens, recent.tokens + recent.asked)
-        earned = self.recall.choose(ranked, kept | sent, room, floor=0.0)
+        # weighed, not sent: what comes back is chosen again below, as copies
+        earned = self.recall.choose(ranked, kept | sent, room, floor=0.0, copies=False)
         free = budget - window.total_tokens - sum(unit.size for unit in sticky)
         if free < 0:  # the new turns took the room: the turns recalled last leave, if enough
             best = earned.units[0].size if earned.units else 0  # the query's best new match
