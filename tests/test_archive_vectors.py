@@ -22,10 +22,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxwindow import Entry
+from ctxwindow import ContextManager, Entry
 from ctxwindow.archive import Archive, PostgresArchive, base, vectors
 from ctxwindow.archive.sqlite import SQLiteArchive
 from ctxwindow.archive.vectors import Matrix, pack
+from ctxwindow.stores.memory import MemoryStore
 from tests.support.archives import drop_tables
 
 WORDS = ["parcel", "depot", "invoice", "猫", "寿司", "🚚", "refund", "Leeds"]
@@ -238,3 +239,38 @@ def test_a_table_made_before_keys_only_grew_keeps_no_matrix(tmp_path: Path) -> N
         archive.index("a", [Entry({"role": "user", "content": "parcel 猫"}, 3, 1, id="a1")])
         assert [h.entry.id for h in archive.search("a", "猫")] == ["a1"]
         assert archive._matrices == {}
+
+
+class FormCounting(HashEmbedder):
+    """Counts each text embedded, by form (query or passage)."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+        self.passages: list[str] = []
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        self.queries += texts
+        return self.embed(texts)
+
+    def embed_passages(self, texts: list[str]) -> list[list[float]]:
+        self.passages += texts
+        return self.embed(texts)
+
+
+def test_a_user_turn_is_embedded_once_for_its_search_and_its_archiving() -> None:
+    """A user turn is archived in the query form and searched for as it is asked: whichever
+    comes first embeds it, the other takes that vector. Replies are passages."""
+    embedder = FormCounting()
+    with SQLiteArchive(embedder=embedder) as archive:
+        cm = ContextManager(MemoryStore(), budget=200, archive=archive, prefetch=True)
+        for i in range(30):
+            cm.add("s", {"role": "user", "content": f"where did parcel {i} go?"})
+            cm.build("s")
+            cm.add("s", {"role": "assistant", "content": f"parcel {i} left the depot"})
+        cm.drain()
+        asked = [f"where did parcel {i} go?" for i in range(30)]
+        assert sorted(embedder.queries) == sorted(asked)  # once each: search and archive
+        assert embedder.passages and not set(embedder.passages) & set(asked)
+        archive.index("s", [Entry({"role": "user", "content": "a new one"}, 3, 999, id="n")])
+        archive.search("s", "a new one")
+        assert embedder.queries.count("a new one") == 1  # archived first, then searched
