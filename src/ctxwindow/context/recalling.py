@@ -108,7 +108,8 @@ class Recalling:
         room is at most the budget, and what is left could only fill a gap
         (``RecallPolicy.choose`` passes over units that do not fit). A query
         that matches much of a long session reads a few times what it sends,
-        not every candidate (at 10,000 messages and 4,096 tokens: ~150 of ~1,000).
+        not every candidate (at 10,000 messages and 4,096 tokens, a median of 55 turns read
+        and 128 units ranked of ~1,000).
         """
         scores, floor = self.recall.scores(own), self.recall.floor(own)
         above = [seq for seq, score in scores.items() if score >= floor]  # in seq order
