@@ -642,14 +642,26 @@ class TwoFormEmbedder(TwoForms, ConceptEmbedder):
     """An asymmetric model (as E5): passages and queries embedded by their own methods."""
 
 
-def test_an_asymmetric_model_embeds_entries_as_passages_and_questions_as_queries(
+def test_an_asymmetric_model_embeds_replies_as_passages_and_user_turns_as_queries(
     make_archive: MakeArchive,
 ) -> None:
+    """Replies are passages; a user's turns are in the query form, the form questions are
+    searched in, and a question archived as a turn is not embedded again to search."""
     embedder = TwoFormEmbedder()
     archive = make_archive(embedder=embedder)
-    archive.index("s1", entries(*PARAPHRASE_DOCS))
+    replies = [
+        Entry({"role": "assistant", "content": text}, tokens=len(text), seq=i)
+        for i, text in enumerate(PARAPHRASE_DOCS, 1)
+    ]
+    asked = "did anyone fix the printer?"
+    archive.index("s1", [*replies, *entries(asked, start=len(replies) + 1)])
     assert contents(archive.search("s1", "package dispatched"))[0] == PARAPHRASE_DOCS[0]
-    assert embedder.forms == [("passage", list(PARAPHRASE_DOCS)), ("query", ["package dispatched"])]
+    archive.search("s1", asked)
+    assert embedder.forms == [
+        ("passage", list(PARAPHRASE_DOCS)),
+        ("query", [asked]),
+        ("query", ["package dispatched"]),
+    ]
     assert embedder.calls == []  # the symmetric form is not used when both others exist
 
 

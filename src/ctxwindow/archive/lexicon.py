@@ -21,7 +21,6 @@ since (``add``); the archive starts it again when rows went or changed
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -29,14 +28,6 @@ from ctxwindow.archive import ranking
 
 Posting = tuple[str, int, int, int, int]
 """``(term, key, seq, tf, length)``: a term of a row, as the postings table holds it."""
-
-
-def numpy_or_none() -> Any:
-    """numpy, or None where it is not installed (lexicons need it)."""
-    try:
-        return importlib.import_module("numpy")
-    except ImportError:
-        return None
 
 
 class Lexicon:
@@ -55,7 +46,8 @@ class Lexicon:
         """The highest key of the archive looked at: rows above it are new to this lexicon
         (their postings of the terms it holds, and their number and length)."""
         self.postings = 0
-        """How many postings it holds (its size in memory: about 32 bytes each)."""
+        """How many postings it holds (32 bytes each in memory, up to twice that with the
+        arrays' room to grow)."""
         self.replaced = 0
         """How many times the session's rows had been replaced in place when it was read."""
 

@@ -36,7 +36,8 @@ from collections.abc import Iterator, Sequence
 
 from ctxwindow.archive import ranking
 from ctxwindow.archive.base import Scope
-from ctxwindow.archive.lexicon import Lexicon, Posting, numpy_or_none
+from ctxwindow.archive.lexicon import Lexicon, Posting
+from ctxwindow.archive.vectors import numpy_or_none
 
 COUNT_ID = 2**63 - 1
 """The id of the last posting of each (session, term): its ``tf`` is how many of the session's
@@ -44,9 +45,10 @@ rows hold the term. It sits next to the newest postings, so indexing a row dirti
 term, not one for the posting and one for a separate count (47 pages a turn, not 75)."""
 BATCH = 400  # SQLite's default limit on host parameters was 999 before 3.32
 LEXICON_POSTINGS = 2_000_000
-"""The postings kept in memory over all sessions (about 32 bytes each, 64 MB): past it, the
-sessions searched longest ago are dropped, never the one searched now (a session of 10,000
-chat messages holds ~425,000 postings, most of them of terms no search asks for)."""
+"""The postings kept in memory over all sessions (32 bytes each, up to 64 with the arrays'
+room to grow: 64-128 MB): past it, the sessions searched longest ago are dropped, never the
+one searched now (a session of 10,000 chat messages holds ~425,000 postings, most of them of
+terms no search asks for)."""
 _SESSIONS = 200  # sessions per statement of a user-wide search (beside up to 128 terms)
 _UNITS = (
     f"CAST(q.weight * p.tf * {ranking.K1 + 1!r} / (p.tf + {ranking.K1!r}"

@@ -96,7 +96,7 @@ class Matrix:
         self.checked = 0  # every row of the session up to this key is in
         self.keys: list[int] = []
         self.seqs: list[int] = []
-        self._numpy: Any = _numpy()
+        self._numpy: Any = numpy_or_none()
         self._vectors: Any = (
             self._numpy.zeros((0, dim), dtype=self._numpy.float32) if self._numpy else []
         )
@@ -167,7 +167,9 @@ class Matrix:
         return ranked[:depth], floor
 
 
-def _numpy() -> Any:
+def numpy_or_none() -> Any:
+    """numpy, or None where it is not installed (a matrix then ranks in pure Python, a
+    ``lexicon.Lexicon`` is not kept)."""
     try:
         return importlib.import_module("numpy")
     except ImportError:
