@@ -293,7 +293,7 @@ class Archive(ABC):
 
         A user's turn (``asked``) is embedded in the query form, the others as passages
         (where the embedder tells them apart): the newest user turn is also the query of
-        the search that follows it, and one embedding serves both (``asked_vector``).
+        the search that follows it, and one embedding serves both (``_asked_vectors``).
         Compared with user turns embedded as passages, the hybrid's evidence recall on
         LoCoMo dev moved -0.6 to +0.9 points, on BEAM 100K (evidence mostly in user turns)
         -0.3 to +2.9 (docs/archive.md).
@@ -304,13 +304,16 @@ class Archive(ABC):
             return vectors
         passages = [i for i in wanted if not asked[i]]
         questions = [i for i in wanted if asked[i]]
-        embed = getattr(self.embedder, "embed_passages", self.embedder.embed)
-        for form, chosen in ((embed, passages), (self._asked_vectors, questions)):
-            if chosen:
-                embedded = form([texts[i] for i in chosen])
-                _check_embeddings(self.embedder, embedded, len(chosen))
-                for i, vector in zip(chosen, embedded, strict=True):
-                    vectors[i] = unit(vector)
+        if passages:
+            embed = getattr(self.embedder, "embed_passages", self.embedder.embed)
+            embedded = embed([texts[i] for i in passages])
+            _check_embeddings(self.embedder, embedded, len(passages))
+            for i, vector in zip(passages, embedded, strict=True):
+                vectors[i] = unit(vector)
+        if questions:
+            asked_vectors = self._asked_vectors([texts[i] for i in questions])  # checked there
+            for i, vector in zip(questions, asked_vectors, strict=True):
+                vectors[i] = unit(vector)
         return vectors
 
     def _asked_vectors(self, texts: list[str]) -> list[list[float]]:

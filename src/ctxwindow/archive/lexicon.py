@@ -21,7 +21,7 @@ since (``add``); the archive starts it again when rows went or changed
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, KeysView
 from typing import Any
 
 from ctxwindow.archive import ranking
@@ -80,18 +80,21 @@ class Lexicon:
         )
 
     @property
-    def terms(self) -> set[str]:
+    def terms(self) -> KeysView[str]:
         """The terms whose postings it holds whole."""
-        return set(self._used)
+        return self._used.keys()
+
+    @property
+    def state(self) -> tuple[int, int, int]:
+        """What it holds of the session: ``(rows, length, replaced)``."""
+        return self.rows, self.length, self.replaced
 
     def _column(self, term: str) -> Any:
         return self._columns[term][: self._used[term]]
 
     def _units(self, column: Any, weight: float, average: float) -> Any:
-        """Each row's BM25 units for the term (``ranking.units``: the same operations)."""
-        tf, length = column[:, 2], column[:, 3]
-        k1, b = ranking.K1, ranking.B
-        scores = weight * tf * (k1 + 1) / (tf + k1 * ((1 - b) + b * length / average))
+        """Each row's BM25 units for the term: ``ranking.units``, on arrays."""
+        scores: Any = ranking.score(weight, column[:, 2], column[:, 3], average)  # arrays
         return (scores * ranking.UNITS).astype(self._np.int64)  # truncated, as CAST does
 
     def read(self, plan: ranking.Plan, depth: int) -> ranking.Found:

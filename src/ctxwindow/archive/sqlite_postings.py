@@ -224,11 +224,8 @@ class Postings:
             lexicon = self._kept.pop(sid, None)
             if lexicon is not None and lexicon.replaced == replaced and lexicon.checked < newest:
                 self._catch_up(lexicon, sid, session_id, newest)
-            if lexicon is None or (lexicon.rows, lexicon.length, lexicon.replaced) != (
-                rows,
-                length,
-                replaced,
-            ):  # new, or rows went or were replaced in place: started again
+            if lexicon is None or lexicon.state != (rows, length, replaced):
+                # new, or rows went or were replaced in place: started again
                 lexicon = Lexicon(self._numpy)
                 lexicon.rows, lexicon.length, lexicon.replaced = rows, length, replaced
                 lexicon.checked = newest
