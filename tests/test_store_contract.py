@@ -52,7 +52,7 @@ from ctxwindow.stores import (
     open_store,
 )
 from ctxwindow.stores import sqlite as sqlite_module
-from ctxwindow.stores.base import MAX_CHECKPOINT, Earlier, entry_from_json
+from ctxwindow.stores.base import MAX_CHECKPOINT, Earlier, Store, entry_from_json
 from ctxwindow.stores.sqlite import files as sqlite_files
 from ctxwindow.stores.sqlite import schema as sqlite_schema
 from tests.support.stores import (
@@ -705,6 +705,117 @@ def test_replayed_rejects_bad_input(case: Case) -> None:
     for bad_key in ["", None, 42, b"key"]:
         with pytest.raises(StoreError):
             case.store.replayed(case.sid(), bad_key)
+
+
+# --- appending after the newest entry a caller knows (append_after) ----------------------
+
+
+def newest(store: Any, sid: str) -> tuple[int, str]:
+    last = store.tail(sid, 1)
+    return (last[0].seq, last[0].id) if last else (0, "")
+
+
+def test_append_after_stores_only_after_the_newest_entry(case: Case) -> None:
+    sid = case.sid()
+    assert case.store.append_after(sid, (1, "x"), [entry("a")]) is None  # it has none
+    first = case.store.append_after(sid, (0, ""), [entry("a")])
+    assert seqs(first) == [1]
+    assert case.store.append_after(sid, (0, ""), [entry("b")]) is None
+    assert case.store.append_after(sid, (1, "not-its-id"), [entry("b")]) is None
+    batch = case.store.append_after(sid, (1, first[0].id), [entry("b"), entry("c")])
+    assert seqs(batch) == [2, 3]
+    assert case.store.append_after(sid, (1, first[0].id), [entry("d")]) is None
+    assert case.store.append_after(sid, (3, batch[-1].id), []) == []
+    assert case.store.append_after(sid, (2, batch[0].id), []) is None
+    assert texts(case.store.load(sid)) == ["a", "b", "c"]
+
+
+def test_append_after_a_session_truncated_and_refilled_is_refused(case: Case) -> None:
+    """The same seq with another entry at it: the caller's copy is not the session."""
+    sid = case.sid()
+    old = case.store.append(sid, [entry("a"), entry("b")])
+    case.store.truncate(sid, 1)
+    case.store.append(sid, [entry("c")])
+    assert newest(case.store, sid)[0] == old[1].seq
+    assert case.store.append_after(sid, (old[1].seq, old[1].id), [entry("d")]) is None
+    assert texts(case.store.load(sid)) == ["a", "c"]
+
+
+def test_append_after_with_a_used_key_returns_its_first_batch(case: Case) -> None:
+    sid, key = case.sid(), "请求-🔑"
+    first = case.store.append_after(sid, (0, ""), [entry("問い")], idempotency_key=key)
+    case.store.append(sid, [entry("later")])
+    again = case.store.append_after(sid, (0, ""), [entry("問い")], idempotency_key=key)
+    assert again == first  # whatever the newest entry is now
+    assert texts(case.store.load(sid)) == ["問い", "later"]
+
+
+@pytest.mark.parametrize(
+    "bad", [None, (1,), [0, ""], (-1, ""), (0, "x"), (1, ""), ("1", "x"), (True, "x"), (1, 2)]
+)
+def test_a_bad_last_is_refused_by_every_store_and_stores_nothing(case: Case, bad: Any) -> None:
+    sid = case.sid()
+    with pytest.raises(StoreInputError, match="last must be"):
+        case.store.append_after(sid, bad, [entry("a")])
+    assert case.store.load(sid) == []
+
+
+APPEND_STEPS = st.lists(
+    st.tuples(st.sampled_from(["after", "stale", "append", "truncate"]), st.integers(0, 3)),
+    max_size=12,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=APPEND_STEPS)
+def test_append_after_stores_exactly_when_the_newest_entry_is_last(
+    case: Case, steps: list[tuple[str, int]]
+) -> None:
+    """Property: beside plain appends and truncates, ``append_after`` stores its batch
+    exactly when ``last`` is the session's newest entry (then right after it), and
+    otherwise changes nothing."""
+    sid = case.sid(uuid.uuid4().hex[:8])
+    appends_after_exactly(case.store, sid, steps)
+    case.store.delete(sid)
+
+
+class DefaultAppendAfter(MemoryStore):
+    """A store with no ``_append_after`` of its own: the base's default (a few calls)."""
+
+    _append_after = Store._append_after
+
+
+@given(steps=APPEND_STEPS)
+def test_the_default_append_after_keeps_the_contract(steps: list[tuple[str, int]]) -> None:
+    """A store written without ``_append_after`` (the base's default) keeps the contract."""
+    appends_after_exactly(DefaultAppendAfter(), "s", steps)
+
+
+def appends_after_exactly(store: Any, sid: str, steps: list[tuple[str, int]]) -> None:
+    for action, n in steps:
+        before = store.load(sid)
+        true_last = (before[-1].seq, before[-1].id) if before else (0, "")
+        if action == "append":
+            store.append(sid, [entry(f"p{i}") for i in range(n + 1)])
+        elif action == "truncate":
+            store.truncate(sid, max(0, len(before) - n))
+        else:
+            last = true_last
+            if action == "stale":  # an older entry, or the right seq with another id
+                old = before[n % len(before)] if before else None
+                last = (old.seq, old.id) if old else (1, "x")
+                if last == true_last:
+                    last = (last[0], "another")
+            batch = [entry(f"a{i}") for i in range(n + 1)]
+            stored = store.append_after(sid, last, batch)
+            if action == "after":
+                assert seqs(stored) == list(range(true_last[0] + 1, true_last[0] + n + 2))
+                assert store.load(sid) == before + stored
+            else:
+                assert stored is None
+                assert store.load(sid) == before
 
 
 # --- window checkpoints ------------------------------------------------------------------

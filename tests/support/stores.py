@@ -130,6 +130,14 @@ class Blocking:
     def append(self, session_id: Any, entries: Any, *, idempotency_key: Any = None) -> Any:
         return self.run(self.store.append(session_id, entries, idempotency_key=idempotency_key))
 
+    def append_after(
+        self, session_id: Any, last: Any, entries: Any, *, idempotency_key: Any = None
+    ) -> Any:
+        appended = self.store.append_after(
+            session_id, last, entries, idempotency_key=idempotency_key
+        )
+        return self.run(appended)
+
     def load(self, session_id: Any, *, after: Any = 0, limit: Any = None) -> Any:
         return self.run(self.store.load(session_id, after=after, limit=limit))
 

@@ -46,11 +46,34 @@ class MemoryStore(Store):
     def _append(
         self, session_id: str, entries: list[Entry], idempotency_key: str | None
     ) -> list[Entry]:
+        stored = self._stored(session_id, entries, idempotency_key, None)
+        assert stored is not None  # only a ``last`` refuses
+        return stored
+
+    def _append_after(
+        self,
+        session_id: str,
+        entries: list[Entry],
+        idempotency_key: str | None,
+        last: tuple[int, str],
+    ) -> list[Entry] | None:
+        return self._stored(session_id, entries, idempotency_key, last)
+
+    def _stored(
+        self,
+        session_id: str,
+        entries: list[Entry],
+        idempotency_key: str | None,
+        last: tuple[int, str] | None,
+    ) -> list[Entry] | None:
+        """``_append`` (``last`` None), or only after ``last``: one step under the lock."""
         with self._lock:
             session = self._data.get(session_id) or _Session()
             if idempotency_key in session.seqs_by_key:
-                first, last = session.seqs_by_key[idempotency_key]
-                return _decode(session.documents[first - 1 : last])
+                first, end = session.seqs_by_key[idempotency_key]
+                return _decode(session.documents[first - 1 : end])
+            if last is not None and not _newest_is(session, last):
+                return None
             documents = self._encode_new(session, entries)
             if idempotency_key is not None:
                 first = len(session.documents) + 1
@@ -167,6 +190,11 @@ class MemoryStore(Store):
         return session.documents if session else []
 
 
+def _newest_is(session: _Session, last: tuple[int, str]) -> bool:
+    seq, entry_id = last
+    return len(session.documents) == seq and (seq == 0 or session.seq_by_id.get(entry_id) == seq)
+
+
 def _decode(documents: Sequence[str]) -> list[Entry]:
     return [entry_from_json(document) for document in documents]
 
@@ -188,6 +216,15 @@ class AsyncMemoryStore(AsyncStore):
         self, session_id: str, entries: list[Entry], idempotency_key: str | None
     ) -> list[Entry]:
         return self._store._append(session_id, entries, idempotency_key)
+
+    async def _append_after(
+        self,
+        session_id: str,
+        entries: list[Entry],
+        idempotency_key: str | None,
+        last: tuple[int, str],
+    ) -> list[Entry] | None:
+        return self._store._append_after(session_id, entries, idempotency_key, last)
 
     async def _load(self, session_id: str, after: int, limit: int | None) -> list[Entry]:
         return self._store._load(session_id, after, limit)

@@ -10,6 +10,12 @@ Sync and async flavours are separate classes; neither blocks on the other.
   processes lose nothing and duplicate nothing. With an ``idempotency_key``,
   a retried append with the same key is a no-op that returns the entries the
   first call stored. An append that returned is durable in a durable store.
+  ``append_after(session_id, last, entries, idempotency_key=None)`` appends
+  only if the session's newest entry is still ``last`` (its ``(seq, id)``,
+  ``(0, "")`` for none) and returns None otherwise, storing nothing: the
+  managers append a turn and learn that their window is current in one round
+  trip (every store of ctxwindow; a store without an ``_append_after`` of its
+  own gets the base's default, a few calls under the session's lock).
 - ``load(session_id, after=0, limit=None)``: entries with ``seq > after`` in
   order; ``tail(session_id, n)``: the last ``n``; ``get(session_id, id)``;
   ``delete(session_id) -> bool``; ``sessions(prefix=None, after=None,
@@ -70,6 +76,7 @@ from ctxwindow.stores.base.checks import (
     check_cursor,
     check_entries,
     check_idempotency_key,
+    check_last,
     check_page_size,
     check_prefix,
     check_replay_key,
@@ -100,6 +107,7 @@ __all__ = [
     "check_cursor",
     "check_entries",
     "check_idempotency_key",
+    "check_last",
     "check_page_size",
     "check_prefix",
     "check_replay_key",

@@ -257,6 +257,19 @@ def check_idempotency_key(key: str | None) -> None:
         check_replay_key(key)
 
 
+def check_last(last: object) -> None:
+    """``append_after``'s ``last``: an entry's ``(seq, id)``, or ``(0, "")`` for none."""
+    ok = (
+        isinstance(last, tuple) and len(last) == 2
+        and isinstance(last[0], int) and not isinstance(last[0], bool) and last[0] >= 0
+        and isinstance(last[1], str) and (last[0] == 0) == (last[1] == "")
+    )  # fmt: skip
+    if not ok:
+        raise StoreInputError(
+            f'last must be the newest entry\'s (seq, id), or (0, "") for none; got {last!r}'
+        )
+
+
 def check_replay_key(key: str) -> None:
     """``replayed`` needs a key (``append`` also takes None: no key)."""
     if not isinstance(key, str) or not key:

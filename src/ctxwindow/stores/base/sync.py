@@ -8,9 +8,9 @@ trivial cases (nothing to append, ``limit=0``) and call the backend's
 primitives with arguments known to be valid. A backend is its primitives and
 nothing else: ``_append``, ``_load``, ``_tail``, ``_get``, ``_delete``,
 ``_sessions``, ``_replayed``, ``_health``, ``_truncate``, ``_save_checkpoint``
-and ``_checkpoint``, and optionally ``_load_from_checkpoint`` (one round trip),
-``_earlier`` (selected in place), ``_hold`` (the lock across processes) and
-``_close``. The sync twin,
+and ``_checkpoint``, and optionally ``_load_from_checkpoint`` and
+``_append_after`` (one round trip each), ``_earlier`` (selected in place),
+``_hold`` (the lock across processes) and ``_close``. The sync twin,
 ``stores/base/sync.py``, is generated from this file by ``tools/unasync.py``.
 """
 
@@ -35,6 +35,7 @@ from ctxwindow.stores.base.checks import (
     check_cursor,
     check_entries,
     check_idempotency_key,
+    check_last,
     check_page_size,
     check_prefix,
     check_replay_key,
@@ -65,6 +66,32 @@ class Store(ABC):
         if not entries:
             return []
         return self._append(session_id, list(entries), idempotency_key)
+
+    def append_after(
+        self,
+        session_id: str,
+        last: tuple[int, str],
+        entries: Sequence[Entry],
+        *,
+        idempotency_key: str | None = None,
+    ) -> list[Entry] | None:
+        """``append``, if the session's newest entry is still ``last`` (its ``(seq, id)``;
+        ``(0, "")``: the session has none); else None, and nothing is stored.
+
+        A retried ``idempotency_key`` returns the entries its first append stored,
+        whatever the newest entry is now. One round trip (every store of ctxwindow;
+        the base's default makes a few): a caller that holds the session (``lock``) and
+        keeps a copy of its newest entries appends and learns that its copy is current
+        together.
+        """
+        self._check_writable("append")
+        check_session_id(session_id)
+        check_last(last)
+        check_entries(entries)
+        check_idempotency_key(idempotency_key)
+        if not entries:
+            return [] if self._newest_is(session_id, last) else None
+        return self._append_after(session_id, list(entries), idempotency_key, last)
 
     def load(self, session_id: str, *, after: int = 0, limit: int | None = None) -> list[Entry]:
         """Entries with ``seq > after``, in order (an unknown session has none)."""
@@ -315,6 +342,24 @@ class Store(ABC):
                 break
             found, after = earlier_of(page, found), page[-1].seq
         return found
+
+    def _append_after(
+        self, session_id: str, entries: list[Entry], idempotency_key: str | None,
+        last: tuple[int, str],
+    ) -> list[Entry] | None:  # fmt: skip
+        """``_append`` if the newest entry is ``last`` (None if not); a key's first batch
+        whatever it is. By default a few calls, atomic only under the session's lock."""
+        if idempotency_key is not None:
+            earlier = self._replayed(session_id, idempotency_key)
+            if earlier is not None:
+                return earlier
+        if not self._newest_is(session_id, last):
+            return None
+        return self._append(session_id, entries, idempotency_key)
+
+    def _newest_is(self, session_id: str, last: tuple[int, str]) -> bool:
+        newest = self._tail(session_id, 1)
+        return (newest[0].seq, newest[0].id) == last if newest else last == (0, "")
 
     @contextmanager
     def _hold(self, session_id: str, deadline: float | None) -> Iterator[None]:

@@ -79,12 +79,15 @@ HEALTH = """SELECT (SELECT coalesce(max(version), 0) FROM {s}ctxwindow_schema_ve
 LOCK_SESSION = "SELECT pg_advisory_xact_lock(hashtext(%s))"
 # Read after the session lock, in a statement of its own: a statement's snapshot is
 # taken when it starts, so one that waited for the lock itself would miss rows
-# the previous holder committed.
-STATE = """SELECT
-    (SELECT coalesce(max(seq), 0) FROM {s}ctxwindow_entries WHERE session_id = %(session)s),
-    k.first_seq, k.last_seq
-    FROM (SELECT 1) AS one LEFT JOIN {s}ctxwindow_idempotency AS k
-    ON k.session_id = %(session)s AND k.key = %(key)s"""
+# the previous holder committed. One row: the newest entry's seq and id (0, NULL: none),
+# and the seqs the key stored (NULLs: none). The id is what append_after compares; a plain
+# append reads it too, at no cost: the backward scan of the primary key that finds the
+# last seq lands on its row.
+STATE = """SELECT coalesce(e.seq, 0), e.id, k.first_seq, k.last_seq
+    FROM (SELECT 1) AS one
+    LEFT JOIN LATERAL (SELECT seq, id FROM {s}ctxwindow_entries
+        WHERE session_id = %(session)s ORDER BY seq DESC LIMIT 1) AS e ON true
+    LEFT JOIN {s}ctxwindow_idempotency AS k ON k.session_id = %(session)s AND k.key = %(key)s"""
 RANGE = """SELECT doc::text FROM {s}ctxwindow_entries
     WHERE session_id = %s AND seq BETWEEN %s AND %s ORDER BY seq"""
 # Binary parameters (%b) spare the client from quoting every JSON document into an array literal.

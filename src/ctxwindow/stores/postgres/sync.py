@@ -149,15 +149,39 @@ class PostgresStore(Store):
     def _append(
         self, session_id: str, entries: list[Entry], idempotency_key: str | None
     ) -> list[Entry]:
+        stored = self._stored(session_id, entries, idempotency_key, None)
+        assert stored is not None  # only a ``last`` refuses
+        return stored
+
+    def _append_after(
+        self,
+        session_id: str,
+        entries: list[Entry],
+        idempotency_key: str | None,
+        last: tuple[int, str],
+    ) -> list[Entry] | None:
+        return self._stored(session_id, entries, idempotency_key, last)
+
+    def _stored(
+        self,
+        session_id: str,
+        entries: list[Entry],
+        idempotency_key: str | None,
+        last: tuple[int, str] | None,
+    ) -> list[Entry] | None:
+        """``_append`` (``last`` None), or only after ``last``: one transaction, whose
+        ``STATE`` reads the newest entry with the key (no statement more for the check)."""
         state = {"session": session_id, "key": idempotency_key}
         with self._transaction(f"append to session {session_id!r}") as conn:
             conn.execute(LOCK_SESSION, (session_id,))
             cursor = conn.execute(self._q(STATE), state)
-            last, *done = one_row(cursor.fetchone())
+            seq, entry_id, *done = one_row(cursor.fetchone())
             if done[0] is not None:  # a retried idempotency key: the first call's entries
                 cursor = conn.execute(self._q(RANGE), (session_id, *done))
                 return entries_of(cursor.fetchall())
-            stored, params = self._q.write(session_id, entries, idempotency_key, last + 1)
+            if last is not None and (seq, entry_id or "") != last:
+                return None  # the caller's copy is stale: the transaction ends, writing nothing
+            stored, params = self._q.write(session_id, entries, idempotency_key, seq + 1)
             conn.execute(self._q(WRITE), params)
         return stored
 

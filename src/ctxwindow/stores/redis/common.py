@@ -46,6 +46,7 @@ RELEASE_RETRY = 0.5  # seconds between the retries of a release the server did n
 INDEX_SHARDS = 16
 REDIRECTIONS = 3  # MOVED replies a write that waits for replicas follows before it gives up
 NOT_INDEXED = 2  # APPEND's reply (FILL's, negated) to a first try that would create a session
+NOT_NEWEST = 3  # APPEND's reply to an append_after whose last entry is not the newest one
 
 
 def load_redis() -> Any:
@@ -279,11 +280,18 @@ class Layout:
         return key.decode("utf-8")[len(self.prefix) + 3 :]
 
     def append_args(
-        self, session_id: str, entries: Sequence[Entry], idempotency_key: str | None
+        self,
+        session_id: str,
+        entries: Sequence[Entry],
+        idempotency_key: str | None,
+        last: tuple[int, str] | None = None,
     ) -> list[Any]:
         """``APPEND``'s arguments; on a cluster, as a first try that may not create the
-        session (``may_create`` turns that on once the index holds it)."""
+        session (``may_create`` turns that on once the index holds it). With ``last``,
+        the entries are stored only if the session's newest entry is that ``(seq, id)``."""
+        newest = ("", "") if last is None else last  # '': a plain append checks nothing
         args: list[Any] = [self.ttl_ms, idempotency_key or "", session_id, int(not self.cluster)]
+        args.extend(newest)
         for entry in entries:
             args.extend(_append_body(entry))
         return args
@@ -294,7 +302,8 @@ class Layout:
         return [*args[:3], 1, *args[4:]]
 
     def appended(self, session_id: str, args: list[Any], reply: list[Any]) -> list[Entry]:
-        """The stored copies, from the reply of ``APPEND`` to ``args``."""
+        """The stored copies, from the reply of ``APPEND`` to ``args`` (any but a refused
+        ``append_after``'s, ``NOT_NEWEST``)."""
         status = int(reply[0])
         if status == -1:
             raise StoreError(
@@ -303,7 +312,7 @@ class Layout:
             )
         if status == 0:  # a retried idempotency key: the first call's entries
             return [entry_from_json(doc) for doc in reply[1:]]
-        first, bodies = int(reply[1]), args[5::2]  # copies, exactly as a load returns them
+        first, bodies = int(reply[1]), args[7::2]  # copies, exactly as a load returns them
         return [entry_from_json(f'{{"seq":{first + i},{body}') for i, body in enumerate(bodies)]
 
     @staticmethod

@@ -35,7 +35,10 @@ def pruning(script: str) -> str:
 # KEYS: the session's keys and, on one server, the index of session ids (see
 # ``common.Layout.indexed_keys``). ARGV: ttl, idempotency key, session id, whether the
 # call may create the session (on a cluster, not before the store put it in the index:
-# the reply is then {2} and nothing is written), then an id and a body per entry.
+# the reply is then {2} and nothing is written), the seq and id the session's newest entry
+# must have (``append_after``, 0 and '' for an empty session: else the reply is {3} and
+# nothing is written; '' and '' for a plain append, which checks nothing), then an id and a
+# body per entry. A used idempotency key is answered first, whatever the newest entry is.
 APPEND = pruning("""
 local entries, ids, keys = KEYS[1], KEYS[2], KEYS[3]
 local ttl, key, session = tonumber(ARGV[1]), ARGV[2], ARGV[3]
@@ -51,9 +54,18 @@ if key ~= '' then
   end
 end
 local first = redis.call('LLEN', entries) + 1
+if ARGV[5] ~= '' then
+  -- The newest entry is the one at the list's length, if the ids hash puts ARGV[6] there:
+  -- its seq alone would pass a session truncated and refilled with other entries.
+  local newest = tonumber(ARGV[5])
+  if first - 1 ~= newest then return {3} end
+  if newest > 0 and tonumber(redis.call('HGET', ids, ARGV[6]) or '0') ~= newest then
+    return {3}
+  end
+end
 if first == 1 and ARGV[4] == '0' then return {2} end
 local seen = {}
-for i = 5, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   if seen[ARGV[i]] or redis.call('HEXISTS', ids, ARGV[i]) == 1 then return {-1, ARGV[i]} end
   seen[ARGV[i]] = true
 end
@@ -61,7 +73,7 @@ if first == 1 and tonumber(redis.call('HGET', KEYS[4], 'seq') or '0') > 0 then
   redis.call('DEL', KEYS[4])  -- the checkpoint of entries that expired or were evicted
 end
 local seq = first
-for i = 5, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   redis.call('RPUSH', entries, '{"seq":' .. seq .. ',' .. ARGV[i + 1])
   redis.call('HSET', ids, ARGV[i], seq)
   seq = seq + 1
@@ -76,8 +88,8 @@ return {1, first}
 # continue (or overlap) the list; a gap would misplace them, so it is refused (-1). An
 # overlapping entry must be the one held at its seq: another one means the copy is of
 # entries the durable store has since removed (truncated, deleted), and it is dropped
-# (-3). ARGV as APPEND's, with the first seq in place of the idempotency key: -2 is
-# APPEND's {2}.
+# (-3). ARGV as APPEND's, with the first seq in place of the idempotency key and no
+# newest entry to check (the entries from ARGV[5]): -2 is APPEND's {2}.
 FILL = pruning("""
 local entries, ids = KEYS[1], KEYS[2]
 local ttl, seq, session = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]

@@ -33,6 +33,7 @@ from ctxwindow.stores.base import (
 from ctxwindow.stores.redis.common import (
     EARLIER_PAGE,
     NOT_INDEXED,
+    NOT_NEWEST,
     REDIRECTIONS,
     RELEASE_RETRY,
     Layout,
@@ -124,17 +125,42 @@ class RedisStore(Store):
     def _append(
         self, session_id: str, entries: list[Entry], idempotency_key: str | None
     ) -> list[Entry]:
+        args, reply = self._appending(session_id, entries, idempotency_key, None)
+        return self._layout.appended(session_id, args, reply)
+
+    def _append_after(
+        self,
+        session_id: str,
+        entries: list[Entry],
+        idempotency_key: str | None,
+        last: tuple[int, str],
+    ) -> list[Entry] | None:
+        """One ``APPEND``, which checks the newest entry before it writes anything."""
+        args, reply = self._appending(session_id, entries, idempotency_key, last)
+        if int(reply[0]) == NOT_NEWEST:
+            return None
+        return self._layout.appended(session_id, args, reply)
+
+    def _appending(
+        self,
+        session_id: str,
+        entries: list[Entry],
+        idempotency_key: str | None,
+        last: tuple[int, str] | None,
+    ) -> tuple[list[Any], Any]:
+        """``APPEND`` (on a cluster, a new session indexed first): its arguments as last sent,
+        and its reply. With ``last``, only after that newest entry; None: a plain append."""
         keys = self._layout.indexed_keys(session_id)
-        args = self._layout.append_args(session_id, entries, idempotency_key)
+        args = self._layout.append_args(session_id, entries, idempotency_key, last)
         with self._layout.errors(f"append to session {session_id!r}"):
             reply = self._written(keys, args)
             if int(reply[0]) == NOT_INDEXED:  # a new session, on a cluster: indexed first
                 self._index(session_id)
                 args = self._layout.may_create(args)
-                reply = self._written(keys, args)
+                reply = self._written(keys, args)  # ``last`` is checked again
                 if int(reply[0]) == 1 and int(reply[1]) == 1:
                     self._created(session_id)
-        return self._layout.appended(session_id, args, reply)
+        return args, reply
 
     def _written(self, keys: list[str], args: list[Any]) -> Any:
         """The reply of ``APPEND``; with ``wait_replicas``, once that many replicas have it.
@@ -160,7 +186,7 @@ class RedisStore(Store):
             except (errors.ConnectionError, errors.TimeoutError):
                 self._stale = True
                 raise
-            if int(reply[0]) != NOT_INDEXED:  # else nothing was written
+            if int(reply[0]) not in (NOT_INDEXED, NOT_NEWEST):  # else nothing was written
                 self._layout.check_replicas(int(acknowledged), wanted)
             return reply
         raise errors.TryAgainError(f"the slot of {keys[0]!r} kept moving")

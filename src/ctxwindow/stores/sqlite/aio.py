@@ -62,6 +62,16 @@ class AsyncSQLiteStore(AsyncStore):
     ) -> list[Entry]:
         return await self._run(lambda s: s._append(session_id, entries, idempotency_key))
 
+    async def _append_after(
+        self,
+        session_id: str,
+        entries: list[Entry],
+        idempotency_key: str | None,
+        last: tuple[int, str],
+    ) -> list[Entry] | None:
+        key = idempotency_key
+        return await self._run(lambda s: s._append_after(session_id, entries, key, last))
+
     async def _load(self, session_id: str, after: int, limit: int | None) -> list[Entry]:
         return await self._run(lambda s: s._load(session_id, after, limit))
 

@@ -101,11 +101,34 @@ class SQLiteStore(Store):
     def _append(
         self, session_id: str, entries: list[Entry], idempotency_key: str | None
     ) -> list[Entry]:
+        stored = self._stored(session_id, entries, idempotency_key, None)
+        assert stored is not None  # only a ``last`` refuses
+        return stored
+
+    def _append_after(
+        self,
+        session_id: str,
+        entries: list[Entry],
+        idempotency_key: str | None,
+        last: tuple[int, str],
+    ) -> list[Entry] | None:
+        return self._stored(session_id, entries, idempotency_key, last)
+
+    def _stored(
+        self,
+        session_id: str,
+        entries: list[Entry],
+        idempotency_key: str | None,
+        last: tuple[int, str] | None,
+    ) -> list[Entry] | None:
+        """``_append`` (``last`` None), or only after ``last``: one write transaction."""
         with self._writing() as conn:
             if idempotency_key is not None:
                 replayed = self._replay(conn, session_id, idempotency_key)
                 if replayed is not None:
                     return [entry_from_json(text) for text in replayed]
+            if last is not None and _newest(conn, session_id) != last:
+                return None
             rows = self._insert(conn, session_id, entries)
             if idempotency_key is not None:
                 conn.execute(
@@ -359,6 +382,15 @@ def sessions_query(inclusive: bool, *, bounded: bool) -> str:
             n + 1
         FROM page WHERE page.session_id IS NOT NULL AND n < :limit)
     SELECT session_id FROM page WHERE session_id IS NOT NULL ORDER BY session_id"""
+
+
+def _newest(conn: sqlite3.Connection, session_id: str) -> tuple[int, str]:
+    """The session's newest entry's ``(seq, id)``; ``(0, "")`` when it has none."""
+    row = conn.execute(
+        "SELECT seq, id FROM entries WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    return (0, "") if row is None else (row[0], row[1])
 
 
 def _last_seq(conn: sqlite3.Connection, session_id: str) -> int:

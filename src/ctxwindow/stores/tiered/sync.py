@@ -75,6 +75,23 @@ class TieredStore(Store):
     ) -> list[Entry]:
         epoch = self._hot.epoch
         stored = self.durable.append(session_id, entries, idempotency_key=idempotency_key)
+        return self._appended(session_id, stored, epoch)
+
+    def _append_after(
+        self,
+        session_id: str,
+        entries: list[Entry],
+        idempotency_key: str | None,
+        last: tuple[int, str],
+    ) -> list[Entry] | None:
+        """The durable store's ``append_after`` (the session's newest entry is its)."""
+        epoch = self._hot.epoch
+        key = idempotency_key
+        stored = self.durable.append_after(session_id, last, entries, idempotency_key=key)
+        return None if stored is None else self._appended(session_id, stored, epoch)
+
+    def _appended(self, session_id: str, stored: list[Entry], epoch: int) -> list[Entry]:
+        """``stored``, which the durable store appended, kept in the hot and warm tiers too."""
         if stored:
             self._hot.appended(session_id, stored, epoch)
             self._update_warm(session_id, stored)
