@@ -121,6 +121,93 @@ def test_two_managers_over_one_store_see_each_others_turns(case: Case) -> None:
     assert [m["content"] for m in seen[0][0]] == ["订单 A-1 在哪里？", "A-1: 已发货", "and A-2?"]
 
 
+PRIMITIVES = ("_append", "_append_after", "_load", "_tail", "_replayed", "_load_from_checkpoint",
+              "_earlier", "_save_checkpoint", "_checkpoint", "_get")  # fmt: skip
+
+
+def counted(case: Case) -> list[str]:
+    """The names of the store primitives called from now on (the store's own calls within
+    one primitive, such as the default ``_append_after``'s, counted too)."""
+    calls: list[str] = []
+    for name in PRIMITIVES:
+        method = getattr(case.raw, name)
+
+        def spy(*args: Any, _name: str = name, _method: Any = method, **kwargs: Any) -> Any:
+            calls.append(_name)
+            return _method(*args, **kwargs)
+
+        setattr(case.raw, name, spy)
+    return calls
+
+
+def test_a_turn_costs_one_store_call_to_store_each_message(case: Case) -> None:
+    """Once the window is loaded, a turn held for the question, the context and the reply
+    (as the service holds one for a request) makes two store calls: the question's
+    append checks that the window is current as it stores it (``append_after``), the
+    reply's is a plain append. A store without an ``append_after`` of its own would read
+    the newest entry first (and a key's batch), inside the base's default. A call on its
+    own is a turn of its own."""
+    manager, sid = manager_of(case, archive=None), case.sid("turns")
+    manager.add(sid, {"role": "user", "content": "订单 A-1 在哪里？"})
+    calls = counted(case)
+
+    def held(i: int) -> None:
+        question = {"role": "user", "content": f"and A-{i}? 🚚"}
+        reply = {"role": "assistant", "content": f"A-{i}: 発送済み"}
+        if case.flavour == "sync":
+            with manager.turn(sid):
+                manager.add(sid, question, idempotency_key=f"q{i}")
+                manager.build(sid)
+                manager.add(sid, reply)
+            return
+        raw = manager.manager
+
+        async def turn() -> None:
+            async with raw.turn(sid):
+                await raw.add(sid, question, idempotency_key=f"q{i}")
+                await raw.build(sid)
+                await raw.add(sid, reply)
+
+        case.run(turn())
+
+    for i in range(3):
+        held(i)
+    native = "_append_after" in type(case.raw).__dict__
+    keyed = ["_append_after"] if native else ["_append_after", "_replayed", "_tail", "_append"]
+    assert calls == [*keyed, "_append"] * 3
+    calls.clear()
+    manager.build(sid)  # a turn of its own: it reads the newest entry
+    manager.add(sid, {"role": "user", "content": "one more 🙂"})  # no key
+    plain = ["_append_after"] if native else ["_append_after", "_tail", "_append"]
+    assert calls == ["_tail", *plain]
+
+
+def test_a_window_behind_the_store_catches_up_before_it_refuses_or_stores(case: Case) -> None:
+    """Another manager (another worker) stored turns since this one's window saw the
+    store: what this one stores is checked against the session as it is, not as its
+    window last saw it."""
+    one, two, sid = manager_of(case, archive=None), manager_of(case, archive=None), case.sid("s")
+    one.add(sid, {"role": "user", "content": "where is A-1?"})
+    one.add(sid, call(1))
+    two.add(sid, {"role": "tool", "tool_call_id": "c1", "content": "A-1: 已发货"})
+    # one's window still waits for c1's result, which two stored: the turn is taken
+    one.add(sid, {"role": "user", "content": "and A-2? 🙂"})
+    two.add(sid, {"role": "assistant", "content": "A-2 ships today."})
+    # one's window holds 4 messages, the session 5: one more would take it over 5
+    with pytest.raises(SessionFullError):
+        one.extend(sid, [{"role": "user", "content": "再一个"}], max_messages=5)
+    first = two.extend(sid, [{"role": "user", "content": "last one"}], idempotency_key="k")
+    one.add(sid, {"role": "assistant", "content": "noted"})
+    # a retry through the manager whose window is behind: the first batch, nothing stored
+    again = one.extend(sid, [{"role": "user", "content": "last one"}], idempotency_key="k")
+    assert [e.id for e in again] == [e.id for e in first]
+    assert [m["content"] for m in map(lambda e: e.message, one.history(sid))] == [
+        "where is A-1?", None, "A-1: 已发货", "and A-2? 🙂", "A-2 ships today.", "last one",
+        "noted",
+    ]  # fmt: skip
+    assert shape(one.build(sid)) == shape(two.build(sid))
+
+
 def test_a_deleted_session_starts_again_from_nothing(case: Case) -> None:
     manager, sid = manager_of(case), case.sid("gone")
     converse(manager, sid)

@@ -73,6 +73,49 @@ def test_a_conversation_through_the_service_is_kept_in_the_store(store: AsyncSto
     assert upstream.last[-1] == {"role": "user", "content": "And the tracking id?"}
 
 
+def test_a_request_in_a_warm_session_stores_its_turn_and_reply_in_two_store_calls(
+    store: AsyncStore,
+) -> None:
+    """A chat request, streamed or not, keyed or not, on a session the service has loaded:
+    the turn's append checks that the window is current (``append_after``), the reply is
+    a plain append, and nothing else touches the session (no read of its newest entry,
+    no replay lookup). A store without an ``append_after`` of its own would read the
+    newest entry first, inside the base's default."""
+    calls: list[str] = []
+    names = ("_append", "_append_after", "_load", "_tail", "_replayed", "_get",
+             "_load_from_checkpoint", "_earlier", "_save_checkpoint", "_checkpoint")  # fmt: skip
+    for name in names:
+        method = getattr(store, name)
+
+        async def spy(session_id: str, *args: Any, _name: str = name, _m: Any = method) -> Any:
+            if session_id.endswith("warm"):
+                calls.append(_name)
+            return await _m(session_id, *args)
+
+        setattr(store, name, spy)
+    settings = Settings(store="memory://", upstream="http://upstream.test/v1", archive="off")
+    app = create_app(settings, upstream_transport=FakeUpstream().transport(), store=store)
+    with TestClient(app) as http:
+        ask = {"X-Session-Id": "warm"}
+
+        def say(text: str, **extra: Any) -> None:
+            body = {"model": "gpt-4o", "messages": [{"role": "user", "content": text}]}
+            response = http.post("/v1/chat/completions", json={**body, **extra}, headers=ask)
+            assert response.status_code == 200
+            response.read()
+
+        say("订单 A-1 在哪里？")  # loads the session
+        calls.clear()
+        say("and A-2? 🚚")
+        say("and A-3? 🚚", stream=True)
+        ask["Idempotency-Key"] = "turn-4"
+        say("and A-4? 発送")
+    native = "_append_after" in type(store).__dict__
+    turn = ["_append_after"] if native else ["_append_after", "_tail", "_append"]
+    keyed = ["_append_after"] if native else ["_append_after", "_replayed", "_tail", "_append"]
+    assert calls == [*turn, "_append", *turn, "_append", *keyed, "_append"]
+
+
 async def _ask(http: httpx.AsyncClient, text: str, **headers: str) -> httpx.Response:
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": text}]}
     if headers.pop("stream", None):

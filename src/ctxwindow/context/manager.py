@@ -13,7 +13,7 @@ call for the sync one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -32,7 +32,7 @@ from ctxwindow.context.core import Core
 from ctxwindow.context.policy import Policy
 from ctxwindow.context.session import HotSessions, Session
 from ctxwindow.context.turns import HELD, holding
-from ctxwindow.errors import StoreError
+from ctxwindow.errors import CtxWindowError, StoreError
 from ctxwindow.messages import Entry, Unit, stored_tokens
 from ctxwindow.policies import Context
 from ctxwindow.policies._deprecated import keyword_only
@@ -126,6 +126,9 @@ class ContextManager:
             )
         )  # fmt: skip
         self._archiver = Archiver(self.store, self._core)
+        # Sessions whose window this turn has not checked against the store yet: the
+        # turn's first append checks it as it stores (``append_after``), else its first read.
+        self._unchecked: set[str] = set()
 
     @property
     def queued(self) -> int:
@@ -154,10 +157,14 @@ class ContextManager:
         ``build`` that follows reuses it.
         """
         with self.turn(session_id):
-            session = self._session(session_id)
-            entry = self._core.prepare(session, message, pin, metadata, kind)
-            stored = self.store.append(session_id, [entry], idempotency_key=idempotency_key)
-            self._core.restore(session, stored)
+
+            def prepared(session: Session) -> list[Entry]:
+                return [self._core.prepare(session, message, pin, metadata, kind)]
+
+            session, stored, new = self._append(session_id, prepared, idempotency_key)
+            entry = stored[0]
+            if new:
+                self._core.restore(session, stored)
             self._archiver.later(session)
             self._checkpoint(session)
             if self.prefetch and entry.message["role"] == "user":
@@ -191,18 +198,21 @@ class ContextManager:
         question that cannot fit even compressed (``MessageTooLargeError``).
         """
         checked = validated(messages)
-        key = None if idempotency_key is None else batch_key(idempotency_key)
+        key = request = None
+        if idempotency_key is not None:
+            key, request = batch_key(idempotency_key), request_hash or hash_of_messages(checked)
+            metadata = {**(metadata or {}), HASH_KEY: request}
+        budget = None if max_tokens is None else min(max_tokens, self.budget)
+
+        def prepared(session: Session) -> list[Entry]:
+            return self._core.prepare_batch(session, checked, metadata, max_messages, budget)
+
         with self.turn(session_id):
-            if key is not None and idempotency_key is not None:
-                request = request_hash or hash_of_messages(checked)
-                if (earlier := self.store.replayed(session_id, key)) is not None:
-                    check_same_request(idempotency_key, earlier, request)
-                    return earlier
-                metadata = {**(metadata or {}), HASH_KEY: request}
-            session = self._session(session_id)
-            budget = None if max_tokens is None else min(max_tokens, self.budget)
-            entries = self._core.prepare_batch(session, checked, metadata, max_messages, budget)
-            stored = self.store.append(session_id, entries, idempotency_key=key)
+            session, stored, new = self._append(session_id, prepared, key)
+            if not new:  # the key's first batch: the answer, if it is the same request
+                assert idempotency_key is not None and request is not None  # only a key replays
+                check_same_request(idempotency_key, stored, request)
+                return stored
             self._core.restore(session, stored)
             self._archiver.later(session)
             self._checkpoint(session)
@@ -304,7 +314,9 @@ class ContextManager:
 
         Other tasks and threads, and other processes sharing the store, wait
         (up to ``timeout``, default ``lock_timeout``; then ``SessionBusyError``).
-        The window first catches up with what they stored. ``add``, ``build``,
+        The window catches up with what they stored before it is used: the
+        turn's first append checks it as it stores (one round trip), else its
+        first read of the window reads the store's newest entry. ``add``, ``build``,
         ``delete``, ``truncate`` and ``pop`` hold a turn of their own unless the
         caller holds one.
         Tasks started inside the block act within the turn (they inherit it).
@@ -317,11 +329,12 @@ class ContextManager:
         wait = self.lock_timeout if timeout is None else timeout
         with self.store.lock(session_id, timeout=wait):
             HELD.set(inside)
+            self._unchecked.add(session_id)
             try:
                 with self._archiver.turns:
-                    self._catch_up(session_id)
                     yield
             finally:
+                self._unchecked.discard(session_id)
                 HELD.set(held)
 
     def drain(self, *, backlogs: bool = True) -> None:
@@ -359,11 +372,54 @@ class ContextManager:
         self._archiver.forget(session_id)
         return self.store.truncate(session_id, after)
 
+    def _append(
+        self, session_id: str, prepare: Callable[[Session], list[Entry]], key: str | None
+    ) -> tuple[Session, list[Entry], bool]:
+        """Store what ``prepare`` makes of the session's window, within the turn: (the
+        window, current; the stored entries; False when they are ``key``'s first batch,
+        stored before).
+
+        The turn's first append checks the window as it stores (``append_after``):
+        one round trip. When others stored since the window last saw the store, or
+        ``prepare`` refuses what a window that may be behind holds, the window
+        catches up and the entries are prepared again (a refusal then stands, unless
+        ``key`` was used before: its first batch is the answer).
+        """
+        session = self._window(session_id)
+        if session_id in self._unchecked:
+            entries = _prepared_or_none(prepare, session)
+            if entries is not None:
+                last = (session.last_seq, session.last_id)
+                stored = self.store.append_after(session_id, last, entries, idempotency_key=key)
+                if stored is not None and _new(stored, entries):
+                    self._unchecked.discard(session_id)  # the store's newest are the window's
+                    return session, stored, True
+                if stored is not None:
+                    return self._session(session_id), stored, False
+            session = self._session(session_id)
+        try:
+            entries = prepare(session)
+        except CtxWindowError:
+            if key is not None and (earlier := self.store.replayed(session_id, key)):
+                return session, earlier, False
+            raise
+        stored = self.store.append(session_id, entries, idempotency_key=key)
+        return session, stored, _new(stored, entries)
+
     def _session(self, session_id: str) -> Session:
-        """The session's window: in memory, else loaded (see ``_load``)."""
+        """The session's window, current: in memory (caught up with the store once a turn),
+        else loaded (see ``_load``)."""
+        if session_id in self._unchecked:
+            self._unchecked.discard(session_id)
+            self._catch_up(session_id)
+        return self._window(session_id)
+
+    def _window(self, session_id: str) -> Session:
+        """The session's window: in memory (not checked against the store), else loaded."""
         cached = self._core.cached(session_id)
         if cached is not None:
             return cached
+        self._unchecked.discard(session_id)  # loaded now: current
         session = self._load(session_id)
         self._core.keep(session)
         if self._core.archive is not None and session.last_seq:
@@ -434,3 +490,18 @@ class ContextManager:
         ``Archiver.candidates`` (a search archives what its session has queued first only
         if that fits in ``search_batches`` batches)."""
         return self._archiver.candidates(session, query, budget, self.search_batches)
+
+
+def _prepared_or_none(
+    prepare: Callable[[Session], list[Entry]], session: Session
+) -> list[Entry] | None:
+    """``prepare(session)``, or None when it refuses (``session`` may be behind the store)."""
+    try:
+        return prepare(session)
+    except CtxWindowError:
+        return None
+
+
+def _new(stored: Sequence[Entry], entries: Sequence[Entry]) -> bool:
+    """Whether ``stored`` are the copies of ``entries`` (not a key's earlier batch)."""
+    return not stored or stored[0].id == entries[0].id

@@ -73,10 +73,12 @@ async def converse(
     session moved on since its turn (``answered``); the key with another body
     is a 422, checked first. A build that refuses the turn after it was stored
     (admission let it in, but adding it grew the rolling summary past the room)
-    takes it back out (``withdraw``): a refused request leaves nothing stored.
+    takes it back out (``withdraw``): a refused request leaves nothing stored (a
+    retry's too: its turn, stored by the first attempt, still ends the session).
+    Storing the turn is the exchange's first store call: it also checks that the
+    session's window is current (``append_after``).
     """
     try:
-        newest = await last_seq(manager, sid)
         turn = await store_turns(service, manager, sid, adapter.turns, key, adapter.body, budget)
     except APIError as exc:
         raise adapter.named(exc) from exc
@@ -86,7 +88,8 @@ async def converse(
         context = await build(manager, sid, budget)
         adapter.check(context, budget)
     except APIError:
-        await withdraw(manager, sid, newest)
+        if turn:  # it ends the session (``answered``)
+            await withdraw(manager, sid, turn[0].seq - 1)
         raise
     evicted, recalled = service.metrics.observe_context(context.report, context.total_tokens)
     ours = context.total_tokens + adapter.extra
@@ -247,16 +250,9 @@ async def store_turns(
         raise from_library(exc) from exc
 
 
-async def last_seq(manager: AsyncContextManager, sid: str) -> int:
-    """The session's newest seq before the request stores anything (its first read)."""
-    try:
-        return await manager.last_seq(sid)
-    except CtxWindowError as exc:
-        raise from_library(exc) from exc
-
-
 async def withdraw(manager: AsyncContextManager, sid: str, newest: int) -> None:
-    """Remove what this request stored after seq ``newest`` (the session held throughout).
+    """Remove the request's turn: the entries after seq ``newest`` (the session held
+    throughout).
 
     The window is reloaded and the archive indexes the session again (``truncate``): a
     rare path, a question within a few tokens of the room. Should the store fail, the
