@@ -12,8 +12,8 @@ are left out, and the run goes on. Four parts:
 1. Round trips and bytes per turn. A turn is what ``ctxwindow serve`` does
    for a chat completion in session mode with the defaults, the archive off
    (so that the archive's SQLite is not counted): hold the session (the
-   store's lock; the window catches up with a tail of 1), store the user
-   turn, build, send upstream, store the reply, release. The service runs in
+   store's lock), store the user turn (``append_after``: the window is
+   checked as it stores), build, send upstream, store the reply, release. The service runs in
    this process (``create_app``, the real route through
    ``httpx.ASGITransport``, the upstream an ``httpx.MockTransport``) and
    reaches its store through a counting TCP proxy (asyncio, in a thread):
@@ -32,8 +32,8 @@ are left out, and the run goes on. Four parts:
    the upstream, the client and the store server, and the connections the
    store server accepted.
 3. The store alone: N client processes (1, 2, 4) each looping the turn's
-   store calls through the store API (lock, tail 1, append the user turn,
-   append the reply, unlock); turns per second in all, and the store
+   store calls through the store API (lock, append the user turn after the
+   newest entry the client knows, append the reply, unlock); turns per second in all, and the store
    server's CPU per turn (``/proc/<pid>/stat`` of redis-server, of the
    postmaster and its backends, of pgbouncer). One node takes at most
    1 / (its CPU seconds per turn) turns a second per core it can use.
@@ -946,13 +946,18 @@ meta = {"model": "gpt-4o", "budget": 96000}
 store = open_store(url)
 sessions = [f"{prefix}-{i}" for i in range(32)]
 
+newest = {}  # each session's newest (seq, id), as a manager's window knows it
+
 def turn(n):
     session = sessions[n % len(sessions)]
     (user, user_tokens), (reply, reply_tokens) = turns[n % len(turns)]
+    asked = [Entry(user, user_tokens, 0, metadata=meta)]
     with store.lock(session, timeout=30):
-        store.tail(session, 1)
-        store.append(session, [Entry(user, user_tokens, 0, metadata=meta)])
-        store.append(session, [Entry(reply, reply_tokens, 0)])
+        if store.append_after(session, newest.get(session, (0, "")), asked) is None:
+            store.tail(session, 1)  # stored since elsewhere: the window catches up
+            store.append(session, asked)
+        stored = store.append(session, [Entry(reply, reply_tokens, 0)])
+        newest[session] = (stored[-1].seq, stored[-1].id)
 
 for n in range(40):  # connections opened, scripts loaded, every session started
     turn(n)
@@ -1101,7 +1106,7 @@ def print_store_alone(
     """The table; returns the store server's median CPU ms a turn over every window, by
     backend and by process of the server."""
     rule("3. The store alone: N client processes, each a loop of the turn's store calls")
-    print("   lock, tail 1, append the user turn, append the reply, unlock (sync store API, 32")
+    print("   lock, append_after (the user turn), append the reply, unlock (sync store API, 32")
     print(f"   sessions a client); {plan.store_seconds:g} s a window, {plan.rounds} round(s),")
     print("   the settings taking turns; medians. 'server ms' = the store server's CPU a turn")
     print("   (every process of it); 'turns/s a core' = 1000 / server ms; 'client ms' = a")

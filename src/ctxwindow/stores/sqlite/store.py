@@ -129,7 +129,8 @@ class SQLiteStore(Store):
                     return [entry_from_json(text) for text in replayed]
             if last is not None and _newest(conn, session_id) != last:
                 return None
-            rows = self._insert(conn, session_id, entries)
+            after = _last_seq(conn, session_id) if last is None else last[0]
+            rows = self._insert(conn, session_id, entries, after)
             if idempotency_key is not None:
                 conn.execute(
                     "INSERT INTO idempotency VALUES (?, ?, ?, ?)",
@@ -312,8 +313,10 @@ class SQLiteStore(Store):
                     conn.execute("ROLLBACK")
                 raise
 
-    def _insert(self, conn: sqlite3.Connection, session_id: str, entries: list[Entry]) -> list[Row]:
-        last = _last_seq(conn, session_id)
+    def _insert(
+        self, conn: sqlite3.Connection, session_id: str, entries: list[Entry], last: int
+    ) -> list[Row]:
+        """Insert ``entries`` after seq ``last`` (the session's last, read in this write)."""
         rows: list[Row] = [
             (session_id, seq, entry.id, encode_entry(entry, seq), entry.tokens, entry.created_at)
             for seq, entry in enumerate(entries, last + 1)
