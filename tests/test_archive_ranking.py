@@ -475,10 +475,11 @@ def test_a_sessions_lexicon_ranks_as_the_tables_whoever_wrote(
     of this one ranks exactly as a search of the tables, for a query and for every word (a
     bound low enough to leave terms over and fill)."""
     path = str(tmp_path_factory.mktemp("lexicon") / "archive.db")
+    bound = {"reads_per_hit": reads_per_hit, "depth": 1}  # k hits, k x reads_per_hit postings
     with (
-        SQLiteArchive(path, reads_per_hit=reads_per_hit) as mine,
-        SQLiteArchive(path, reads_per_hit=reads_per_hit) as other,
-        SQLiteArchive(path, reads_per_hit=reads_per_hit) as tables,
+        SQLiteArchive(path, **bound) as mine,
+        SQLiteArchive(path, **bound) as other,
+        SQLiteArchive(path, **bound) as tables,
     ):
         tables._postings.keep_lexicons(False)
         assert mine._postings._numpy is not None  # the tests' install has numpy (dense extra)

@@ -10,7 +10,7 @@ session's rows and total length beside them. A term's postings are read
 from the tables the first time a search of the session holds it (a session
 of 10,000 messages has ~425,000 postings, 0.6 s to read whole, most of them
 of words no question asks for). A search then makes the same
-three steps ``ranking.best`` asks a backend for, on these arrays, with the
+three steps as ``ranking.best`` on these arrays (``Lexicon.best``), with the
 same operations in the same order as the SQL (``ranking.units``): it ranks
 exactly as the SQL does, at a fraction of the cost.
 
@@ -97,55 +97,75 @@ class Lexicon:
         scores: Any = ranking.score(weight, column[:, 2], column[:, 3], average)  # arrays
         return (scores * ranking.UNITS).astype(self._np.int64)  # truncated, as CAST does
 
-    def read(self, plan: ranking.Plan, depth: int) -> ranking.Found:
-        """The best ``depth`` rows holding a term of ``plan.read``, scored by those terms
-        (ties: seq, key), as ``Postings`` reads them in SQL."""
+    def best(self, plan: ranking.Plan, depth: int) -> list[tuple[int, int, float]]:
+        """``ranking.best`` on these arrays: the best ``depth`` rows, ``(key, seq, score)``
+        best first, from the same three steps in the same integer units.
+
+        The rows holding a term of ``plan.read``, scored by those terms; when they are
+        fewer than ``depth``, the rows of the newest ``plan.fill`` postings of the first
+        term of ``plan.rescore`` with that term's units (a query of common words fills
+        with thousands: summed here, not row by row); then the units the terms of
+        ``plan.rescore`` add to the best rows (the first term's only to rows the fill
+        did not count it for).
+        """
         np = self._np
-        columns = {term: self._column(term) for term in plan.read}
-        units = [self._units(columns[t], w, plan.average_length) for t, w in plan.read.items()]
-        rows = np.concatenate(list(columns.values()))
+        keys = seqs = summed = filled = np.empty(0, dtype=np.int64)
+        if plan.read:
+            columns = [self._column(term) for term in plan.read]
+            units = [
+                self._units(column, weight, plan.average_length)
+                for column, weight in zip(columns, plan.read.values(), strict=True)
+            ]
+            keys, seqs, summed = self._top(*self._summed(columns, units), depth)
+        if len(keys) < depth and plan.fill:
+            term, weight = next(iter(plan.rescore.items()))
+            column = self._column(term)[-plan.fill :]
+            found = np.stack((keys, seqs), axis=1)
+            units = [summed, self._units(column, weight, plan.average_length)]
+            keys, seqs, summed = self._summed([found, column], units)
+            filled = column[:, 0]
+        keys, seqs, summed = self._top(keys, seqs, summed, depth)
+        if plan.rescore and len(keys):
+            summed = summed + self._rescored(plan, keys, filled)
+            keys, seqs, summed = self._top(keys, seqs, summed, depth)
+        return [
+            (key, seq, total / ranking.UNITS)
+            for key, seq, total in zip(keys.tolist(), seqs.tolist(), summed.tolist(), strict=True)
+        ]
+
+    def _summed(self, columns: list[Any], units: list[Any]) -> tuple[Any, Any, Any]:
+        """Each row's ``(key, seq)`` once, with its units summed over ``columns`` (rows
+        whose first two fields are key and seq) in key order."""
+        np = self._np
+        rows = np.concatenate([column[:, :2] for column in columns])
         order = np.argsort(rows[:, 0], kind="stable")
         keys, seqs, summed = rows[order, 0], rows[order, 1], np.concatenate(units)[order]
+        if not len(keys):
+            return keys, seqs, summed
         starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
-        keys, seqs, summed = keys[starts], seqs[starts], np.add.reduceat(summed, starts)
-        best = np.lexsort((keys, seqs, -summed))[:depth]
-        return {
-            key: (seq, total)
-            for key, seq, total in zip(
-                keys[best].tolist(), seqs[best].tolist(), summed[best].tolist(), strict=True
-            )
-        }
+        return keys[starts], seqs[starts], np.add.reduceat(summed, starts)
 
-    def fill(self, plan: ranking.Plan, found: ranking.Found) -> set[int]:
-        """The rows of the newest ``plan.fill`` postings of the first term of
-        ``plan.rescore``, added to ``found`` with that term's units; their keys."""
-        term, weight = next(iter(plan.rescore.items()))
-        column = self._column(term)[-plan.fill :]
-        units = self._units(column, weight, plan.average_length)
-        filled: set[int] = set()
-        for key, seq, added in zip(
-            column[:, 0].tolist(), column[:, 1].tolist(), units.tolist(), strict=True
-        ):
-            found[key] = (seq, found.get(key, (seq, 0))[1] + added)
-            filled.add(key)
-        return filled
+    def _top(self, keys: Any, seqs: Any, summed: Any, depth: int) -> tuple[Any, Any, Any]:
+        """The best ``depth`` rows: most units first, then the lowest seq, then key."""
+        best = self._np.lexsort((keys, seqs, -summed))[:depth]
+        return keys[best], seqs[best], summed[best]
 
-    def rescore(self, plan: ranking.Plan, keys: list[int], filled: set[int]) -> dict[int, int]:
-        """The units the terms of ``plan.rescore`` add to these rows (the first term's only
-        to rows not ``filled``: the fill counted it), as ``ranking.rescored`` adds them."""
+    def _rescored(self, plan: ranking.Plan, keys: Any, filled: Any) -> Any:
+        """The units the terms of ``plan.rescore`` add to the rows ``keys`` (the first
+        term's only to rows not ``filled``: the fill counted it), as ``ranking.rescored``
+        adds them."""
         np = self._np
-        wanted = np.unique(np.asarray(keys, dtype=np.int64))
-        added: dict[int, int] = {}
+        added = np.zeros(len(keys), dtype=np.int64)
         for i, (term, weight) in enumerate(plan.rescore.items()):
             if not self._used.get(term):
                 continue
             column = self._column(term)
-            at = np.searchsorted(column[:, 0], wanted).clip(max=len(column) - 1)
-            rows = column[at[column[at, 0] == wanted]]
-            units = self._units(rows, weight, plan.average_length)
-            for key, more in zip(rows[:, 0].tolist(), units.tolist(), strict=True):
-                if i or key not in filled:
-                    added[key] = added.get(key, 0) + more
+            at = np.searchsorted(column[:, 0], keys).clip(max=len(column) - 1)
+            held = column[at, 0] == keys
+            units = self._units(column[at[held]], weight, plan.average_length)
+            if i == 0 and len(filled):
+                units[np.isin(keys[held], filled)] = 0
+            added[held] += units
         return added
 
 

@@ -191,7 +191,7 @@ class Postings:
             plan = ranking.plan(query, lexicon.statistics(query), budget)
             if plan is None:
                 return []
-            return ranking.best(plan, depth, lexicon.read, lexicon.fill, lexicon.rescore)
+            return lexicon.best(plan, depth)
         sids = self._sids(scope)
         if not query or not sids:
             return []
