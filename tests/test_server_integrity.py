@@ -380,6 +380,36 @@ def test_the_same_body_with_its_key_is_replayed_streamed_or_not(
     assert len(upstream.requests) == 1 and len(stored(http)) == 2
 
 
+@pytest.mark.parametrize("store", ["memory", "sqlite"], indirect=True)
+def test_a_retry_refused_at_the_build_takes_its_first_attempts_turn_out(
+    http: TestClient, upstream: Upstream
+) -> None:
+    """The first attempt stored its turn and failed upstream (502); its retry, under a
+    budget its system prompt alone overflows, is refused (400) after the turn was found
+    stored: the refused request leaves nothing of itself, and a retry that fits is a new
+    request, answered."""
+    system = {"role": "system", "content": "Always answer in formal Japanese. 敬語で。 " * 4}
+    turn = [system, {"role": "user", "content": "Where is parcel G-7? 🚚"}]
+
+    def retry(**headers: str) -> Any:
+        return http.post(
+            "/v1/chat/completions",
+            headers={"X-Session-Id": "s", "Idempotency-Key": "k3", **headers},
+            json={"model": "gpt-4o", "messages": turn},
+        )
+
+    upstream.fail = "truncated"
+    assert retry().status_code == 502
+    assert [m["message"]["role"] for m in stored(http)] == ["system", "user"]
+    upstream.fail = None
+    refused = retry(**{"X-Context-Max-Tokens": "40"})
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "context_length_exceeded"
+    assert http.get("/v1/sessions/s/messages").status_code == 404  # nothing stored
+    assert retry().status_code == 200
+    assert [m["message"]["role"] for m in stored(http)] == ["system", "user", "assistant"]
+
+
 def test_the_sessions_api_binds_its_key_to_the_messages(http: TestClient) -> None:
     route = "/v1/sessions/s/messages"
     note = {"messages": [{"role": "user", "content": "Deliver to the back door 🚪"}]}
