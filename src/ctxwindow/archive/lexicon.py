@@ -21,13 +21,14 @@ since (``add``); the archive starts it again when rows went or changed
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, KeysView
+from collections.abc import Iterable, KeysView, Sequence
 from typing import Any
 
 from ctxwindow.archive import ranking
 
-Posting = tuple[str, int, int, int, int]
-"""``(term, key, seq, tf, length)``: a term of a row, as the postings table holds it."""
+TermPostings = tuple[str, Sequence[tuple[int, int, int, int]]]
+"""A term and its postings ``(key, seq, tf, length)`` in key order, as the postings table
+holds them."""
 
 
 class Lexicon:
@@ -55,22 +56,24 @@ class Lexicon:
         """Those of ``terms`` whose postings it has not read yet."""
         return [term for term in terms if term not in self._used]
 
-    def add(self, postings: Iterable[Posting], terms: Iterable[str] = ()) -> None:
-        """Add ``postings`` (each term's in key order, above any it holds of the term), and
-        hold ``terms`` as read whole from now on (those without a posting too)."""
+    def add(self, postings: Iterable[TermPostings], terms: Iterable[str] = ()) -> None:
+        """Add each term's ``postings`` (rows in key order, above any it holds of the term),
+        and hold ``terms`` as read whole from now on (those without a posting too)."""
         np, columns, used = self._np, self._columns, self._used
         for term in terms:
             used.setdefault(term, 0)
-        for term, group in _by_term(postings):
+        for term, rows in postings:
+            if not rows:
+                continue
             column, n = columns.get(term), used.get(term, 0)
-            if column is None or n + len(group) > len(column):
-                grown = np.zeros((max(4, 2 * (n + len(group))), 4), dtype=np.int64)
+            if column is None or n + len(rows) > len(column):
+                grown = np.zeros((max(4, 2 * (n + len(rows))), 4), dtype=np.int64)
                 if column is not None:
                     grown[:n] = column[:n]
                 columns[term] = column = grown
-            column[n : n + len(group)] = group
-            used[term] = n + len(group)
-            self.postings += len(group)
+            column[n : n + len(rows)] = rows
+            used[term] = n + len(rows)
+            self.postings += len(rows)
 
     def statistics(self, terms: Iterable[str]) -> ranking.Statistics:
         """The session's rows, their total length and each term's document frequency."""
@@ -167,12 +170,3 @@ class Lexicon:
                 units[np.isin(keys[held], filled)] = 0
             added[held] += units
         return added
-
-
-def _by_term(postings: Iterable[Posting]) -> Iterator[tuple[str, list[tuple[int, int, int, int]]]]:
-    """The postings grouped by term, each group's rows ``(key, seq, tf, length)`` in key
-    order (the input holds each term's postings in key order, the terms in any order)."""
-    groups: dict[str, list[tuple[int, int, int, int]]] = {}
-    for term, key, seq, tf, length in postings:
-        groups.setdefault(term, []).append((key, seq, tf, length))
-    yield from groups.items()

@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 
 from ctxwindow.archive import ranking
 from ctxwindow.archive.base import Scope
-from ctxwindow.archive.lexicon import Lexicon, Posting
+from ctxwindow.archive.lexicon import Lexicon, TermPostings
 from ctxwindow.archive.vectors import numpy_or_none
 
 COUNT_ID = 2**63 - 1
@@ -259,18 +259,19 @@ class Postings:
 
     def _read_postings(
         self, sid: int, terms: Sequence[str], after: int, through: int
-    ) -> list[Posting]:
-        """The session's postings ``(term, key, seq, tf, length)`` of ``terms`` with keys in
-        ``(after, through]``, each term's in key order."""
-        found: list[Posting] = []
-        for batch in batches(terms):
-            found += self._db.execute(
-                f"SELECT term, id, seq, tf, length FROM {self._table}_postings WHERE sid = ?"
-                f" AND term IN ({marks(batch)}) AND id > ? AND id <= ? AND id < {COUNT_ID}"
-                " ORDER BY term, id",
-                (sid, *batch, after, through),
-            ).fetchall()
-        return found
+    ) -> Iterator[TermPostings]:
+        """Each of ``terms`` with the session's postings of it ``(key, seq, tf, length)``,
+        keys in ``(after, through]`` in key order: a query a term, numbers only, so that no
+        row is regrouped in Python (a common term has thousands)."""
+        for term in terms:
+            yield (
+                term,
+                self._db.execute(
+                    f"SELECT id, seq, tf, length FROM {self._table}_postings WHERE sid = ?"
+                    f" AND term = ? AND id > ? AND id <= ? AND id < {COUNT_ID} ORDER BY id",
+                    (sid, term, after, through),
+                ).fetchall(),
+            )
 
     def _sids(self, scope: Scope) -> list[int]:
         """The sessions searched: the named one, and the user's."""
