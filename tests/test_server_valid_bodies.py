@@ -26,7 +26,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.support.service_programs import PROTOCOLS, SCHEMA, Program, Request, Said, programs
+from tests.support.service_programs import (
+    PROTOCOLS,
+    SCHEMA,
+    Prelude,
+    Program,
+    Request,
+    Said,
+    programs,
+)
 from tests.support.service_runs import (
     PATHS,
     SETTINGS,
@@ -159,6 +167,46 @@ def test_thinking_opens_its_turn_when_the_question_before_it_is_left_out(policy:
         assert long not in json.dumps(sent, ensure_ascii=False)  # the case: it was left out
         assert VALIDATORS["anthropic_messages"](sent) == []
         assert [b["type"] for b in sent["messages"][-2]["content"]] == ["thinking", "tool_use"]
+
+
+def test_a_tool_unit_placed_before_the_question_is_not_the_turn_continued() -> None:
+    """With thinking on, the client's own history holds a tool loop written without
+    thinking; recall brings that tool unit back right before a later question, whose
+    message its results would share: Anthropic would take the request as continuing that
+    turn, which has no thinking (``anthropic.thinking_continued``: found by the property
+    in a clean clone, on a program of the hybrid's small window). Its results keep a
+    message of their own, ``(noted)`` answers them, then the question."""
+    part = "订单 A-1042 已发货。 "
+    said = Said((part * 6 + "The code is K7. " * 3 + "The code is K7." + " ") * 12)
+    result = (part * 7 + "The code is K7. " * 8 + "日本語の文。 " * 3 + "日本語の文。" + " ") * 12
+    longer = (part * 10 + "The code is K7. " * 6 + "The code is K7." + " ") * 12
+    hello, images = Said("hello"), ("https://example.com/receipt.png",) * 2
+    program = Program(
+        protocol="anthropic_messages", system=None, tools=True, naming="header", thinking=True,
+        prelude=Prelude(said=said, text=None, results=("hello", "hello", result),
+                        answer="The order A-1042 shipped."),
+        requests=(
+            Request(said=hello, calls=2), Request(results=("hello", "hello"), calls=2),
+            Request(results=("hello", longer), calls=1),
+            Request(results=("hello",), said=Said("hello", images)),
+            Request(said=hello, budget=74), Request(said=hello, calls=1, budget=3000),
+            Request(results=("hello",), calls=1), Request(results=("hello",)),
+        ),
+    )  # fmt: skip
+    with serving("anthropic_messages", "hybrid_recall") as served:
+        tally = Tally()
+        served.run(program, tally)
+        noted = [
+            turns for body in served.fake.requests
+            if {"role": "assistant", "content": [{"type": "text", "text": "(noted)"}]}
+            in (turns := body["messages"])
+        ]  # fmt: skip
+    assert tally.clean, shown(tally)
+    assert tally.refused == {"context_length_exceeded": 1}  # the budget of 74's
+    assert noted  # the case: a recalled tool unit met the question
+    at = noted[0].index({"role": "assistant", "content": [{"type": "text", "text": "(noted)"}]})
+    assert {b["type"] for b in noted[0][at - 1]["content"]} == {"tool_result"}
+    assert "tool_result" not in {b["type"] for b in noted[0][at + 1]["content"]}
 
 
 # -- reasoning items are not kept ---------------------------------------------------------

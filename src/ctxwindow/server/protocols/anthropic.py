@@ -31,9 +31,11 @@ from ctxwindow.server.openapi import object_body
 from ctxwindow.server.protocols.base import Adapter
 from ctxwindow.server.protocols.blocks import (
     LEFT_OUT,
+    NOTED,
     anthropic_blocks,
     anthropic_reply,
     anthropic_usage,
+    closed,
     from_anthropic,
     to_anthropic,
     with_breakpoint,
@@ -95,6 +97,8 @@ class AnthropicMessages(Adapter):
 
     def forward(self, context: list[Message], stable: int) -> dict[str, Any]:
         stored, turns = to_anthropic(context)
+        if thinks(self.body):
+            turns = closed(turns)
         blocks = [dict(block) for block in self.system] + stored
         with_breakpoint(blocks, turns, context[:stable], before=len(self.system))
         return _upstream_body(self.body, blocks, turns)
@@ -157,12 +161,21 @@ def check(body: dict[str, Any], *, max_tokens: bool = True) -> None:
 
 def beside(service: Service, body: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
     """The request's ``system`` as text blocks, and the tokens sent beside its messages:
-    the tools, ``system``, and the room kept free for ``LEFT_OUT`` (``to_anthropic``)."""
+    the tools, ``system``, and the room kept free for ``LEFT_OUT`` (``to_anthropic``) and,
+    with thinking on, for ``NOTED`` (``closed``)."""
     system = _system(service, body.get("system"))
     tokenizer = service.tokenizer(body["model"])
     extra = tokenizer.tools_tokens(_tools(body.get("tools")))
     extra += tokenizer.message_tokens({"role": "system", "content": _text_of(system)})
+    if thinks(body):
+        extra += tokenizer.message_tokens(NOTED)
     return system, extra + tokenizer.message_tokens(LEFT_OUT)
+
+
+def thinks(body: dict[str, Any]) -> bool:
+    """Whether the request turns extended thinking on."""
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
 
 
 def counted(service: Service, model: str, sent: list[Message], extra: int) -> int:

@@ -199,6 +199,7 @@ def _tool_call(block: dict[str, Any]) -> dict[str, Any]:
 
 
 LEFT_OUT: Message = {"role": "user", "content": "(earlier turns left out)"}
+NOTED: Message = {"role": "assistant", "content": "(noted)"}
 EMPTY = "(empty message)"  # a user turn with no text (Anthropic refuses empty content)
 
 
@@ -233,6 +234,32 @@ def to_anthropic(messages: list[Message]) -> tuple[list[dict[str, Any]], list[Me
         else:
             out.append({"role": turn, "content": blocks})
     return system, _no_trailing_space(out)
+
+
+def closed(turns: list[Message]) -> list[Message]:
+    """``turns`` (Anthropic messages) as a request with extended thinking needs them: its
+    final user message does not answer an assistant turn that has no thinking.
+
+    With thinking on, Anthropic takes tool results in the final user message as the
+    continuation of the assistant turn before it, which must then open with its
+    thinking. A tool unit recalled from earlier turns, or written by the client without
+    thinking, and placed right before the question merges its results into the
+    question's message; it is history, not the turn continued. Its results then stay in
+    a user message of their own, ``NOTED`` answers them, and the question follows (their
+    tokens are kept free: ``beside`` in ``anthropic.py``).
+    """
+    if len(turns) < 2 or turns[-1]["role"] != "user" or turns[-2]["role"] != "assistant":
+        return turns
+    if turns[-2]["content"][0]["type"] in THINKING:
+        return turns
+    blocks = turns[-1]["content"]
+    results = [block for block in blocks if block["type"] == "tool_result"]
+    rest = [block for block in blocks if block["type"] != "tool_result"]
+    if not results or not rest:
+        return turns
+    noted = {"role": "assistant", "content": anthropic_blocks(NOTED)}
+    return [*turns[:-1], {"role": "user", "content": results}, noted,
+            {"role": "user", "content": rest}]  # fmt: skip
 
 
 def _no_trailing_space(turns: list[Message]) -> list[Message]:
