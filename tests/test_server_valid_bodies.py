@@ -209,6 +209,88 @@ def test_a_tool_unit_placed_before_the_question_is_not_the_turn_continued() -> N
     assert "tool_result" not in {b["type"] for b in noted[0][at + 1]["content"]}
 
 
+def test_a_tool_unit_placed_after_a_requests_results_goes_before_their_loop() -> None:
+    """With thinking on, a request of tool results only (no question): a tool unit of the
+    client's history without thinking, recalled and placed after those results, would
+    make the request continue it (``anthropic.thinking_continued``; drawn by the property,
+    the program as it drew it). It goes before the loop the results answer, which the
+    request then continues, thinking first."""
+    program = Program(
+        protocol="anthropic_messages",
+        system=None,
+        tools=True,
+        prelude=Prelude(
+            said=Said(
+                text=(
+                    "订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 The code is K7. The code is K7."  # noqa: E501
+                    + " "
+                )
+                * 12,
+                images=(),
+            ),
+            text=None,
+            results=(
+                "hello",
+                "hello",
+                (
+                    "订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 The code is K7. The code is K7. The code is K7. The code is K7. The code is K7. The code is K7. The code is K7. 日本語の文。 日本語の文。 日本語の文。 日本語の文。 日本語の文。"  # noqa: E501
+                    + " "
+                )
+                * 12,
+            ),
+            answer="hello",
+        ),
+        requests=(
+            Request(
+                results=(), said=Said(text="hello", images=()), calls=1, budget=None, stream=False
+            ),
+            Request(results=("hello",), said=None, calls=3, budget=None, stream=False),
+            Request(
+                results=(
+                    "hello",
+                    "hello",
+                    (
+                        "订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 The code is K7. The code is K7. The code is K7. The code is K7. The code is K7. The code is K7. 日本語の文。"  # noqa: E501
+                        + " "
+                    )
+                    * 12,
+                ),
+                said=None,
+                calls=1,
+                budget=None,
+                stream=False,
+            ),
+            Request(
+                results=("hello",),
+                said=Said(
+                    text="hello",
+                    images=("https://example.com/receipt.png", "https://example.com/receipt.png"),
+                ),
+                calls=0,
+                budget=None,
+                stream=False,
+            ),
+            Request(
+                results=(), said=Said(text="hello", images=()), calls=0, budget=None, stream=False
+            ),
+            Request(
+                results=(), said=Said(text="hello", images=()), calls=1, budget=None, stream=False
+            ),
+            Request(results=("hello",), said=None, calls=1, budget=None, stream=False),
+            Request(results=("hello",), said=None, calls=0, budget=None, stream=False),
+        ),
+        naming="header",
+        truncation="auto",
+        thinking=True,
+    )
+    with serving("anthropic_messages", "hybrid_recall") as served:
+        tally = Tally()
+        served.run(program, tally)
+        last = served.fake.requests[-1]["messages"]
+    assert tally.clean, shown(tally)
+    assert last[-2]["content"][0]["type"] == "thinking"
+
+
 # -- reasoning items are not kept ---------------------------------------------------------
 
 
