@@ -26,6 +26,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ctxwindow.server.protocols.blocks import closed
 from tests.support.service_programs import (
     PROTOCOLS,
     SCHEMA,
@@ -209,86 +210,36 @@ def test_a_tool_unit_placed_before_the_question_is_not_the_turn_continued() -> N
     assert "tool_result" not in {b["type"] for b in noted[0][at + 1]["content"]}
 
 
-def test_a_tool_unit_placed_after_a_requests_results_goes_before_their_loop() -> None:
-    """With thinking on, a request of tool results only (no question): a tool unit of the
-    client's history without thinking, recalled and placed after those results, would
-    make the request continue it (``anthropic.thinking_continued``; drawn by the property,
-    the program as it drew it). It goes before the loop the results answer, which the
-    request then continues, thinking first."""
-    program = Program(
-        protocol="anthropic_messages",
-        system=None,
-        tools=True,
-        prelude=Prelude(
-            said=Said(
-                text=(
-                    "订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 The code is K7. The code is K7."  # noqa: E501
-                    + " "
-                )
-                * 12,
-                images=(),
-            ),
-            text=None,
-            results=(
-                "hello",
-                "hello",
-                (
-                    "订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 The code is K7. The code is K7. The code is K7. The code is K7. The code is K7. The code is K7. The code is K7. 日本語の文。 日本語の文。 日本語の文。 日本語の文。 日本語の文。"  # noqa: E501
-                    + " "
-                )
-                * 12,
-            ),
-            answer="hello",
-        ),
-        requests=(
-            Request(
-                results=(), said=Said(text="hello", images=()), calls=1, budget=None, stream=False
-            ),
-            Request(results=("hello",), said=None, calls=3, budget=None, stream=False),
-            Request(
-                results=(
-                    "hello",
-                    "hello",
-                    (
-                        "订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 订单 A-1042 已发货。 The code is K7. The code is K7. The code is K7. The code is K7. The code is K7. The code is K7. 日本語の文。"  # noqa: E501
-                        + " "
-                    )
-                    * 12,
-                ),
-                said=None,
-                calls=1,
-                budget=None,
-                stream=False,
-            ),
-            Request(
-                results=("hello",),
-                said=Said(
-                    text="hello",
-                    images=("https://example.com/receipt.png", "https://example.com/receipt.png"),
-                ),
-                calls=0,
-                budget=None,
-                stream=False,
-            ),
-            Request(
-                results=(), said=Said(text="hello", images=()), calls=0, budget=None, stream=False
-            ),
-            Request(
-                results=(), said=Said(text="hello", images=()), calls=1, budget=None, stream=False
-            ),
-            Request(results=("hello",), said=None, calls=1, budget=None, stream=False),
-            Request(results=("hello",), said=None, calls=0, budget=None, stream=False),
-        ),
-        naming="header",
-        truncation="auto",
-        thinking=True,
-    )
-    with serving("anthropic_messages", "hybrid_recall") as served:
-        tally = Tally()
-        served.run(program, tally)
-        last = served.fake.requests[-1]["messages"]
-    assert tally.clean, shown(tally)
-    assert last[-2]["content"][0]["type"] == "thinking"
+THOUGHT = {"type": "thinking", "thinking": "思考: ask where_is.", "signature": "sig=="}
+
+
+def loop(call: str, *, thinks: bool = True) -> list[dict[str, Any]]:
+    """An assistant turn calling ``call`` (opening with thinking), and its result."""
+    use = {"type": "tool_use", "id": call, "name": "where_is", "input": {"order": "D-4"}}
+    result = {"type": "tool_result", "tool_use_id": call, "content": "東京 🚚"}
+    return [{"role": "assistant", "content": [THOUGHT, use] if thinks else [use]},
+            {"role": "user", "content": [result]}]  # fmt: skip
+
+
+@pytest.mark.parametrize("history", ["text", "tool unit"])
+def test_history_placed_after_a_requests_results_goes_before_their_loop(history: str) -> None:
+    """With thinking on, a request of tool results only (no question), and history placed
+    after them (a reply, or a tool unit written without thinking): the request would
+    continue that history (``anthropic.thinking_continued``; drawn by the property). It
+    goes before the loop the results answer, ``(earlier turns left out)`` after it when
+    it ends with the assistant, and the request continues the loop, thinking first."""
+    asked = {"role": "user", "content": [{"type": "text", "text": "Where is D-4? 包裹"}]}
+    placed = (
+        [{"role": "assistant", "content": [{"type": "text", "text": "It shipped. 発送済み"}]}]
+        if history == "text" else loop("toolu_p0", thinks=False)
+    )  # fmt: skip
+    turns = [asked, *loop("toolu_1"), *placed]
+    body = {**ANSWERED["anthropic_messages"], "thinking": {"type": "enabled", "budget_tokens": 512},
+            "tools": [{"name": "where_is", "input_schema": SCHEMA}]}  # fmt: skip
+    assert VALIDATORS["anthropic_messages"]({**body, "messages": turns})  # the case
+    fixed = closed(turns)
+    assert VALIDATORS["anthropic_messages"]({**body, "messages": fixed}) == []
+    assert fixed[-2:] == loop("toolu_1") and fixed[1 : 1 + len(placed)] == placed
 
 
 # -- reasoning items are not kept ---------------------------------------------------------
