@@ -220,6 +220,62 @@ def test_recalled_turns_go_after_the_stable_prefix_and_stay() -> None:
         assert second.messages[: len(first.messages)] == first.messages  # it stayed
 
 
+# Found by Hypothesis: recall brought an earlier tool unit back for the results of the
+# newest call, and put it after them.
+RESULTS_AFTER_RECALL = [
+    ("tool", ID), ("msg", "user", ID), *[("tool", ID)] * 6,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("prompt_cache", [True, False])
+@settings(max_examples=60)
+@given(program=programs, budget=st.integers(200, 700))
+@example(program=RESULTS_AFTER_RECALL, budget=200)
+def test_a_build_ends_with_the_turn_it_continues(
+    prompt_cache: bool, program: list[tuple[str, ...]], budget: int
+) -> None:
+    """After every message (a question, an answer, a tool call and its result), the build
+    ends with the newest one: what recall brings back never goes after the results or the
+    answer the model is to go on from (it went after them, in the cache-aware mode, when a
+    request sent tool results only: the model saw an old exchange last)."""
+    manager = ContextManager(
+        MemoryStore(), budget=budget, archive=SQLiteArchive(), prompt_cache=prompt_cache
+    )
+    manager.add("s", {"role": "system", "content": SYSTEM})
+    for step, op in enumerate(program):
+        newest = messages_of(step, op)[-1]
+        for message in messages_of(step, op):
+            manager.add("s", message)
+        context = manager.build("s")
+        check_sendable(context.messages, context.total_tokens, budget)
+        last = context.messages[-1]
+        assert last["role"] == newest["role"]
+        assert last.get("tool_call_id") == newest.get("tool_call_id")
+
+
+def test_recall_for_tool_results_goes_before_the_turn_that_called_the_tool() -> None:
+    """A request of tool results only (no question): recall searches for the user turn
+    that opened the loop and puts what it finds before that turn, so the context still
+    ends with the results."""
+    manager = ContextManager(MemoryStore(), budget=500, archive=SQLiteArchive())
+    manager.add("s", {"role": "system", "content": SYSTEM})
+    manager.add("s", {"role": "user", "content": ID})
+    manager.add("s", {"role": "assistant", "content": "Noted."})
+    for i in range(40):
+        manager.add("s", {"role": "user", "content": f"Tell me about Leeds, part {i}."})
+        manager.add("s", {"role": "assistant", "content": f"Leeds is a city, fact {i}."})
+    asked = {"role": "user", "content": "Look up my tracking id, 追跡番号 please."}
+    loop = messages_of(99, ("tool", "parcel SF1234567890: in transit 🚚"))
+    for message in (asked, *loop):
+        manager.add("s", message)
+    context = manager.build("s")
+    back = [d.preview for d in context.report.decisions if d.state == "recalled"]
+    assert ID in back  # the case: recall found the id for the loop's question
+    assert context.messages[-3:] == [asked, *loop]
+    texts = [m.get("content") for m in context.messages]
+    assert texts.index(ID) < texts.index(asked["content"])
+
+
 def test_without_the_prompt_cache_recalled_turns_go_back_in_place() -> None:
     manager = ContextManager(MemoryStore(), budget=500, archive=SQLiteArchive(), prompt_cache=False)
     manager.add("s", {"role": "system", "content": SYSTEM})

@@ -26,11 +26,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxwindow.server.protocols.blocks import closed
+from ctxwindow.server.protocols.blocks import closed, to_anthropic
 from tests.support.service_programs import (
     PROTOCOLS,
     SCHEMA,
-    Prelude,
     Program,
     Request,
     Said,
@@ -171,75 +170,30 @@ def test_thinking_opens_its_turn_when_the_question_before_it_is_left_out(policy:
 
 
 def test_a_tool_unit_placed_before_the_question_is_not_the_turn_continued() -> None:
-    """With thinking on, the client's own history holds a tool loop written without
-    thinking; recall brings that tool unit back right before a later question, whose
-    message its results would share: Anthropic would take the request as continuing that
-    turn, which has no thinking (``anthropic.thinking_continued``: found by the property
-    in a clean clone, on a program of the hybrid's small window). Its results keep a
-    message of their own, ``(noted)`` answers them, then the question."""
-    part = "订单 A-1042 已发货。 "
-    said = Said((part * 6 + "The code is K7. " * 3 + "The code is K7." + " ") * 12)
-    result = (part * 7 + "The code is K7. " * 8 + "日本語の文。 " * 3 + "日本語の文。" + " ") * 12
-    longer = (part * 10 + "The code is K7. " * 6 + "The code is K7." + " ") * 12
-    hello, images = Said("hello"), ("https://example.com/receipt.png",) * 2
-    program = Program(
-        protocol="anthropic_messages", system=None, tools=True, naming="header", thinking=True,
-        prelude=Prelude(said=said, text=None, results=("hello", "hello", result),
-                        answer="The order A-1042 shipped."),
-        requests=(
-            Request(said=hello, calls=2), Request(results=("hello", "hello"), calls=2),
-            Request(results=("hello", longer), calls=1),
-            Request(results=("hello",), said=Said("hello", images)),
-            Request(said=hello, budget=74), Request(said=hello, calls=1, budget=3000),
-            Request(results=("hello",), calls=1), Request(results=("hello",)),
-        ),
-    )  # fmt: skip
-    with serving("anthropic_messages", "hybrid_recall") as served:
-        tally = Tally()
-        served.run(program, tally)
-        noted = [
-            turns for body in served.fake.requests
-            if {"role": "assistant", "content": [{"type": "text", "text": "(noted)"}]}
-            in (turns := body["messages"])
-        ]  # fmt: skip
-    assert tally.clean, shown(tally)
-    assert tally.refused == {"context_length_exceeded": 1}  # the budget of 74's
-    assert noted  # the case: a recalled tool unit met the question
-    at = noted[0].index({"role": "assistant", "content": [{"type": "text", "text": "(noted)"}]})
-    assert {b["type"] for b in noted[0][at - 1]["content"]} == {"tool_result"}
-    assert "tool_result" not in {b["type"] for b in noted[0][at + 1]["content"]}
-
-
-THOUGHT = {"type": "thinking", "thinking": "思考: ask where_is.", "signature": "sig=="}
-
-
-def loop(call: str, *, thinks: bool = True) -> list[dict[str, Any]]:
-    """An assistant turn calling ``call`` (opening with thinking), and its result."""
-    use = {"type": "tool_use", "id": call, "name": "where_is", "input": {"order": "D-4"}}
-    result = {"type": "tool_result", "tool_use_id": call, "content": "東京 🚚"}
-    return [{"role": "assistant", "content": [THOUGHT, use] if thinks else [use]},
-            {"role": "user", "content": [result]}]  # fmt: skip
-
-
-@pytest.mark.parametrize("history", ["text", "tool unit"])
-def test_history_placed_after_a_requests_results_goes_before_their_loop(history: str) -> None:
-    """With thinking on, a request of tool results only (no question), and history placed
-    after them (a reply, or a tool unit written without thinking): the request would
-    continue that history (``anthropic.thinking_continued``; drawn by the property). It
-    goes before the loop the results answer, ``(earlier turns left out)`` after it when
-    it ends with the assistant, and the request continues the loop, thinking first."""
-    asked = {"role": "user", "content": [{"type": "text", "text": "Where is D-4? 包裹"}]}
-    placed = (
-        [{"role": "assistant", "content": [{"type": "text", "text": "It shipped. 発送済み"}]}]
-        if history == "text" else loop("toolu_p0", thinks=False)
-    )  # fmt: skip
-    turns = [asked, *loop("toolu_1"), *placed]
+    """With thinking on, a tool unit without thinking (recalled from earlier turns, or
+    written by the client without thinking) right before the question: converted, its
+    results share the question's message, and Anthropic takes the request as continuing
+    that turn, which has no thinking (``anthropic.thinking_continued``: found by the
+    property in a clean clone, on a program of the hybrid's small window). Its results
+    keep a message of their own, ``(noted)`` answers them, then the question."""
+    call = {"id": "toolu_0", "type": "function",
+            "function": {"name": "where_is", "arguments": '{"order": "D-4"}'}}  # fmt: skip
+    context = [
+        {"role": "user", "content": "Where is D-4? 包裹"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "toolu_0", "content": "東京 🚚"},
+        {"role": "user", "content": "And the code? 日本語で"},
+    ]
+    _, turns = to_anthropic(context)
     body = {**ANSWERED["anthropic_messages"], "thinking": {"type": "enabled", "budget_tokens": 512},
             "tools": [{"name": "where_is", "input_schema": SCHEMA}]}  # fmt: skip
     assert VALIDATORS["anthropic_messages"]({**body, "messages": turns})  # the case
     fixed = closed(turns)
     assert VALIDATORS["anthropic_messages"]({**body, "messages": fixed}) == []
-    assert fixed[-2:] == loop("toolu_1") and fixed[1 : 1 + len(placed)] == placed
+    assert [turn["role"] for turn in fixed] == ["user", "assistant", "user", "assistant", "user"]
+    assert {b["type"] for b in fixed[2]["content"]} == {"tool_result"}
+    assert fixed[3]["content"] == [{"type": "text", "text": "(noted)"}]
+    assert fixed[4]["content"] == [{"type": "text", "text": "And the code? 日本語で"}]
 
 
 # -- reasoning items are not kept ---------------------------------------------------------

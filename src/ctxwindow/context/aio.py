@@ -263,7 +263,7 @@ class AsyncContextManager:
             new = self._core.previewed(session, message, budget)
             room = budget - new.tokens
             found = await self._candidates(session, text_of(new.message), room)
-            recalled = self._core.recalled(session, room, found)
+            recalled = self._core.recalled(session, room, found, preview=True)
             built = self._core.context(session, room, recalled, None, sent=False)
             row = session.window.previewed_row(new, seq=session.last_seq + 1)
             return built.plus(row, new.message, budget=budget)

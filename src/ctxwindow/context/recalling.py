@@ -22,7 +22,7 @@ from ctxwindow.compress.base import has_text
 from ctxwindow.context.contracts import ArchiveLike, CoreSettings, EventHook
 from ctxwindow.context.policy import LOW_WATER
 from ctxwindow.context.session import CACHED_UNITS, Session
-from ctxwindow.messages import Entry, Unit
+from ctxwindow.messages import SYSTEM_ROLES, Entry, Unit
 from ctxwindow.policies import Window
 from ctxwindow.policies.folding import shrink_alone
 from ctxwindow.policies.rules import text_of
@@ -237,6 +237,8 @@ class Recalling:
         budget: int,
         ranked: list[tuple[float, Unit]],
         question: int | None = None,
+        *,
+        preview: bool = False,
     ) -> Recall:
         """The candidates ``ranked`` that come back, in the room the budget leaves them.
 
@@ -245,7 +247,11 @@ class Recalling:
         window holds are kept there, the others recalled. With
         ``prompt_cache``, the units earlier turns recalled stay where they
         were put, and new ones go before the user turn ``question`` (a seq;
-        None: a preview, which keeps nothing for later): see ``in_place``.
+        None: a build that continues a turn, say with tool results, or a
+        ``preview``, which keeps nothing for later): see ``in_place``. Without
+        a question they go before the newest user turn the window holds
+        (``opened``), so that the context still ends with the turn it
+        continues, or, in a ``preview``, at the end, before the message previewed.
         """
         window = session.window  # its entries have their store seqs (see ``restore``)
         recent = self.recent(session, budget, question)
@@ -261,7 +267,12 @@ class Recalling:
             recent = self.refit(session, budget, question, recent, found, ranked)
             return recent.with_units(found.units, found.keep)
         sticky, earned, carried = self.in_place(session, budget, ranked, question, recent)
-        at = question if question is not None else session.last_seq + 1
+        if question is not None:
+            at = question
+        elif preview:
+            at = session.last_seq + 1
+        else:
+            at = opened(window, session.last_seq + 1)
         for unit in earned.units:
             unit.at = at
         if question is not None:
@@ -452,6 +463,22 @@ def squeezable(unit: Unit) -> bool:
     message = unit.entries[0].message
     plain = message["role"] in ("user", "assistant") and not message.get("tool_calls")
     return plain and has_text(unit.entries[0])
+
+
+def opened(window: Window, default: int) -> int:
+    """Where what comes back goes in a build without a question: before the newest user turn
+    ``window`` keeps, which opened the turn the build continues (its assistant's tool calls
+    and their results, or its answer), not after the results the model is to work on; when
+    the window keeps no user turn, before the oldest message it keeps; ``default`` when it
+    keeps none."""
+    at = default
+    for entry in window.newest_first():
+        if entry.message["role"] in SYSTEM_ROLES:
+            continue
+        at = entry.seq
+        if entry.message["role"] == "user":
+            break
+    return at
 
 
 def held(window: Window, ranked: list[tuple[float, Unit]]) -> set[str]:

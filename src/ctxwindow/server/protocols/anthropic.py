@@ -167,8 +167,8 @@ def beside(service: Service, body: dict[str, Any]) -> tuple[list[dict[str, Any]]
     tokenizer = service.tokenizer(body["model"])
     extra = tokenizer.tools_tokens(_tools(body.get("tools")))
     extra += tokenizer.message_tokens({"role": "system", "content": _text_of(system)})
-    if thinks(body):  # ``closed``: the longer of its turns
-        extra += max(tokenizer.message_tokens(NOTED), tokenizer.message_tokens(LEFT_OUT))
+    if thinks(body):  # ``closed``'s turn
+        extra += tokenizer.message_tokens(NOTED)
     return system, extra + tokenizer.message_tokens(LEFT_OUT)
 
 

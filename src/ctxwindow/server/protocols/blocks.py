@@ -245,10 +245,10 @@ def closed(turns: list[Message]) -> list[Message]:
     open with its thinking. A unit recalled from earlier turns (or written by the client
     without thinking) is history, not that turn. Placed right before the question, a
     tool unit would merge its results into the question's message: they stay in a user
-    message of their own, ``NOTED`` answers them, and the question follows. Placed after
-    the tool results a request sends (it has no question), history goes before the loop
-    those results answer, ``LEFT_OUT`` after it when it ends with the assistant. (The
-    tokens of one such turn are kept free: ``beside`` in ``anthropic.py``.)
+    message of their own, ``NOTED`` answers them, and the question follows (its tokens
+    are kept free: ``beside`` in ``anthropic.py``). A request of tool results only needs
+    nothing here: recall puts history before the question that opened their loop
+    (``context.recalling.opened``).
     """
     if len(turns) < 2:
         return turns
@@ -260,39 +260,12 @@ def closed(turns: list[Message]) -> list[Message]:
             noted = {"role": "assistant", "content": anthropic_blocks(NOTED)}
             return [*turns[:-1], {"role": "user", "content": results}, noted,
                     {"role": "user", "content": rest}]  # fmt: skip
-    loop = _last_loop(turns)
-    if (
-        loop is None
-        or loop + 2 == len(turns)
-        or _opens(turns[-2] if last["role"] == "user" else last)
-    ):
-        return turns
-    history = turns[loop + 2 :]
-    if any(t["role"] == "user" and any(b["type"] != "tool_result" for b in t["content"])
-           for t in history):  # fmt: skip
-        return turns  # a question after the loop: not a request of results only
-    bridge = (
-        [{"role": "user", "content": anthropic_blocks(LEFT_OUT)}]
-        if history[-1]["role"] == "assistant"
-        else []
-    )
-    return [*turns[:loop], *history, *bridge, *turns[loop : loop + 2]]
+    return turns
 
 
 def _opens(turn: Message) -> bool:
     """Whether an assistant message opens with thinking."""
     return bool(turn["content"]) and turn["content"][0]["type"] in THINKING
-
-
-def _last_loop(turns: list[Message]) -> int | None:
-    """The index of the last assistant message that opens with thinking and is followed by
-    a user message of tool results only, after a user message (None: there is none)."""
-    for at in range(len(turns) - 2, 0, -1):
-        turn, answer = turns[at], turns[at + 1]
-        results = all(block["type"] == "tool_result" for block in answer["content"])
-        if turn["role"] == "assistant" and answer["role"] == "user" and _opens(turn) and results:
-            return at if turns[at - 1]["role"] == "user" else None
-    return None
 
 
 def _no_trailing_space(turns: list[Message]) -> list[Message]:
