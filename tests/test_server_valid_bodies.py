@@ -39,6 +39,7 @@ from tests.support.service_runs import (
     PATHS,
     SETTINGS,
     VALIDATORS,
+    ScriptedChat,
     ScriptedMessages,
     Service,
     Tally,
@@ -194,6 +195,45 @@ def test_a_tool_unit_placed_before_the_question_is_not_the_turn_continued() -> N
     assert {b["type"] for b in fixed[2]["content"]} == {"tool_result"}
     assert fixed[3]["content"] == [{"type": "text", "text": "(noted)"}]
     assert fixed[4]["content"] == [{"type": "text", "text": "And the code? 日本語で"}]
+
+
+def test_recall_for_a_requests_tool_results_goes_before_their_loop() -> None:
+    """A request of tool results only (no question) recalls for the question that opened
+    their loop; what comes back goes before that question, and the body still ends with
+    the call and its result (in the cache mode it went after them: the model saw an old
+    turn last). The question's own request, in a tight budget, recalled nothing."""
+    fact = "My tracking id is SF1234567890. 追跡番号です 🚚 " + "It ships from Osaka. " * 20
+    filler = "天气很好，我们去公园散步吧。猫が窓辺で寝ています。" * 3
+
+    def recalled(body: dict[str, Any]) -> list[int]:
+        return [i for i, m in enumerate(body["messages"]) if m.get("content") == fact]
+
+    with serving("chat_completions", "hybrid_recall") as served:
+        assert isinstance(served.fake, ScriptedChat)
+
+        def post(message: dict[str, Any], budget: str | None = None) -> dict[str, Any]:
+            headers = {"X-Session-Id": "s"} | ({"X-Context-Max-Tokens": budget} if budget else {})
+            body = {"model": "gpt-4o", "messages": [message]}
+            answer = served.http.post(PATHS["chat_completions"], json=body, headers=headers)
+            assert answer.is_success, answer.text
+            return served.fake.requests[-1]  # type: ignore[no-any-return]
+
+        post({"role": "user", "content": fact})
+        for i in range(80):
+            last = post({"role": "user", "content": f"Part {i}: {filler}"})
+        assert not recalled(last)  # it left the window
+        served.fake.calls = 1
+        asked = post({"role": "user", "content": "Look up my tracking id please."}, "300")
+        assert not recalled(asked)  # no room for it
+        result = {"role": "tool", "tool_call_id": served.fake.answered[0], "content": "東京"}
+        served.fake.calls = 0
+        sent = post(result)
+    assert VALIDATORS["chat_completions"](sent) == []
+    turns = sent["messages"]
+    assert recalled(sent)  # the case: it came back for the loop's question
+    assert turns[-1] == result and turns[-2]["tool_calls"]
+    assert turns[-3]["content"] == "Look up my tracking id please."
+    assert recalled(sent)[0] < len(turns) - 3
 
 
 # -- reasoning items are not kept ---------------------------------------------------------
