@@ -10,13 +10,14 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from ctxwindow import ContextManager, Entry, PriorityWindow, TokenWindow, count_tokens
+from ctxwindow import recall as recall_module
 from ctxwindow.archive.sqlite import SQLiteArchive
 from ctxwindow.context import recalling
 from ctxwindow.context.recalling import READ_AHEAD, Recalling, trimmed
 from ctxwindow.context.session import CACHED_UNITS, Session
 from ctxwindow.messages import Unit, with_kind
 from ctxwindow.policies import Keeping
-from ctxwindow.recall import RecallPolicy, rank_units, water_level
+from ctxwindow.recall import RecallPolicy, water_level
 from ctxwindow.stores.memory import MemoryStore
 
 
@@ -55,6 +56,42 @@ def test_a_hit_shares_its_score_with_its_neighbours() -> None:
     assert policy.scores({0: 2.0, 1: 2.0}) == {0: 3.0, 1: 3.0, 2: 1.5, 3: 0.5}
 
 
+def spread_by_hand(spread: tuple[float, ...], hits: dict[int, float]) -> dict[int, float]:
+    """The scores as the docstring says them: each hit in turn adds its score to itself,
+    then its shares to the turns 1, 2, 3... places before and after it."""
+    out: dict[int, float] = {}
+    for seq, score in hits.items():
+        out[seq] = out.get(seq, 0.0) + score
+        for distance, share in enumerate(spread, 1):
+            for near in (seq - distance, seq + distance):
+                if near >= 0:
+                    out[near] = out.get(near, 0.0) + share * score
+    return dict(sorted(out.items()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    spread=st.lists(st.floats(0, 1), max_size=4).map(tuple),
+    hits=st.dictionaries(  # hits close together: a turn gets shares of several, in order
+        st.integers(0, 40) | st.integers(0, 3_000),
+        st.floats(0, 1e6, allow_subnormal=False),
+        max_size=120,
+    ),
+)
+def test_the_spread_on_arrays_adds_the_same_floats_as_the_loop(
+    spread: tuple[float, ...], hits: dict[int, float]
+) -> None:
+    """With numpy the neighbour scores are summed on arrays: the same additions in the same
+    order, so the same floats to the last bit (a tie broken by seq stays the same tie), and
+    in seq order, as without numpy."""
+    policy = RecallPolicy(spread=spread)
+    expected = list(spread_by_hand(spread, hits).items())
+    assert list(policy.scores(hits).items()) == expected
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(recall_module, "numpy_or_none", lambda: None)
+        assert list(policy.scores(hits).items()) == expected
+
+
 @pytest.mark.parametrize(
     "bad",
     [
@@ -73,8 +110,18 @@ def test_a_policy_out_of_range_is_refused(bad: dict[str, Any]) -> None:
 
 
 def test_units_rank_by_their_best_entry_and_ties_go_to_the_older() -> None:
-    ranked = rank_units({1: 1.0, 2: 3.0, 3: 3.0}, [unit(1), unit(3), unit(2)])
-    assert [(score, u.seq) for score, u in ranked] == [(3.0, 2), (3.0, 3), (1.0, 1)]
+    call = Entry({"role": "assistant", "content": "c"}, 5, 4, id="e4")
+    result = Entry({"role": "tool", "content": "r", "tool_call_id": "t"}, 5, 5, id="e5")
+    pair = Unit([call, result], 10)  # scores as its result, the better entry
+    scores = {1: 1.0, 2: 3.0, 3: 3.0, 4: 0.5, 5: 2.0}
+    ranked = RecallPolicy().rank(scores, [unit(1), unit(3), pair, unit(2), unit(9)])
+    assert [(score, u.seq) for score, u in ranked] == [
+        (3.0, 2),
+        (3.0, 3),
+        (2.0, 4),
+        (1.0, 1),
+        (0.0, 9),
+    ]
 
 
 def test_choose_stops_below_the_share_of_the_best() -> None:

@@ -218,7 +218,7 @@ def test_restored_seqs_place_added_units_and_answer_holds(
     kind: str, program: list[tuple[int, str]], data: st.DataObject
 ) -> None:
     """Entries restored with their store seqs keep them; units ``added`` to a build (not
-    kept) go where their seqs put them, and ``holds`` answers by seq."""
+    kept) go where their seqs put them, and ``holds`` and ``holding`` answer by seq."""
     from ctxwindow import PriorityWindow
 
     window: Window = (
@@ -235,6 +235,8 @@ def test_restored_seqs_place_added_units_and_answer_holds(
         stored.append((seq, entry.message))
     kept = {e.seq for e in window.entries() if e.kind != "summary"}
     assert all(window.holds(s) is (s in kept) for s, _ in stored)
+    asked = [s for s, _ in stored] + [0, seq + 1]  # and seqs it never saw
+    assert window.holding(asked) == kept
     assert [e.seq for e in window.newest_first()] == [e.seq for e in reversed(window.entries())]
     gone = [(s, m) for s, m in stored if s not in kept]
     added = data.draw(st.lists(st.sampled_from(gone), unique_by=lambda g: g[0])) if gone else []

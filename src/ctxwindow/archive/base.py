@@ -35,6 +35,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import NamedTuple
 
 from ctxwindow.archive.embedders import Embedder
 from ctxwindow.archive.text import entry_text, index_text, query_terms
@@ -100,17 +101,16 @@ class Document:
     """The session held another version of the entry when ``index`` looked."""
 
 
-@dataclass(frozen=True, slots=True)
-class Ranked:
-    """A row a ranking returned: its backend key, sequence number and score."""
+class Ranked(NamedTuple):
+    """A row a ranking returned: its backend key, sequence number and score (a named tuple:
+    a search makes hundreds, and a frozen dataclass costs twice as much to make)."""
 
     key: int
     seq: int
     score: float
 
 
-@dataclass(frozen=True, slots=True)
-class Fused:
+class Fused(NamedTuple):
     """A row as a search ranks it: its score and where each ranking put it (``Hit``'s)."""
 
     key: int

@@ -233,7 +233,7 @@ class SQLiteArchive(Archive):
         with self._errors("search the archive"):
             query = self._tokenizer.query(terms)
             rows = self._postings.search(scope, query, depth, budget)
-        return [Ranked(key, seq, score) for key, seq, score in rows]
+        return list(map(Ranked._make, rows))
 
     def _vectors(self, scope: Scope) -> list[tuple[int, int, StoredVector]]:
         with self._errors("read the archive's vectors"):

@@ -483,4 +483,5 @@ def opened(window: Window, default: int) -> int:
 
 def held(window: Window, ranked: list[tuple[float, Unit]]) -> set[str]:
     """The entry ids of the ranked units that ``window`` holds (by their store seqs)."""
-    return {e.id for _, unit in ranked for e in unit.entries if window.holds(e.seq)}
+    kept = window.holding(e.seq for _, unit in ranked for e in unit.entries)
+    return {e.id for _, unit in ranked for e in unit.entries if e.seq in kept}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Iterator
+from itertools import islice
 
 from ctxwindow.messages import SYSTEM_ROLES, Entry, Message, Unit
 
@@ -198,6 +199,11 @@ class Kept:
         """Whether a kept message (whole or compressed) has this entry seq."""
         at = bisect_left(self._seqs, seq, self._head)
         return at < len(self._seqs) and self._seqs[at] == seq
+
+    def holding(self, seqs: Iterable[int]) -> set[int]:
+        """The seqs of ``seqs`` that a kept message has: one set operation over the kept
+        seqs, where ``holds`` for each of a thousand recall candidates was ~1.5 ms."""
+        return set(seqs).intersection(islice(self._seqs, self._head, None))
 
     def in_order(self) -> Iterator[Unit]:
         """The summary, then every kept unit in chronological order (a snapshot)."""

@@ -251,6 +251,10 @@ class WindowView(ABC):
         """Whether the window keeps the entry of this seq (whole or compressed), in O(log n)."""
         return self._kept.holds(seq)
 
+    def holding(self, seqs: Iterable[int]) -> set[int]:
+        """The seqs of ``seqs`` whose entries the window keeps (whole or compressed)."""
+        return self._kept.holding(seqs)
+
     def entries(self) -> list[Entry]:
         """The kept entries in chronological order, system prompt excluded."""
         return [entry for unit in self.units() for entry in unit.entries]
