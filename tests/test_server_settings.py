@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import sys
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ctxwindow.server import Settings, load_settings
+from ctxwindow.server import Settings, load_settings, main
 from ctxwindow.server.main import serve_command
 
 
@@ -130,3 +131,39 @@ def test_public_host_without_api_keys_is_refused() -> None:
     with pytest.raises(ValueError, match=r"refusing to listen on '0\.0\.0\.0' without API keys"):
         serve_command(host="0.0.0.0", store="memory://")
     Settings(host="0.0.0.0", api_keys={"k": "t"}).check_bind()
+
+
+@pytest.fixture
+def thresholds() -> Any:
+    """The collector's thresholds, put back after the test."""
+    before = gc.get_threshold()
+    yield before
+    gc.set_threshold(*before)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_service_process_collects_at_its_own_thresholds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thresholds: Any, workers: int
+) -> None:
+    """The process that serves (the command's, or each worker's) runs the cyclic collector
+    at ``GC_THRESHOLD``; building the app alone, as an app that mounts it does, leaves the
+    process's thresholds as they were."""
+    import uvicorn
+
+    gc.set_threshold(700, 10, 10)
+    settings = Settings(data_dir=tmp_path, workers=workers)
+    app = main.prepare(settings)
+    assert gc.get_threshold() == (700, 10, 10)
+    seen: list[tuple[int, ...]] = []
+
+    def serving(target: Any, **options: Any) -> None:
+        if options.get("factory"):  # a worker builds its app from the environment
+            assert target == "ctxwindow.server.main:app_from_environment"
+            gc.set_threshold(700, 10, 10)  # a new process starts at Python's
+            assert main.app_from_environment() is not None
+        seen.append(gc.get_threshold())
+
+    monkeypatch.setattr(uvicorn, "run", serving)
+    monkeypatch.setenv(main.WORKER_SETTINGS, "")  # ``run`` sets it for the workers: undone after
+    main.run(settings, app)
+    assert seen == [main.GC_THRESHOLD]
