@@ -31,6 +31,7 @@ policies/__init__.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 from ctxwindow.errors import BudgetError, PinnedOverBudgetError
@@ -444,11 +445,19 @@ class PriorityWindow(FoldingWindow):
                 "that are never evicted"
             )
         out = set(map(id, omitted))
-        waiting = [u for u in self._eviction_order() if not u.pending and id(u) not in out]
+        # what may leave, read off the kept units: the order of eviction is walked lazily,
+        # as far as the excess needs (a narrow build of a long window reads a few units)
+        units = self._kept.units.values()
+        waiting = [u for u in units if not (u.pinned or u.pending or id(u) in out)]
         if not waiting:
             raise BudgetError(f"what the window must keep takes {used}, over {budget}")
         newest = max(waiting, key=lambda unit: unit.seq)  # left out last but ``keep``
-        order = keep_last([*(unit for unit in waiting if unit is not newest), newest], keep)
+        rest = (
+            unit
+            for unit in self._eviction_order()
+            if not (unit.pending or unit is newest or id(unit) in out)
+        )
+        order = keep_last(chain(rest, (newest,)), keep)
         excess = used - budget
         if stepped:
             most = sum(unit.size for unit in waiting) - newest.size
