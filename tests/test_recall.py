@@ -206,18 +206,23 @@ def test_what_one_query_reads_fits_the_sessions_cache() -> None:
 
 def test_a_query_reads_only_the_turns_no_query_before_it_read() -> None:
     """A large room asks for the most hits (``max_depth``); what one query reads fits the
-    session's cache, so the next query that finds the same turns reads none again."""
-    archive = ReadCounting()
-    cm = ContextManager(MemoryStore(), budget=16_000, archive=archive, prefetch=False)
-    for i in range(2500):
+    session's cache, so the next query that finds the same turns reads none again. The
+    manager that added the turns has them cached already (up to ``CACHED_UNITS``) and reads
+    none; one that loads the session (another process) reads what its window lacks."""
+    archive, store = ReadCounting(), MemoryStore()
+    cm = ContextManager(store, budget=16_000, archive=archive, prefetch=False)
+    for i in range(1000):
         said = "a parcel left the depot" if i % 4 == 0 else f"invoice {i} is paid"
         cm.add("s", {"role": "user", "content": f"order {i}: {said}"})
         cm.add("s", {"role": "assistant", "content": f"noted, order {i}"})
     cm.drain()
-    cm.build("s", query="where is the parcel from the depot")
+    assert cm.build("s", query="where is the parcel from the depot").report.recalled_entries
+    assert archive.read == 0  # every turn it added is cached as it came
+    loaded = ContextManager(store, budget=16_000, archive=archive, prefetch=False)
+    loaded.build("s", query="where is the parcel from the depot")
     first = archive.read
     assert first >= RecallPolicy().max_depth  # a deep query: every hit and its neighbours
-    cm.build("s", query="which parcel left the depot")
+    loaded.build("s", query="which parcel left the depot")
     assert archive.read == first  # the same turns found: all cached, none read again
 
 
@@ -292,15 +297,15 @@ def test_a_long_session_reads_a_few_budgets_of_candidates_not_every_match(
 
     def built(read_ahead: int) -> tuple[list[Any], int]:
         monkeypatch.setattr(recalling, "READ_AHEAD", read_ahead)
-        archive = ReadCounting()
-        cm = ContextManager(
-            MemoryStore(), budget=600, archive=archive, prefetch=False, recall=policy
-        )
+        archive, store = ReadCounting(), MemoryStore()
+        cm = ContextManager(store, budget=600, archive=archive, prefetch=False, recall=policy)
         for i in range(1200):
             cm.add("s", {"role": "user", "content": f"order {i}: a parcel left depot {i % 7}"})
             cm.add("s", {"role": "assistant", "content": f"noted, order {i} is on its way"})
         cm.drain()
-        context = cm.build("s", query="which parcel left depot 3")
+        # loaded by another manager, which has not cached what the first one added
+        loaded = ContextManager(store, budget=600, archive=archive, prefetch=False, recall=policy)
+        context = loaded.build("s", query="which parcel left depot 3")
         assert context.report.recalled_entries > 0
         return context.messages, archive.read
 

@@ -25,7 +25,7 @@ from ctxwindow.context.question import asked
 from ctxwindow.context.recalling import CALM as CALM
 from ctxwindow.context.recalling import CARRIED_SHARE as CARRIED_SHARE
 from ctxwindow.context.recalling import Recalling
-from ctxwindow.context.session import HotSessions, Session, in_tool_unit
+from ctxwindow.context.session import HotSessions, Session, in_tool_unit, unit_of
 from ctxwindow.messages import Entry
 from ctxwindow.policies.base import stored_kind
 from ctxwindow.stores.base import Checkpoint, Earlier
@@ -135,13 +135,20 @@ class Core(Admission, Recalling, Finishing):
         """Add stored entries the window has not seen, with their stored tokens.
 
         Each is also queued for the archive, as stored (see ``unarchived``), unless
-        ``archive`` is False (the manager queues them otherwise).
+        ``archive`` is False (the manager queues them otherwise), and, when it is a
+        unit alone (not of a tool unit, which is whole only with its results), kept
+        among the session's units as the archive will give it back: the window's
+        turns are recall's candidates too, and the first query that ranks them no
+        longer reads them back (on LoCoMo dev, the first questions of a conversation
+        read 50-230 entries each, the slowest builds of all).
         """
         window = session.window
         if self.archive is not None and archive:
-            session.unarchived.extend(
-                e for e in stored if e.seq > session.last_seq and e.message["role"] != "system"
-            )
+            new = [e for e in stored if e.seq > session.last_seq and e.message["role"] != "system"]
+            session.unarchived.extend(new)
+            for entry in new:
+                if not in_tool_unit(entry):
+                    self.cache(session, unit_of(entry, None))
         for entry in stored:
             if entry.seq <= session.last_seq:
                 continue  # an idempotent retry returned what the window already has

@@ -84,8 +84,9 @@ class HotSessions:
 
 AROUND = 32  # stored entries read around a recalled tool message to find its unit
 CACHED_UNITS = 4096
-"""Archived entries a session keeps decoded, in their units, for its next queries: what one
-query reads at most (``RecallPolicy.max_depth`` hits and their neighbours) fits."""
+"""Archived entries a session keeps decoded, in their units, for its next queries (those its
+window saw are kept as they come, ``Core.restore``): what one query reads at most
+(``RecallPolicy.max_depth`` hits and their neighbours) fits."""
 
 
 def waiting_after(pending: frozenset[str], message: Message) -> frozenset[str]:
