@@ -229,11 +229,30 @@ class Archive(ABC):
         """``(seq, score)`` of the session's ``k`` best entries for ``query``, as ``search``
         ranks them, without reading the entries: a caller that holds some of them already
         reads the others with ``at`` (recall does, for the turns it has not cached)."""
-        ranked = self._ranked(Scope(check_session_id(session_id)), query, k, before)
-        return [(row.seq, row.score) for row in ranked]
+        scope = Scope(check_session_id(session_id))
+        rows: Sequence[Ranked | Fused]
+        if self.embedder is None:  # words alone: their ranking, without the ranks
+            rows = self._lexical_best(scope, query, k, before)[:k]
+        else:
+            rows = self._ranked(scope, query, k, before)
+        return [(row.seq, row.score) for row in rows]
 
     def _ranked(self, scope: Scope, query: str, k: int, before: int | None) -> list[Fused]:
-        """The ``k`` best rows of ``scope`` for ``query`` (said before ``before``), best first."""
+        """The ``k`` best rows of ``scope`` for ``query`` (said before ``before``), best first,
+        with where each ranking put them."""
+        lexical = self._lexical_best(scope, query, k, before)
+        if self.embedder is None:
+            return [
+                Fused(row.key, row.seq, row.score, rank, None)
+                for rank, row in enumerate(lexical[:k], 1)
+            ]
+        depth = max(k, self.depth)
+        dense, floor = self._dense(scope, query, depth, before) if query.strip() else ([], 0.0)
+        return fuse(lexical, dense, k, self.dense_weight, floor)
+
+    def _lexical_best(self, scope: Scope, query: str, k: int, before: int | None) -> list[Ranked]:
+        """The lexical ranking's best rows said before ``before``: ``self.depth`` of them, or
+        ``k`` if more (fusion draws on more than it returns)."""
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
         depth = max(k, self.depth)
@@ -241,14 +260,7 @@ class Archive(ABC):
         budget = self.reads_per_hit * depth  # postings a search may read (archive.ranking)
         later = 0 if before is None else LATER
         lexical = self._lexical(scope, terms, depth + later, budget) if terms else []
-        lexical = _said_before(lexical, before)[:depth]
-        if self.embedder is None:
-            return [
-                Fused(row.key, row.seq, row.score, rank, None)
-                for rank, row in enumerate(lexical[:k], 1)
-            ]
-        dense, floor = self._dense(scope, query, depth, before) if query.strip() else ([], 0.0)
-        return fuse(lexical, dense, k, self.dense_weight, floor)
+        return _said_before(lexical, before)[:depth]
 
     def at(self, session_id: str, seqs: Iterable[int]) -> list[Entry]:
         """The session's archived entries at these seqs, in order (absent ones left out)."""

@@ -117,6 +117,7 @@ class Recalling:
         cached, units = session.units, dict[int, Unit]()
         waiting: list[tuple[float, int]] = []  # (-worth, size) of units not yet counted
         enough, counted, at, seen = READ_AHEAD * budget, 0, 0, 0
+        worth, push, used = self.recall.worth, heapq.heappush, cached.move_to_end
         while at < len(order) and counted < enough:
             # as many as should hold what is still wanted, at the mean size seen so far
             step = max(FIRST_READ, math.ceil((enough - counted) * at / seen) if seen else 0)
@@ -128,10 +129,11 @@ class Recalling:
                 unit = cached.get(seq)
                 if unit is None or id(unit) in units:
                     continue  # not archived (forgotten), not whole yet, or counted
-                cached.move_to_end(seq)  # used again: the last to go (``cache``)
+                used(seq)  # used again: the last to go (``cache``)
                 units[id(unit)] = unit
-                seen += unit.size
-                heapq.heappush(waiting, (-self.recall.worth(scores[seq], unit.size), unit.size))
+                size = unit.size
+                seen += size
+                push(waiting, (-worth(scores[seq], size), size))
             bar = scores[order[at]] if at < len(order) else -math.inf
             while waiting and -waiting[0][0] >= bar:
                 counted += heapq.heappop(waiting)[1]
