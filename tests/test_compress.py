@@ -20,6 +20,7 @@ from ctxwindow.compress import (
     Extractive,
     Structured,
     Truncate,
+    extractive,
     split_sentences,
     total_tokens,
 )
@@ -160,6 +161,39 @@ def test_extractive_keeps_informative_sentences_in_order_within_target() -> None
     assert "Thanks again" not in text
     positions = [INCIDENT.index(s) for s in kept_sentences(text)]
     assert positions == sorted(positions)
+
+
+def test_extractive_reads_no_text_when_no_share_can_hold_a_sentence(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A thousand short turns cut to a few hundred tokens (a rolling summary's precut of a
+    big step): each turn's share is below a sentence and its marks, so every turn is left
+    as it is, and none is read."""
+    batch = [user(f"Order {i} left the depot. It is on its way 🚚.", seq=i) for i in range(1000)]
+
+    def unread(content: Any) -> None:
+        raise AssertionError("a text was read")
+
+    monkeypatch.setattr(extractive._Text, "of", staticmethod(unread))
+    out = Extractive(TOK)(batch, 800)
+    assert all(a is b for a, b in zip(out, batch, strict=True)) and len(out) == len(batch)
+
+
+@given(
+    st.lists(
+        st.builds(lambda text, n: user(text or "x", n), texts(), st.integers(0, 9)), max_size=40
+    ),
+    st.integers(-10, 400),
+)
+def test_extractive_leaves_unread_only_what_it_would_leave_as_it_is(
+    batch: list[Entry], target: int
+) -> None:
+    """The shortcut above changes nothing: the same entries come out as when every text is
+    read and cut."""
+    fast = Extractive(TOK)(batch, target)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Extractive, "_too_small", lambda self, rooms, eligible: False)
+        assert Extractive(TOK)(batch, target) == fast
 
 
 def test_extractive_marks_omissions() -> None:
