@@ -175,7 +175,7 @@ class Kept:
         for unit in added:
             start = bisect_left(seqs, unit.seq if unit.at is None else unit.at, head)
             cuts.append((start, start, unit.seq, unit))
-        cuts.sort(key=lambda cut: cut[:3])
+        cuts.sort()  # no two cuts share their first three fields: never compared by the unit
         body = [] if self.system is None else [self.system.entries[0].message]
         at = head
         for start, end, _, put in cuts:
