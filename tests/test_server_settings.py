@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ctxwindow.server import Settings, load_settings, main
+from ctxwindow.server import Settings, http, load_settings, main
 from ctxwindow.server.main import serve_command
 
 
@@ -164,6 +164,10 @@ def test_the_service_process_collects_at_its_own_thresholds(
         seen.append(gc.get_threshold())
 
     monkeypatch.setattr(uvicorn, "run", serving)
-    monkeypatch.setenv(main.WORKER_SETTINGS, "")  # ``run`` sets it for the workers: undone after
+    # what ``run`` sets for the process, undone after: the workers' settings, the deadlines
+    monkeypatch.setenv(main.WORKER_SETTINGS, "")
+    for deadline in ("header_timeout", "body_timeout"):
+        protocol = http.TimedH11Protocol
+        monkeypatch.setattr(protocol, deadline, getattr(protocol, deadline))
     main.run(settings, app)
     assert seen == [main.GC_THRESHOLD]
