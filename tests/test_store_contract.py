@@ -144,25 +144,37 @@ def test_metadata_and_content_come_back_exactly(case: Case) -> None:
     assert type(loaded[0].metadata["big"]) is int
 
 
+# Integers at the edges of 64 bits, where orjson starts to read floats, beside any others.
+edges = st.sampled_from([2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**30])
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
+    st.none() | st.booleans() | st.integers() | edges
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=12,
 )  # fmt: skip
 
 
-@given(metadata=st.dictionaries(st.text(), json_values, max_size=4), text=st.text())
-def test_an_entry_comes_back_from_its_json_exactly(metadata: dict[str, Any], text: str) -> None:
-    """Any JSON value in the metadata and the text, integers of any size included (orjson
-    reads what has no number of 19 digits or more, ``json`` the rest)."""
-    written = Entry({"role": "user", "content": text}, 3, 7, id="e", metadata=metadata)
+@given(
+    metadata=st.dictionaries(st.text(), json_values, max_size=4),
+    text=st.text(),
+    part=json_values,
+    created_at=st.floats(0, 1e12) | edges,
+)
+def test_an_entry_comes_back_from_its_json_exactly(
+    metadata: dict[str, Any], text: str, part: Any, created_at: float
+) -> None:
+    """Any JSON value in the metadata, the message and the text, integers of any size
+    included (``json`` reads again what orjson read with a float of 2**63 or more)."""
+    message = {"role": "user", "content": text, "part": part}
+    written = Entry(message, 3, 7, id="e", created_at=created_at, metadata=metadata)
     try:
         read = entry_from_json(entry_to_json(written))
     except ValueError:
         return  # a lone surrogate: refused when written (``StoreInputError``)
     assert read == written
     assert json.dumps(read.metadata, sort_keys=True) == json.dumps(metadata, sort_keys=True)
+    assert json.dumps(read.message, sort_keys=True) == json.dumps(message, sort_keys=True)
+    assert repr(read.created_at) == repr(created_at)
 
 
 def test_delete(case: Case) -> None:
