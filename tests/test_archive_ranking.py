@@ -13,6 +13,9 @@ tests skip as in tests/test_archive.py.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -265,12 +268,24 @@ operations = st.lists(
 )
 
 
-@given(operations, queries)
+@contextmanager
+def pending(rows: int) -> Iterator[None]:
+    """``sqlite_postings.PENDING`` set for one drawn example (a fixture would span them all)."""
+    was, sqlite_postings.PENDING = sqlite_postings.PENDING, rows
+    try:
+        yield
+    finally:
+        sqlite_postings.PENDING = was
+
+
+@given(operations, queries, st.sampled_from([1, 2, 3, 64]))
 def test_replacing_and_forgetting_leave_the_statistics_of_the_survivors(
-    steps: list[tuple[str, int, str, bool]], query: str
+    steps: list[tuple[str, int, str, bool]], query: str, waiting: int
 ) -> None:
+    """With postings posted at once, or left waiting for 2, 3 or 64 rows; searched from the
+    session's lexicon, then from the tables."""
     kept: dict[str, dict[int, str]] = {"a": {}, "b": {}}
-    with SQLiteArchive() as archive:
+    with pending(waiting), SQLiteArchive() as archive:
         for session, seq, text, forget in steps:
             if forget:
                 archive.forget(session)
@@ -287,8 +302,12 @@ def test_replacing_and_forgetting_leave_the_statistics_of_the_survivors(
                     ],
                 )
                 expected = [(h.entry.seq, h.score) for h in fresh.search(session, query, k=10)]
+            found = archive.search(session, query, k=10)  # from the lexicon: rows as they wait
+            assert [(h.entry.seq, h.score) for h in found] == expected
+            archive._postings.keep_lexicons(False)  # the tables: the waiting rows posted first
             found = archive.search(session, query, k=10)
             assert [(h.entry.seq, h.score) for h in found] == expected
+            archive._postings.keep_lexicons(True)
 
 
 def test_replacing_and_forgetting_on_every_backend(
@@ -462,21 +481,25 @@ lexicon_steps = st.lists(
 
 
 @settings(max_examples=150, deadline=None)
-@given(lexicon_steps, queries, st.integers(1, 4), st.integers(1, 8))
+@given(lexicon_steps, queries, st.integers(1, 4), st.integers(1, 8), st.sampled_from([1, 3, 64]))
 def test_a_sessions_lexicon_ranks_as_the_tables_whoever_wrote(
     tmp_path_factory: pytest.TempPathFactory,
     steps: list[Any],
     query: str,
     reads_per_hit: int,
     k: int,
+    waiting: int,
 ) -> None:
     """This archive keeps each searched session's postings in memory; another on the same
     file (another process) writes, replaces and forgets too. After every step, each search
     of this one ranks exactly as a search of the tables, for a query and for every word (a
-    bound low enough to leave terms over and fill)."""
+    bound low enough to leave terms over and fill): with postings posted at once, or left
+    waiting for 3 or 64 rows (this one searches first, reading the rows that wait; the
+    search of the tables then posts them)."""
     path = str(tmp_path_factory.mktemp("lexicon") / "archive.db")
     bound = {"reads_per_hit": reads_per_hit, "depth": 1}  # k hits, k x reads_per_hit postings
     with (
+        pending(waiting),
         SQLiteArchive(path, **bound) as mine,
         SQLiteArchive(path, **bound) as other,
         SQLiteArchive(path, **bound) as tables,
@@ -497,9 +520,70 @@ def test_a_sessions_lexicon_ranks_as_the_tables_whoever_wrote(
                 writer.forget(session)
             for searched in "ab":
                 for asked in (query, " ".join(WORDS)):
-                    expected = [(h.entry.seq, h.score) for h in tables.search(searched, asked, k=k)]
                     found = [(h.entry.seq, h.score) for h in mine.search(searched, asked, k=k)]
+                    expected = [(h.entry.seq, h.score) for h in tables.search(searched, asked, k=k)]
                     assert found == expected
+
+
+def test_postings_wait_until_enough_rows_do_and_are_found_meanwhile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A row's postings wait (one row of the pending table) until ``PENDING`` rows of its
+    session do, then all go to the postings together; a search from the lexicon finds the
+    waiting rows and writes nothing, a search of the tables posts them first."""
+    monkeypatch.setattr(sqlite_postings, "PENDING", 4)
+
+    def state(archive: SQLiteArchive) -> tuple[int, int]:
+        """(rows waiting, rows posted)"""
+        t = archive._table
+        (waiting,) = archive._db.execute(f"SELECT count(*) FROM {t}_pending").fetchone()
+        (posted,) = archive._db.execute(
+            f"SELECT count(DISTINCT id) FROM {t}_postings WHERE id < ?", (sqlite_postings.COUNT_ID,)
+        ).fetchone()
+        return waiting, posted
+
+    with SQLiteArchive() as archive, SQLiteArchive() as tables:
+        tables._postings.keep_lexicons(False)
+        for each in (archive, tables):
+            each.index("s", entries("kettle garden", "river piano", "piano lesson monday"))
+            assert state(each) == (3, 0)
+        assert [h.entry.seq for h in archive.search("s", "piano lesson")] == [3, 2]
+        assert state(archive) == (3, 0)  # the lexicon read them where they wait
+        assert [h.entry.seq for h in tables.search("s", "piano lesson")] == [3, 2]
+        assert state(tables) == (0, 3)  # the tables' search posted them first
+        archive.index("s", entries("lantern", start=4))
+        assert state(archive) == (0, 4)  # the fourth row: all four posted together
+        tables.index("s", entries("lantern", start=4))
+        for each in (archive, tables):
+            each.index("s", entries("piano again", start=5))
+        found = [(h.entry.seq, h.score) for h in archive.search("s", "piano", k=3)]
+        assert found == [(h.entry.seq, h.score) for h in tables.search("s", "piano", k=3)]
+        assert sorted(seq for seq, _ in found) == [2, 3, 5]
+        archive.forget("s")
+        assert state(archive) == (0, 0)
+
+
+@pytest.mark.parametrize("lexicons", [False, True], ids=["tables", "lexicons"])
+def test_a_row_replaced_while_it_waits_leaves_the_frequencies_of_the_others(
+    monkeypatch: pytest.MonkeyPatch, lexicons: bool
+) -> None:
+    """Its postings were never written: replacing it takes its waiting row, not the
+    document frequencies of the rows posted with the same words."""
+    monkeypatch.setattr(sqlite_postings, "PENDING", 3)
+    texts = ["kettle garden", "river piano", "tea monday", "kettle tea", "lantern", "violin"]
+
+    def rows(*texts: str, start: int = 1) -> list[Entry]:
+        return [replace(entry, id=str(entry.seq)) for entry in entries(*texts, start=start)]
+
+    with SQLiteArchive() as archive, SQLiteArchive() as fresh:
+        archive._postings.keep_lexicons(lexicons)
+        archive.index("s", rows(*texts[:3]))  # posted together
+        archive.index("s", rows("kettle harbor", start=4))  # waits
+        archive.index("s", rows(*texts[3:], start=4))  # replaces it, then all posted
+        fresh.index("s", rows(*texts))
+        for query in ("kettle", "tea kettle", "harbor"):
+            expected = [(h.entry.seq, h.score) for h in fresh.search("s", query, k=6)]
+            assert [(h.entry.seq, h.score) for h in archive.search("s", query, k=6)] == expected
 
 
 def test_lexicons_keep_at_most_their_bound_of_postings_dropping_the_oldest_search(
