@@ -14,7 +14,7 @@ A search reads a bounded number of postings whatever the archive's size
   row's postings dirties a page of the postings table per term (about 100
   pages for a turn of two chat messages, 1.0 ms); a pending row dirties one.
   Once ``PENDING`` rows of a session wait, they are posted together, their
-  terms sharing pages (0.65 ms a turn in all at 2,000 stored messages). A
+  terms sharing pages (0.8 ms a turn on average at 2,000 stored messages). A
   search from the lexicon reads the waiting rows beside the postings; a
   search of the tables posts them first;
 - ``{table}_sessions (sid, session_id, rows, length, replaced)``: the
@@ -57,8 +57,10 @@ term, not one for the posting and one for a separate count (47 pages a turn, not
 BATCH = 400  # SQLite's default limit on host parameters was 999 before 3.32
 PENDING = 64
 """The rows of a session whose postings may wait: the next row indexed posts them all. At 2,000
-stored messages a turn's indexing took 1.0 ms of CPU posted at once, 0.74 ms with 32 waiting,
-0.64 ms with 64; a search from the lexicon reads the waiting rows, ~1.5 µs each."""
+stored messages a turn's indexing (two messages) took 1.0-1.3 ms of CPU posted at once, and
+0.8 ms on average with up to 64 waiting: 0.35 ms a turn, and 13 ms for the turn in 32 that
+posts (with up to 32 waiting: 0.86 ms on average, 10 ms; 16: 1.0 ms, 8 ms). A search from the
+lexicon reads the waiting rows (their frequencies decoded once)."""
 DECODED = 4096  # waiting rows' frequencies kept decoded (those of 64 sessions)
 LEXICON_POSTINGS = 2_000_000
 """The postings kept in memory over all sessions (32 bytes each, up to 64 with the arrays'
