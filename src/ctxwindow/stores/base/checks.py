@@ -186,9 +186,11 @@ def entry_from_json(text: str | bytes) -> Entry:
     )
 
 
-def _holds_long_float(data: dict[str, Any]) -> bool:
+def _holds_long_float(data: Any) -> bool:
     """Whether a float of 2**63 or more (or not a number) is anywhere in an entry's
     document: in its fields, its message or its metadata."""
+    if type(data) is not dict:
+        return False  # not an entry's document: reading its fields says so
     for value in data.values():
         kind = type(value)
         if kind is float:
