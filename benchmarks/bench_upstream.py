@@ -1,11 +1,13 @@
-"""CPU per upstream call: the service's client (httpx's transport) beside the others.
+"""CPU per upstream call: the service's client (httpx on aiohttp) beside the others.
 
-The service sends each completion straight to an ``httpx.AsyncHTTPTransport``
+The service sends each completion straight to its transport
 (``server/upstream.py``: the client's redirects, cookies and URL merging do
-nothing there). Beside it, in one process and one event loop, taking turns
-round by round on the same requests: ``httpx.AsyncClient.post`` (the client
-around the same transport), ``httpcore.AsyncConnectionPool`` (what the
-transport wraps) and ``aiohttp.ClientSession``. Each call POSTs a chat body
+nothing there), httpx's interface on aiohttp's pool (``httpx-aiohttp``).
+Beside it, in one process and one event loop, taking turns round by round on
+the same requests: ``httpx.AsyncHTTPTransport`` (httpx's own, the service's
+until 2026-12-06), ``httpx.AsyncClient.post`` (the client around it),
+``httpcore.AsyncConnectionPool`` (what httpx's transport wraps) and
+``aiohttp.ClientSession`` alone. Each call POSTs a chat body
 of ~2 KB to the fake upstream of ``bench_server.py`` (another process,
 uvicorn) and reads its JSON answer whole; CPU is this process's
 (``time.process_time``), so the upstream's own work is not in it. Keep-alive
@@ -25,11 +27,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import httpcore
 import httpx
 import orjson
 
 from bench_server import free_port, upstream_process
+from ctxwindow.server.upstream import Transport
 
 ROUNDS = 10
 BODY = {
@@ -43,18 +47,23 @@ Call = Callable[[bytes], Awaitable[bytes]]
 async def clients(url: str) -> tuple[dict[str, Call], Callable[[], Awaitable[None]]]:
     """Each client's call (the body's bytes to the answer's), and how to close them all."""
     headers = {"content-type": "application/json", "accept": "application/json"}
+    service = Transport()
     transport = httpx.AsyncHTTPTransport()
     client = httpx.AsyncClient(transport=httpx.AsyncHTTPTransport())
     pool = httpcore.AsyncConnectionPool()
+    session = aiohttp.ClientSession()
     endpoint = httpx.URL(f"{url}/v1/chat/completions")
 
-    async def via_transport(body: bytes) -> bytes:
-        request = httpx.Request("POST", endpoint, headers=headers, content=body)
-        response = await transport.handle_async_request(request)
-        try:
-            return await response.aread()
-        finally:
-            await response.aclose()
+    def through(chosen: httpx.AsyncBaseTransport) -> Call:
+        async def call(body: bytes) -> bytes:
+            request = httpx.Request("POST", endpoint, headers=headers, content=body)
+            response = await chosen.handle_async_request(request)
+            try:
+                return await response.aread()
+            finally:
+                await response.aclose()
+
+        return call
 
     async def via_client(body: bytes) -> bytes:
         return (await client.post(endpoint, headers=headers, content=body)).content
@@ -65,25 +74,24 @@ async def clients(url: str) -> tuple[dict[str, Call], Callable[[], Awaitable[Non
         )
         return response.content
 
+    async def via_aiohttp(body: bytes) -> bytes:
+        async with session.post(str(endpoint), data=body, headers=headers) as response:
+            return await response.read()
+
     found: dict[str, Call] = {
-        "httpx transport (the service's)": via_transport,
+        "httpx on aiohttp (the service's)": through(service),
+        "httpx transport": through(transport),
         "httpx AsyncClient.post": via_client,
         "httpcore pool": via_httpcore,
+        "aiohttp ClientSession": via_aiohttp,
     }
-    closers: list[Callable[[], Awaitable[Any]]] = [transport.aclose, client.aclose, pool.aclose]
-    try:
-        import aiohttp
-    except ImportError:
-        print("aiohttp not installed: not measured (pip install aiohttp)")
-    else:
-        session = aiohttp.ClientSession()
-
-        async def via_aiohttp(body: bytes) -> bytes:
-            async with session.post(str(endpoint), data=body, headers=headers) as response:
-                return await response.read()
-
-        found["aiohttp ClientSession"] = via_aiohttp
-        closers.append(session.close)
+    closers: list[Callable[[], Awaitable[Any]]] = [
+        service.aclose,
+        transport.aclose,
+        client.aclose,
+        pool.aclose,
+        session.close,
+    ]
 
     async def close() -> None:
         for closer in closers:

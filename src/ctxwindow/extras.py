@@ -36,6 +36,8 @@ PACKAGES: dict[str, tuple[str, ...]] = {
         "fastapi",
         "uvicorn",
         "httpx",
+        "httpx_aiohttp",
+        "aiohttp",
         "prometheus_client",
         "pydantic_settings",
         "fastapi_offline",

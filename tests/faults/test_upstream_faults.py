@@ -1,8 +1,9 @@
 """Upstream faults: the client gets an error, no partial reply is stored, a retry is fresh.
 
 The upstream is real HTTP on loopback (``tests/faults/upstream.py``): a 500, a
-read timeout, a TCP reset, a clean end without ``[DONE]`` (or a cut body), and
-lines that are not SSE JSON, each streamed and not. A non-streamed failure is
+read timeout, a TCP reset, a clean end without ``[DONE]`` (or a cut body),
+lines that are not SSE JSON, and a close or a reset before any byte, each
+streamed and not. A non-streamed failure is
 a 502 (504 for a timeout); a streamed one is a 502/504 before the first byte
 or an SSE error event (``data: {"error": ...}``) after it, and never
 ``[DONE]``. The session then holds the question but no answer, and a retry
@@ -17,6 +18,7 @@ timeouts wait 1.5 s each).
 from __future__ import annotations
 
 import json
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +31,7 @@ from fastapi.testclient import TestClient
 from ctxwindow.server import Settings, create_app
 from tests.support.faults.upstream import FaultyUpstream
 
-FAULTS = ["500", "timeout", "reset", "eof", "garbage"]
+FAULTS = ["500", "timeout", "reset", "eof", "garbage", "hangup", "rst"]
 UPSTREAM_TIMEOUT = 1.5  # the fake stalls for 3 s in "timeout"
 
 
@@ -133,3 +135,48 @@ def test_a_failed_stateless_stream_ends_with_an_error(
     upstream.mode = mode
     body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     assert_upstream_error(http.post("/v1/chat/completions", json=body), True, mode)
+
+
+# What the client is told of an upstream that fails before its first byte: status, code,
+# message, and the kind the error metric counts. httpx's own transport names them so; the
+# service's (httpx on aiohttp) must too.
+BEFORE_ANY_BYTE = {
+    "refused": (502, "bad_gateway", "upstream unreachable: ConnectError", "connect"),
+    "hangup": (502, "bad_gateway", "upstream unreachable: RemoteProtocolError", "connect"),
+    "rst": (502, "bad_gateway", "upstream unreachable: ReadError", "connect"),
+    "silent": (504, "upstream_timeout", "upstream timed out", "timeout"),
+}
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port  # nothing listens on it now: a connection is refused
+
+
+@pytest.mark.parametrize("transport", ["service", "httpx"])
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("mode", list(BEFORE_ANY_BYTE))
+def test_a_failure_before_the_answer_is_named_as_httpx_names_it(
+    tmp_path: Path, upstream: FaultyUpstream, mode: str, stream: bool, transport: str
+) -> None:
+    """The service's transport (httpx-aiohttp, which calls every connection error a
+    ``ConnectTimeout``) tells a refused, closed or reset connection apart from a timeout,
+    exactly as httpx's own transport does."""
+    url = f"http://127.0.0.1:{closed_port()}/v1" if mode == "refused" else upstream.base_url
+    upstream.mode = mode
+    settings = Settings(
+        store=f"sqlite:///{tmp_path / 'sessions.db'}", upstream=url, data_dir=tmp_path,
+        upstream_timeout=UPSTREAM_TIMEOUT,
+    )  # fmt: skip
+    chosen = httpx.AsyncHTTPTransport() if transport == "httpx" else None
+    status, code, message, kind = BEFORE_ANY_BYTE[mode]
+    with TestClient(create_app(settings, upstream_transport=chosen)) as http:
+        response = ask(http, f"early-{mode}", "Which depot ships to 大阪? 📦", mode, stream)
+        assert response.status_code == status, response.text[:400]
+        error = response.json()["error"]
+        assert (error["code"], error["message"]) == (code, message)
+        assert stored(http, f"early-{mode}") == [("user", "Which depot ships to 大阪? 📦")]
+        counted = http.get("/metrics").text
+        assert f'ctxwindow_upstream_errors_total{{kind="{kind}"}} 1.0' in counted, counted

@@ -1,19 +1,25 @@
 """The upstream LLM: an OpenAI-compatible endpoint behind an injectable httpx transport.
 
-Transport failures are mapped here, at the boundary, to ``APIError``: a
-connection failure, a 5xx or a malformed body is a 502, a timeout a 504. What
-a protocol's body or stream holds is read by its adapter (``protocols/``); a
-stream is relayed by ``sse.py``.
+By default the transport is httpx's interface on aiohttp's connection pool and
+C parser (``httpx-aiohttp``): about half the CPU a call of httpx's own
+transport (``benchmarks/bench_upstream.py``). Transport failures are mapped
+here, at the boundary, to ``APIError``: a connection failure, a 5xx or a
+malformed body is a 502, a timeout a 504. What a protocol's body or stream
+holds is read by its adapter (``protocols/``); a stream is relayed by
+``sse.py``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
 
+import aiohttp
 import httpx
 import orjson
+from httpx_aiohttp import AiohttpTransport
 
 from ctxwindow.server.errors import APIError
 from ctxwindow.server.metrics import Metrics
@@ -43,7 +49,7 @@ class Upstream:
         # readiness probe and calibration: a request with a slot never waits for the pool.
         calls = settings.max_upstream_calls + 4
         pool = httpx.Limits(max_connections=calls, max_keepalive_connections=20)
-        self._transport = transport or httpx.AsyncHTTPTransport(limits=pool)
+        self._transport = transport or Transport(limits=pool)
         # Completions go straight to the transport (its connection pool): the client's
         # redirects, cookies and URL merging cost ~0.25 ms a request and do nothing here.
         self._base = settings.upstream
@@ -183,3 +189,30 @@ class Upstream:
 def _encoded(body: dict[str, Any]) -> bytes:
     """The body as JSON (orjson: a context of thousands of messages in a fraction of a ms)."""
     return orjson.dumps(body)
+
+
+class Transport(AiohttpTransport):
+    """httpx's transport interface on aiohttp, a failure to answer named as httpx's own
+    transport names it.
+
+    httpx-aiohttp raises ``httpx.ConnectTimeout`` for any connection error of
+    aiohttp's, so a refused connection or an upstream that hangs up before it
+    answers would be "upstream timed out" (a 504). Here only aiohttp's timeouts
+    stay timeouts: a refused connection is ``httpx.ConnectError``, a hang-up
+    ``httpx.RemoteProtocolError``, a reset ``httpx.ReadError``. A body cut off
+    later needs nothing of this: aiohttp reports it as a ``ClientPayloadError``,
+    which httpx-aiohttp raises as ``httpx.ReadError`` (a stall as ``ReadTimeout``).
+    """
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await super().handle_async_request(request)
+        except httpx.TimeoutException as exc:
+            cause = exc.__cause__
+            if cause is None or isinstance(cause, asyncio.TimeoutError):
+                raise
+            if isinstance(cause, aiohttp.ClientConnectorError):
+                raise httpx.ConnectError(str(cause), request=request) from cause
+            if isinstance(cause, aiohttp.ServerDisconnectedError):
+                raise httpx.RemoteProtocolError(str(cause), request=request) from cause
+            raise httpx.ReadError(str(cause), request=request) from cause

@@ -20,6 +20,9 @@ garbage     200 with a body that is not JSON        a delta, lines that are not 
 slow        the completion after ``gap`` seconds    the deltas ``gap`` seconds apart, [DONE]
 late        the completion                          every event, [DONE], then a close before
                                                     the body's last chunk (all three protocols)
+hangup      a clean close before any byte           a clean close before any byte
+rst         a TCP RST before any byte               a TCP RST before any byte
+silent      nothing for ``stall`` seconds           nothing for ``stall`` seconds
 ==========  ======================================  ===========================================
 
 ``gate``, when set, holds every completion until it is opened (bounded), so a
@@ -40,7 +43,8 @@ from typing import Any
 
 from tests.support.protocol_upstreams import FakeMessages, FakeResponses, ProtocolFake
 
-MODES = ("ok", "500", "timeout", "reset", "eof", "garbage", "slow", "late")
+MODES = ("ok", "500", "timeout", "reset", "eof", "garbage", "slow", "late", "hangup", "rst",
+         "silent")  # fmt: skip
 GATE_LIMIT = 60.0  # seconds a gated request waits at most: a forgotten gate cannot hang a test
 
 
@@ -113,7 +117,11 @@ def _handler(fake: FaultyUpstream) -> type[BaseHTTPRequestHandler]:
             if fake.gate is not None:
                 fake.gate.wait(GATE_LIMIT)
             protocol = fake.protocols.get(self.path.rsplit("/", 1)[-1])
-            if fake.mode == "500":
+            if fake.mode in ("hangup", "rst", "silent"):
+                if fake.mode == "silent":
+                    time.sleep(fake.stall)
+                self._close(reset=fake.mode == "rst")
+            elif fake.mode == "500":
                 self._send(500, b'{"error": {"message": "boom", "type": "server_error"}}')
             elif protocol is not None:
                 self._answer(protocol, body)
