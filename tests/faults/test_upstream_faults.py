@@ -17,6 +17,7 @@ timeouts wait 1.5 s each).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import uuid
@@ -29,6 +30,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ctxwindow.server import Settings, create_app
+from ctxwindow.server.metrics import Metrics
+from ctxwindow.server.upstream import Upstream
 from tests.support.faults.upstream import FaultyUpstream
 
 FAULTS = ["500", "timeout", "reset", "eof", "garbage", "hangup", "rst"]
@@ -161,9 +164,9 @@ def closed_port() -> int:
 def test_a_failure_before_the_answer_is_named_as_httpx_names_it(
     tmp_path: Path, upstream: FaultyUpstream, mode: str, stream: bool, transport: str
 ) -> None:
-    """The service's transport (httpx-aiohttp, which calls every connection error a
-    ``ConnectTimeout``) tells a refused, closed or reset connection apart from a timeout,
-    exactly as httpx's own transport does."""
+    """The service's transport for bodies read whole (httpx-aiohttp, which calls every
+    connection error a ``ConnectTimeout``) tells a refused, closed or reset connection apart
+    from a timeout, exactly as httpx's own transport does (the service's for streams)."""
     url = f"http://127.0.0.1:{closed_port()}/v1" if mode == "refused" else upstream.base_url
     upstream.mode = mode
     settings = Settings(
@@ -180,3 +183,50 @@ def test_a_failure_before_the_answer_is_named_as_httpx_names_it(
         assert stored(http, f"early-{mode}") == [("user", "Which depot ships to 大阪? 📦")]
         counted = http.get("/metrics").text
         assert f'ctxwindow_upstream_errors_total{{kind="{kind}"}} 1.0' in counted, counted
+
+
+def test_a_stream_relays_every_byte_that_came_before_its_connection_broke() -> None:
+    """The upstream sends its last event and closes without ending the chunked body, the
+    close arriving before the relay reads: the events come first, then the error (aiohttp's
+    reader raises the error and drops the bytes it buffered, so a stream whose
+    ``[DONE]`` came with a bad close lost its reply)."""
+    delta = '{"choices": [{"delta": {"content": "大阪 🚚"}}]}'
+    events = f"data: {delta}\n\ndata: [DONE]\n\n".encode()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"transfer-encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(events), events)
+        )  # and no last chunk
+        await writer.drain()
+        writer.close()
+
+    async def run() -> tuple[bytes, BaseException | None]:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        settings = Settings(store="memory://", upstream=f"http://127.0.0.1:{port}/v1")
+        upstream = Upstream(settings, Metrics(None, None, settings.model_registry))
+        body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        got, error = b"", None
+        try:
+            response = await upstream.open("chat/completions", body)
+            await asyncio.sleep(0.2)  # the close is in before the first read
+            try:
+                async for chunk in response.aiter_bytes():
+                    got += chunk
+            except httpx.HTTPError as exc:
+                error = exc
+            finally:
+                await response.aclose()
+        finally:
+            await upstream.aclose()
+            server.close()
+            await server.wait_closed()
+        return got, error
+
+    got, error = asyncio.run(run())
+    assert got == events
+    assert isinstance(error, httpx.RemoteProtocolError), error

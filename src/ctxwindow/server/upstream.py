@@ -1,8 +1,12 @@
 """The upstream LLM: an OpenAI-compatible endpoint behind an injectable httpx transport.
 
-By default the transport is httpx's interface on aiohttp's connection pool and
-C parser (``httpx-aiohttp``): about half the CPU a call of httpx's own
-transport (``benchmarks/bench_upstream.py``). Transport failures are mapped
+By default a body read whole (every non-streamed completion) goes through
+httpx's interface on aiohttp's connection pool and C parser
+(``httpx-aiohttp``): about half the CPU a call of httpx's own transport
+(``benchmarks/bench_upstream.py``). Streams keep httpx's own transport:
+aiohttp raises a broken connection's error before the bytes it had buffered,
+so an upstream that sends its last event and then closes badly would lose
+that event (``[DONE]``), and the reply with it. Transport failures are mapped
 here, at the boundary, to ``APIError``: a connection failure, a 5xx or a
 malformed body is a 502, a timeout a 504. What a protocol's body or stream
 holds is read by its adapter (``protocols/``); a stream is relayed by
@@ -49,7 +53,11 @@ class Upstream:
         # readiness probe and calibration: a request with a slot never waits for the pool.
         calls = settings.max_upstream_calls + 4
         pool = httpx.Limits(max_connections=calls, max_keepalive_connections=20)
+        # Bodies read whole go through aiohttp (half the CPU a call); streams through httpx's
+        # own transport, which relays every byte that came before a broken connection
+        # (aiohttp drops what it buffered: a ``[DONE]`` followed by a bad close was lost).
         self._transport = transport or Transport(limits=pool)
+        self._streams = transport or httpx.AsyncHTTPTransport(limits=pool)
         # Completions go straight to the transport (its connection pool): the client's
         # redirects, cookies and URL merging cost ~0.25 ms a request and do nothing here.
         self._base = settings.upstream
@@ -70,14 +78,21 @@ class Upstream:
         return url
 
     async def _send(
-        self, body: dict[str, Any], url: httpx.URL, headers: dict[str, str] | None = None
+        self,
+        body: dict[str, Any],
+        url: httpx.URL,
+        headers: dict[str, str] | None = None,
+        *,
+        whole: bool = True,
     ) -> httpx.Response:
-        """An open response to a POST of ``body`` to ``url`` (its body not read yet)."""
+        """An open response to a POST of ``body`` to ``url`` (its body not read yet), to be
+        read ``whole`` or as a stream."""
         request = httpx.Request(
             "POST", url, headers=headers or self._headers, content=_encoded(body),
             extensions={"timeout": self._timeout},
         )  # fmt: skip
-        response = await self._transport.handle_async_request(request)
+        transport = self._transport if whole else self._streams
+        response = await transport.handle_async_request(request)
         response.request = request
         return response
 
@@ -116,7 +131,7 @@ class Upstream:
         """The upstream's response, read ``whole`` or open; a 5xx or a failure an ``APIError``."""
         started = time.perf_counter()
         try:
-            response = await self._send(body, self._url_of(path), headers)
+            response = await self._send(body, self._url_of(path), headers, whole=whole)
             if whole or response.status_code >= 400:  # a 4xx is passed on, a 5xx is a 502
                 try:
                     await response.aread()
@@ -171,7 +186,9 @@ class Upstream:
         return True
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        await self.client.aclose()  # and ``_transport``
+        if self._streams is not self._transport:
+            await self._streams.aclose()
 
     def _check_status(self, status: int) -> None:
         if status >= 500:
