@@ -165,6 +165,53 @@ def test_the_async_worker_archives_between_requests() -> None:
     asyncio.run(run())
 
 
+def test_a_turn_is_indexed_in_one_batch_as_it_ends() -> None:
+    """The worker leaves a session alone while a turn holds it (other sessions go on), then
+    indexes what the turn added in one batch; a search inside the turn still sees it."""
+    archive = GatedArchive()
+    cm = ContextManager(MemoryStore(), budget=300, archive=archive, prefetch=False)
+    with cm.turn("s"):
+        cm.add("s", {"role": "user", "content": FACT})
+        cm.add("s", {"role": "assistant", "content": "Noted: SF1234567890 🫖"})
+        cm.add("other", {"role": "user", "content": "a turn of another session"})
+        wait_until(lambda: archive.indexed_through("other") == 1, "the other session indexed")
+        assert archive.indexed_through("s") == 0  # the worker ran, and left "s" alone
+    wait_until(lambda: archive.indexed_through("s") == 2, "the turn indexed as it ended")
+    assert [(thread, seqs) for thread, seqs, _ in archive.calls] == [
+        ("ctxwindow-archive", [1]),
+        ("ctxwindow-archive", [1, 2]),
+    ]
+    with cm.turn("s"):
+        chat(lambda m: cm.add("s", m), 30)  # FACT leaves the window
+        context = cm.build("s", query="tracking id kettle")
+        assert FACT in contents(context.messages)
+        assert archive.indexed_through("s") == 62  # the search indexed the turn's entries
+    cm.close()
+
+
+def test_an_async_turn_is_indexed_in_one_batch_as_it_ends() -> None:
+    archive = GatedArchive()
+
+    async def run() -> None:
+        async with AsyncContextManager(
+            AsyncMemoryStore(), budget=300, archive=archive, prefetch=False
+        ) as cm:
+            async with cm.turn("s"):
+                await cm.add("s", {"role": "user", "content": FACT})
+                await cm.add("s", {"role": "assistant", "content": "Noted: SF1234567890 🫖"})
+                await cm.add("other", {"role": "user", "content": "a turn of another session"})
+                while archive.indexed_through("other") < 1:  # the worker runs meanwhile
+                    await asyncio.sleep(0.005)
+                assert archive.indexed_through("s") == 0  # ... and leaves "s" alone
+            deadline = time.monotonic() + 10
+            while archive.indexed_through("s") < 2:
+                assert time.monotonic() < deadline, "the turn was never indexed"
+                await asyncio.sleep(0.005)
+            assert [seqs for _, seqs, _ in archive.calls] == [[1], [1, 2]]
+
+    asyncio.run(run())
+
+
 # -- searches see everything queued before them -----------------------------------------
 
 

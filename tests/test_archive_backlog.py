@@ -75,7 +75,7 @@ def test_backlogs_go_slowly_beside_turns_and_at_full_speed_when_quiet(
     monkeypatch.setattr(archiving, "BUSY_EVERY", 5.0)
     turns = Turns()
     turns.defer_backlog()  # a cold load queued one
-    with turns:
+    with turns.of("s1"):
         assert not turns.backlog_now()
         clock.now += 4.9
         assert not turns.backlog_now()

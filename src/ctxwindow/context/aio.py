@@ -329,11 +329,12 @@ class AsyncContextManager:
             HELD.set(inside)
             self._unchecked.add(session_id)
             try:
-                with self._archiver.turns:
+                with self._archiver.turns.of(session_id):
                     yield
             finally:
                 self._unchecked.discard(session_id)
                 HELD.set(held)
+            self._archiver.ended(session_id)
 
     # unasync: async only
     def hand_over(self, session_id: str) -> None:

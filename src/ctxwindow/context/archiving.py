@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 
 from ctxwindow.context.contracts import ArchiveLike, watermarked
@@ -46,7 +46,12 @@ BUSY_EVERY = 5.0
 
 
 class Turns:
-    """The turns of a manager under way, and whether its worker may read a backlog now.
+    """The turns of a manager under way, and whether its worker may index a session now.
+
+    A turn's entries wait for its end: the worker leaves a session alone
+    while a turn of it is under way, then indexes what the turn added in one
+    batch (a user message and its reply: one transaction and one hand-off to
+    the worker, not two; a search still indexes them at once).
 
     A backlog (what a cold load did not replay: up to a whole long session)
     can take minutes to embed, and on a small machine each batch slows the
@@ -58,23 +63,33 @@ class Turns:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._count = 0
+        self._under_way: dict[str, int] = {}  # session -> its turns under way (nested: one)
         self._ended = self._backlog_at = time.monotonic()
 
-    def __enter__(self) -> None:
+    @contextmanager
+    def of(self, session_id: str) -> Iterator[None]:
+        """A turn of the session, under way while in the block."""
         with self._lock:
-            self._count += 1
+            self._under_way[session_id] = self._under_way.get(session_id, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                left = self._under_way.pop(session_id) - 1
+                if left:
+                    self._under_way[session_id] = left
+                self._ended = time.monotonic()
 
-    def __exit__(self, *exc: object) -> None:
+    def under_way(self) -> frozenset[str]:
+        """The sessions a turn holds now."""
         with self._lock:
-            self._count -= 1
-            self._ended = time.monotonic()
+            return frozenset(self._under_way)
 
     def backlog_now(self) -> bool:
         """Whether a backlog's batch may run now."""
         now = time.monotonic()
         with self._lock:
-            quiet = not self._count and now - self._ended >= QUIET
+            quiet = not self._under_way and now - self._ended >= QUIET
             return quiet or now >= self._backlog_at
 
     def defer_backlog(self) -> None:
@@ -164,17 +179,17 @@ class ArchiveQueue:
         with self._lock:
             self._held.add(session_id)
 
-    def next(self, *, stored: bool = True) -> str | None:
-        """The session that has waited longest, unless held; None when none waits.
-        ``stored=False``: not one with stored entries to read (a backlog) first."""
+    def next(self, *, stored: bool = True, busy: Collection[str] = ()) -> str | None:
+        """The session that has waited longest, unless held or ``busy``; None when none
+        waits. ``stored=False``: not one with stored entries to read (a backlog) first."""
         with self._lock:
-            ready = (s for s in self._pending if s not in self._held)
+            ready = (s for s in self._pending if s not in self._held and s not in busy)
             return next((s for s in ready if stored or s not in self._stored), None)
 
-    def backlogged(self) -> bool:
-        """Whether a session that is not held has stored entries to read."""
+    def backlogged(self, busy: Collection[str] = ()) -> bool:
+        """Whether a session that is neither held nor ``busy`` has stored entries to read."""
         with self._lock:
-            return any(s not in self._held for s in self._stored)
+            return any(s not in self._held and s not in busy for s in self._stored)
 
     def take(self, session_id: str, limit: int = BATCH) -> list[Entry]:
         """The session's first ``limit`` entries, off the queue (the session goes last);

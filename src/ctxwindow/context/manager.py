@@ -331,11 +331,12 @@ class ContextManager:
             HELD.set(inside)
             self._unchecked.add(session_id)
             try:
-                with self._archiver.turns:
+                with self._archiver.turns.of(session_id):
                     yield
             finally:
                 self._unchecked.discard(session_id)
                 HELD.set(held)
+            self._archiver.ended(session_id)
 
     def drain(self, *, backlogs: bool = True) -> None:
         """Archive every turn still queued now, rather than soon in the background.

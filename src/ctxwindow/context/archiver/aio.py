@@ -66,6 +66,11 @@ class Archiver:
             self.queue.put(session.id, queued)
             self._worker.wake()
 
+    def ended(self, session_id: str) -> None:
+        """A turn of the session ended: the worker indexes what it added (see ``Turns``)."""
+        if self.queue.waiting(session_id):
+            self._worker.wake()
+
     async def missed(self, session: Session) -> None:
         """Queue for the archive what it has not got of a session just loaded: the turns
         above its watermark (all, if it keeps none); those the load did not replay as a
@@ -208,10 +213,10 @@ class Archiver:
 
         Backlogs go slowly unless the manager is quiet (see ``Turns``).
         """
-        backlog = self.turns.backlog_now()
-        session_id = self.queue.next(stored=backlog)
+        backlog, busy = self.turns.backlog_now(), self.turns.under_way()
+        session_id = self.queue.next(stored=backlog, busy=busy)
         if session_id is None:
-            if not backlog and self.queue.backlogged():
+            if not backlog and self.queue.backlogged(busy):
                 await sleep(0.1)  # until the manager is quiet, or the next batch is due
                 return True
             return False
