@@ -53,6 +53,22 @@ def test_next_can_pass_over_backlogs_and_a_held_backlog_waits() -> None:
     assert queue.next() == "cold"
 
 
+def test_next_waits_for_a_turn_to_end_but_not_its_backlog() -> None:
+    """A session a turn holds gives the worker nothing of what the turn adds, but a cold
+    load's backlog still moves (at the backlog's pace, ``Turns``)."""
+    queue = ArchiveQueue()
+    queue.put("hot", [entry(1)])
+    queue.put_stored("cold", 0, 500)
+    queue.put("cold", [entry(501)])
+    under_way = {"hot", "cold"}
+    assert queue.next(busy=under_way) == "cold"  # its backlog
+    assert queue.next(stored=False, busy=under_way) is None
+    assert queue.next(busy={"cold"}) == "hot"
+    queue.read("cold", 500)  # the backlog is done: what its turn added waits for its end
+    assert queue.next(busy=under_way) is None
+    assert queue.next() == "hot"
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0

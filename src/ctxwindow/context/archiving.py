@@ -51,7 +51,8 @@ class Turns:
     A turn's entries wait for its end: the worker leaves a session alone
     while a turn of it is under way, then indexes what the turn added in one
     batch (a user message and its reply: one transaction and one hand-off to
-    the worker, not two; a search still indexes them at once).
+    the worker, not two; a search still indexes them at once). A backlog of
+    the session goes on meanwhile, as below.
 
     A backlog (what a cold load did not replay: up to a whole long session)
     can take minutes to embed, and on a small machine each batch slows the
@@ -180,16 +181,22 @@ class ArchiveQueue:
             self._held.add(session_id)
 
     def next(self, *, stored: bool = True, busy: Collection[str] = ()) -> str | None:
-        """The session that has waited longest, unless held or ``busy``; None when none
-        waits. ``stored=False``: not one with stored entries to read (a backlog) first."""
+        """The session that has waited longest, unless held; None when none waits.
+        ``stored=False``: not one with stored entries to read (a backlog) first. ``busy``:
+        the sessions a turn holds, passed over unless they have a backlog to read (what
+        the turn adds waits for its end; a backlog goes on at its own pace, ``Turns``)."""
         with self._lock:
-            ready = (s for s in self._pending if s not in self._held and s not in busy)
+            ready = (
+                s
+                for s in self._pending
+                if s not in self._held and (s not in busy or s in self._stored)
+            )
             return next((s for s in ready if stored or s not in self._stored), None)
 
-    def backlogged(self, busy: Collection[str] = ()) -> bool:
-        """Whether a session that is neither held nor ``busy`` has stored entries to read."""
+    def backlogged(self) -> bool:
+        """Whether a session that is not held has stored entries to read."""
         with self._lock:
-            return any(s not in self._held and s not in busy for s in self._stored)
+            return any(s not in self._held for s in self._stored)
 
     def take(self, session_id: str, limit: int = BATCH) -> list[Entry]:
         """The session's first ``limit`` entries, off the queue (the session goes last);

@@ -218,7 +218,7 @@ class Archiver:
         backlog, busy = self.turns.backlog_now(), self.turns.under_way()
         session_id = self.queue.next(stored=backlog, busy=busy)
         if session_id is None:
-            if not backlog and self.queue.backlogged(busy):
+            if not backlog and self.queue.backlogged():
                 sleep(0.1)  # until the manager is quiet, or the next batch is due
                 return True
             return False
