@@ -186,6 +186,12 @@ def test_a_turn_is_indexed_in_one_batch_as_it_ends() -> None:
         context = cm.build("s", query="tracking id kettle")
         assert FACT in contents(context.messages)
         assert archive.indexed_through("s") == 62  # the search indexed the turn's entries
+    with pytest.raises(RuntimeError), cm.turn("s"):  # a turn that fails
+        cm.add("s", {"role": "user", "content": "Is it shipped?"})
+        cm.add("other", {"role": "assistant", "content": "another session's turn"})
+        wait_until(lambda: archive.indexed_through("other") == 2, "the other session indexed")
+        raise RuntimeError("the upstream is down")
+    wait_until(lambda: archive.indexed_through("s") == 63, "the failed turn indexed as it ended")
     cm.close()
 
 

@@ -334,7 +334,7 @@ class AsyncContextManager:
             finally:
                 self._unchecked.discard(session_id)
                 HELD.set(held)
-            self._archiver.ended(session_id)
+                self._archiver.ended(session_id)  # (a failed turn's entries too)
 
     # unasync: async only
     def hand_over(self, session_id: str) -> None:

@@ -336,7 +336,7 @@ class ContextManager:
             finally:
                 self._unchecked.discard(session_id)
                 HELD.set(held)
-            self._archiver.ended(session_id)
+                self._archiver.ended(session_id)  # (a failed turn's entries too)
 
     def drain(self, *, backlogs: bool = True) -> None:
         """Archive every turn still queued now, rather than soon in the background.
