@@ -64,21 +64,19 @@ class Turns:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._under_way: dict[str, int] = {}  # session -> its turns under way (nested: one)
+        self._under_way: set[str] = set()  # (the store's lock: one turn of a session at a time)
         self._ended = self._backlog_at = time.monotonic()
 
     @contextmanager
     def of(self, session_id: str) -> Iterator[None]:
         """A turn of the session, under way while in the block."""
         with self._lock:
-            self._under_way[session_id] = self._under_way.get(session_id, 0) + 1
+            self._under_way.add(session_id)
         try:
             yield
         finally:
             with self._lock:
-                left = self._under_way.pop(session_id) - 1
-                if left:
-                    self._under_way[session_id] = left
+                self._under_way.discard(session_id)
                 self._ended = time.monotonic()
 
     def under_way(self) -> frozenset[str]:

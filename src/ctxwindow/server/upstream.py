@@ -56,7 +56,7 @@ class Upstream:
         # Bodies read whole go through aiohttp (half the CPU a call); streams through httpx's
         # own transport, which relays every byte that came before a broken connection
         # (aiohttp drops what it buffered: a ``[DONE]`` followed by a bad close was lost).
-        self._transport = transport or Transport(limits=pool)
+        self._whole = transport or Transport(limits=pool)
         self._streams = transport or httpx.AsyncHTTPTransport(limits=pool)
         # Completions go straight to the transport (its connection pool): the client's
         # redirects, cookies and URL merging cost ~0.25 ms a request and do nothing here.
@@ -67,7 +67,7 @@ class Upstream:
         self._list_timeout = httpx.Timeout(min(LIST_TIMEOUT, settings.upstream_timeout)).as_dict()
         self.client = httpx.AsyncClient(
             base_url=settings.upstream + "/", headers=headers,
-            timeout=settings.upstream_timeout, transport=self._transport,
+            timeout=settings.upstream_timeout, transport=self._whole,
         )  # fmt: skip
         self.metrics = metrics
 
@@ -91,7 +91,7 @@ class Upstream:
             "POST", url, headers=headers or self._headers, content=_encoded(body),
             extensions={"timeout": self._timeout},
         )  # fmt: skip
-        transport = self._transport if whole else self._streams
+        transport = self._whole if whole else self._streams
         response = await transport.handle_async_request(request)
         response.request = request
         return response
@@ -160,7 +160,7 @@ class Upstream:
             extensions={"timeout": self._list_timeout},
         )  # fmt: skip
         try:
-            response = await self._transport.handle_async_request(request)
+            response = await self._whole.handle_async_request(request)
             try:
                 content = await response.aread()
             finally:
@@ -186,8 +186,8 @@ class Upstream:
         return True
 
     async def aclose(self) -> None:
-        await self.client.aclose()  # and ``_transport``
-        if self._streams is not self._transport:
+        await self.client.aclose()  # and ``_whole``
+        if self._streams is not self._whole:
             await self._streams.aclose()
 
     def _check_status(self, status: int) -> None:
