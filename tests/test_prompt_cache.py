@@ -24,6 +24,8 @@ from hypothesis import strategies as st
 from ctxwindow import MessageWindow, TokenWindow, count_tokens
 from ctxwindow.archive.sqlite import SQLiteArchive
 from ctxwindow.context import ContextManager, hybrid_policy
+from ctxwindow.context.policy import LOW_WATER
+from ctxwindow.context.recalling import CALM, HEADROOM_FROM, headroom
 from ctxwindow.errors import ModelConfigError
 from ctxwindow.eval.replay import CacheMeter
 from ctxwindow.policies import Window
@@ -558,3 +560,61 @@ def test_recalled_turns_that_no_longer_fit_leave_from_the_end() -> None:
         rows = context.report.decisions
         recalled = {d.preview.rstrip("…") for d in rows if d.state == "recalled"}
     assert trims
+
+
+def test_recall_leaves_room_for_the_next_turns_to_append() -> None:
+    """From ``HEADROOM_FROM`` tokens, a step for recall leaves room empty for the turns
+    until recall may step again, so they add to the context without changing its prefix;
+    filling the budget made the very next turn give recalled turns up."""
+    budget = 4096
+    assert budget >= HEADROOM_FROM
+    manager = ContextManager(MemoryStore(), budget=budget, archive=SQLiteArchive())
+    manager.add("s", {"role": "system", "content": SYSTEM})
+    for i, place in enumerate(LOCKERS):
+        code = {"role": "user", "content": f"The code for the locker at {place} is {i}{i}7{i}."}
+        manager.add("s", code)
+        manager.add("s", {"role": "assistant", "content": "Noted."})
+    for i in range(160):  # talk of the lockers, which the question below matches
+        place = LOCKERS[i % len(LOCKERS)]
+        manager.add("s", {"role": "user", "content": f"Is the locker at {place} free? ({i})"})
+        manager.add("s", {"role": "assistant", "content": f"The locker at {place} is busy."})
+    for i in range(160):  # small talk: the lockers leave the window
+        manager.add("s", {"role": "user", "content": f"{TEXTS[i % len(TEXTS)]} ({i})"})
+        manager.add("s", {"role": "assistant", "content": f"Good to hear, part {i}: " * 3})
+    manager.add("s", {"role": "user", "content": "What are the codes for the lockers?"})
+    stepped = manager.build("s")
+    assert (stepped.report.last_step or "").startswith("room for recalled turns")
+    assert any(d.state == "recalled" for d in stepped.report.decisions)
+    before = encoded(stepped.messages)
+    for _ in range(3):  # the question again, a short turn: it only adds to the context
+        reply = {"role": "assistant", "content": "Here they are 👍"}
+        ask = {"role": "user", "content": "What are the codes for the lockers?"}
+        manager.add("s", reply)
+        manager.add("s", ask)
+        context = manager.build("s")
+        now = encoded(context.messages)
+        assert context.report.last_step == stepped.report.last_step
+        assert now[: len(before)] == before
+        assert now[len(before)] == encoded([reply])[0] and context.messages[-1] == ask
+        before = now
+
+
+def test_the_headroom_is_the_newest_turns_when_a_step_holds_them() -> None:
+    """What a step leaves empty: the window's newest ``CALM`` turns, when a step of the
+    build's budget holds them; none when it does not (they would not fit all the same: on
+    long turns part of the room cost recall), and none in a small window."""
+    short, long = "ok 👍 東京", "The parcel to Osaka left the depot this morning. " * 20
+    small = TokenWindow(HEADROOM_FROM - 1, system=SYSTEM, low_water=LOW_WATER)
+    chatty = TokenWindow(8192, system=SYSTEM, low_water=LOW_WATER)
+    wordy = TokenWindow(8192, system=SYSTEM, low_water=LOW_WATER)
+    for i in range(30):
+        small.add("user" if i % 2 == 0 else "assistant", short)
+        chatty.add("user" if i % 2 == 0 else "assistant", f"{short} {i}")
+        wordy.add("user" if i % 2 == 0 else "assistant", long)
+    assert headroom(small, small.budget) == 0
+    calm = sum(unit.size for unit in list(chatty.newest_units())[: 2 * CALM])
+    assert 0 < calm <= (8192 - chatty.pinned_tokens) * (1 - LOW_WATER)
+    assert headroom(chatty, 8192) == calm
+    assert headroom(wordy, 8192) == 0  # eight turns of ~200 tokens: more than a step
+    narrow = chatty.pinned_tokens + int(calm / (1 - LOW_WATER)) - 1  # a build too narrow
+    assert headroom(chatty, narrow) == 0

@@ -209,12 +209,15 @@ class Recall:
     query does not score, kept in place for the prompt cache. ``squeezed``: the ids of
     entries in ``units`` that are not recalled but the window's newest messages,
     compressed for this context (``Recalling.recent``): the window leaves their whole form out.
+    ``spare``: the tokens the context leaves empty for the next turns, after a step with
+    the prompt cache (``Recalling.in_place``), so that they add to it without changing it.
     """
 
     units: list[Unit] = field(default_factory=list)
     keep: frozenset[str] = frozenset()
     carried: frozenset[str] = frozenset()
     squeezed: frozenset[str] = frozenset()
+    spare: int = 0
 
     @property
     def tokens(self) -> int:

@@ -244,7 +244,8 @@ class AsyncContextManager:
             query = self._core.query_of(session, query)
             found = await self._candidates(session, query, budget)
             question = session.question[0].seq if session.question is not None else None
-            recalled = self._core.recalled(session, budget, found, question)
+            narrow = budget < self.budget
+            recalled = self._core.recalled(session, budget, found, question, narrow=narrow)
             return self._core.context(session, budget, recalled, session.question, sent=sent)
 
     async def preview(
@@ -263,7 +264,8 @@ class AsyncContextManager:
             new = self._core.previewed(session, message, budget)
             room = budget - new.tokens
             found = await self._candidates(session, text_of(new.message), room)
-            recalled = self._core.recalled(session, room, found, preview=True)
+            narrow = budget < self.budget
+            recalled = self._core.recalled(session, room, found, preview=True, narrow=narrow)
             built = self._core.context(session, room, recalled, None, sent=False)
             row = session.window.previewed_row(new, seq=session.last_seq + 1)
             return built.plus(row, new.message, budget=budget)

@@ -203,7 +203,9 @@ class Finishing:
         """
         keep = recalled.keep if question is None else recalled.keep | {question[0].id}
         window, units = session.window, recalled.units
-        room = budget - recalled.tokens  # the recalled turns' room is exact, the rest in steps
+        # the recalled turns' room is exact, the rest in steps; what a step leaves empty for
+        # the next turns stays empty
+        room = budget - recalled.tokens - recalled.spare
         context = window.build(
             max_tokens=room, keep=keep, added=units, sent=sent, grid=budget, omit=recalled.squeezed
         )

@@ -12,6 +12,7 @@ in place from turn to turn (``recalled``). The manager's ``Archiver``
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import time
 from collections.abc import Generator, Mapping, Sequence
@@ -36,6 +37,14 @@ CALM = 4
 than step again (unless what is sent no longer fits): stepping whenever a question earned
 more than fits stepped on nearly every turn of a chat, 1.3-1.6x cheaper a turn than a
 sliding window instead of 2.2-2.5x."""
+HEADROOM_FROM = 4096
+"""With the prompt cache, the least budget (the window's) at which a step leaves room empty
+for the next turns (``headroom``). A step that filled the budget left them none: the next
+turn gave recalled turns up or stepped again. On LoCoMo's dev conversations, leaving the
+room took the cache mode from 1.24x / 1.45x to 1.66x / 1.91x cheaper a turn than a sliding
+window at 4,096 / 8,192 tokens, with the same evidence recall (``bench_cache.py``). Below,
+a cache serves little (prefixes from 1,024 tokens) and the room is worth more to recall:
+at 2,048 tokens it took 1.10x to 1.21x for 0.9 points."""
 
 
 READ_AHEAD = 2
@@ -241,6 +250,7 @@ class Recalling:
         question: int | None = None,
         *,
         preview: bool = False,
+        narrow: bool = False,
     ) -> Recall:
         """The candidates ``ranked`` that come back, in the room the budget leaves them.
 
@@ -254,6 +264,8 @@ class Recalling:
         a question they go before the newest user turn the window holds
         (``opened``), so that the context still ends with the turn it
         continues, or, in a ``preview``, at the end, before the message previewed.
+        ``narrow``: a build narrower than the window (``max_tokens``), which leaves its
+        oldest turns out in steps of its own and no room empty for the next turns.
         """
         window = session.window  # its entries have their store seqs (see ``restore``)
         recent = self.recent(session, budget, question)
@@ -268,7 +280,8 @@ class Recalling:
             found = self.recall.choose(ranked, held(window, ranked), room, floor=0.0)
             recent = self.refit(session, budget, question, recent, found, ranked)
             return recent.with_units(found.units, found.keep)
-        sticky, earned, carried = self.in_place(session, budget, ranked, question, recent)
+        spare = 0 if narrow else headroom(window, budget)  # what a step leaves empty
+        sticky, earned, carried = self.in_place(session, budget, ranked, question, recent, spare)
         if question is not None:
             at = question
         elif preview:
@@ -280,9 +293,9 @@ class Recalling:
         if question is not None:
             session.sticky = [*sticky, *earned.units]
         ids = frozenset(e.id for unit in carried for e in unit.entries)
-        found = Recall([*sticky, *earned.units], earned.keep)
+        found = Recall([*sticky, *earned.units], earned.keep, spare=earned.spare)
         recent = self.refit(session, budget, question, recent, found, ranked)
-        return recent.with_units(found.units, found.keep, ids)
+        return recent.with_units(found.units, found.keep, ids, found.spare)
 
     def refit(
         self,
@@ -307,6 +320,7 @@ class Recalling:
             if unit.entries[0].id in found.keep and unit.entries[0].id not in every
         )
         spare = budget - session.window.pinned_tokens - recent.asked - found.tokens - kept
+        spare -= found.spare
         if spare <= recent.tokens:
             return recent
         wider = self.recent(session, budget, question, cap=spare)
@@ -319,6 +333,7 @@ class Recalling:
         ranked: list[tuple[float, Unit]],
         question: int | None,
         recent: Recent,
+        spare: int = 0,
     ) -> tuple[list[Unit], Recall, list[Unit]]:
         """With ``prompt_cache``: the units earlier turns recalled that stay, what the query
         adds, and those staying that it does not score (``recent``: the window's newest
@@ -332,7 +347,9 @@ class Recalling:
         query earns does not fit beside what is sent (and the last step is more
         than ``CALM`` turns back), when what is sent still does not fit, or when
         the turns recalled before that the query does not score take over
-        ``CARRIED_SHARE`` of the budget, the prefix changes once (``stepped``).
+        ``CARRIED_SHARE`` of the budget, the prefix changes once (``stepped``). Recall
+        leaves ``spare`` tokens of the budget empty (``headroom``), and a step makes room
+        for them too, so that the next turns add to the context without changing it.
         """
         window, sticky = session.window, session.sticky
         kept, sent = held(window, ranked), {e.id for unit in sticky for e in unit.entries}
@@ -354,14 +371,18 @@ class Recalling:
         if free >= 0 and (calm or earned.tokens <= free) and not stale:
             # no step: what fits beside the window and the turns recalled before
             outside = [(score, unit) for score, unit in fresh if unit.entries[0].id not in kept]
-            beside = self.recall.choose(outside, (), max(0, free), floor=0.0)
+            beside = self.recall.choose(outside, (), max(0, free - spare), floor=0.0)
             return sticky, Recall(beside.units, earned.keep), carried
-        stay = self.stepped(session, earned, question, recent.tokens)
+        stay = self.stepped(session, earned, question, recent.tokens, spare)
         used = sum(unit.size for unit in stay)
         # the room again: the step folded what it evicted into the summary, which may grow
         room = self.recall.room(budget, window.pinned_tokens, recent.tokens + recent.asked)
-        earned = self.recall.choose(fresh, held(window, ranked), max(0, room - used), floor=0.0)
-        return stay, earned, []
+        earned = self.recall.choose(
+            fresh, held(window, ranked), max(0, room - used - spare), floor=0.0
+        )
+        if question is not None:  # what the step evicted may come back: it is out of the window
+            self.step_for(session, earned.tokens + used + spare, question, recent.tokens)
+        return stay, replace(earned, spare=spare), []
 
     def trim(
         self, session: Session, scored: frozenset[str], excess: int, question: int | None
@@ -379,11 +400,12 @@ class Recalling:
         return sticky
 
     def stepped(
-        self, session: Session, earned: Recall, question: int | None, recent: int
+        self, session: Session, earned: Recall, question: int | None, recent: int, spare: int
     ) -> list[Unit]:
         """A step: the turns recalled before that the query does not score leave (the others,
-        returned, stay), and the window steps down as far as what the query earns needs
-        (``Window.make_room``; a preview leaves the window's units out instead)."""
+        returned, stay), and the window steps down as far as what the query earns needs,
+        and the ``spare`` room left for the next turns (``Window.make_room``; a preview
+        leaves the window's units out instead)."""
         window, sticky = session.window, session.sticky
         stay = [unit for unit in sticky if unit.entries[0].id in earned.keep]
         if question is None:
@@ -392,7 +414,8 @@ class Recalling:
             gone = len(sticky) - len(stay)
             window.last_step = f"recalled turns given up: {gone} before seq {question}"
         session.calm = CALM
-        self.step_for(session, earned.tokens + sum(unit.size for unit in stay), question, recent)
+        size = earned.tokens + sum(unit.size for unit in stay) + spare
+        self.step_for(session, size, question, recent)
         return stay
 
     def step_for(self, session: Session, size: int, question: int, recent: int) -> None:
@@ -402,6 +425,22 @@ class Recalling:
         asked = next((unit.size for unit in window.newest_units() if unit.seq == question), 0)
         floor = window.pinned_tokens + math.ceil((recent + asked) / LOW_WATER)
         window.make_room(min(size, max(0, window.budget - floor)), keep=question)
+
+
+def headroom(window: Window, budget: int) -> int:
+    """With the prompt cache, the room a step leaves empty for the next turns, which then add
+    to the context without changing its prefix: the size of the window's newest ``CALM``
+    turns (``2 * CALM`` units: a question and its answer each), what the turns until recall
+    may step again take if they are like those. None when that is more than a step of the
+    build's ``budget`` (``1 - LOW_WATER`` of its room beside the pinned part): those turns
+    would not fit all the same, and the room is worth more to recall (on BEAM's turns of
+    ~1,000 tokens, part of it cost 1-3 points of evidence recall); none in a window of less
+    than ``HEADROOM_FROM`` tokens."""
+    if window.budget < HEADROOM_FROM:
+        return 0
+    step = int((budget - min(window.pinned_tokens, budget)) * (1 - LOW_WATER))
+    calm = sum(unit.size for unit in itertools.islice(window.newest_units(), 2 * CALM))
+    return calm if calm <= step else 0
 
 
 @dataclass(frozen=True)
@@ -426,10 +465,15 @@ class Recent:
         return self.ids | self.squeezed_ids
 
     def with_units(
-        self, units: list[Unit], keep: frozenset[str], carried: frozenset[str] = frozenset()
+        self,
+        units: list[Unit],
+        keep: frozenset[str],
+        carried: frozenset[str] = frozenset(),
+        spare: int = 0,
     ) -> Recall:
         """What comes back: the recalled ``units`` and these messages, squeezed or kept."""
-        return Recall([*units, *self.squeezed], keep | self.ids, carried, self.squeezed_ids)
+        units = [*units, *self.squeezed]
+        return Recall(units, keep | self.ids, carried, self.squeezed_ids, spare)
 
 
 def trimmed(sticky: list[Unit], scored: frozenset[str], excess: int) -> list[Unit]:
