@@ -403,9 +403,9 @@ class Recalling:
         self, session: Session, earned: Recall, question: int | None, recent: int, spare: int
     ) -> list[Unit]:
         """A step: the turns recalled before that the query does not score leave (the others,
-        returned, stay), and the window steps down as far as what the query earns needs,
-        and the ``spare`` room left for the next turns (``Window.make_room``; a preview
-        leaves the window's units out instead)."""
+        returned, stay), and the window steps down as far as what the query earns and the
+        ``spare`` room for the next turns need (``Window.make_room``; a preview leaves the
+        window's units out instead)."""
         window, sticky = session.window, session.sticky
         stay = [unit for unit in sticky if unit.entries[0].id in earned.keep]
         if question is None:
@@ -471,9 +471,10 @@ class Recent:
         carried: frozenset[str] = frozenset(),
         spare: int = 0,
     ) -> Recall:
-        """What comes back: the recalled ``units`` and these messages, squeezed or kept."""
-        units = [*units, *self.squeezed]
-        return Recall(units, keep | self.ids, carried, self.squeezed_ids, spare)
+        """What comes back: the recalled ``units`` and these messages, squeezed or kept
+        (``spare``: see ``Recall``)."""
+        sent = [*units, *self.squeezed]
+        return Recall(sent, keep | self.ids, carried, self.squeezed_ids, spare)
 
 
 def trimmed(sticky: list[Unit], scored: frozenset[str], excess: int) -> list[Unit]:
